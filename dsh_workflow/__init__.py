@@ -1,0 +1,1 @@
+"""dsh-workflow: run model-written JavaScript workflows in a sandboxed QuickJS engine."""

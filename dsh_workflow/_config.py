@@ -1,0 +1,49 @@
+"""Engine configuration: every cap and limit a deployment can set, with its unit and default."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["EngineConfig"]
+
+
+class EngineConfig(BaseModel):
+    """Caps and limits shared by every run of one engine.
+
+    Each limit, when hit, ends the offending call or run with an error that names the setting
+    and its configured value, so a model can correct its script.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_concurrent_agents: int = Field(
+        16, ge=1, description="Children running at once per run; more calls queue in FIFO order. "
+        "A cap on I/O-bound work, never derived from the CPU count.")
+    max_total_agents: int = Field(
+        1000, ge=1, description="Accepted agent() calls per run (a runaway-loop backstop; "
+        "AGENT_CAP past it). Also the ceiling for a per-run override.")
+    max_items_per_call: int = Field(
+        4096, ge=1, description="Longest array one parallel()/pipeline() accepts (ITEM_CAP).")
+    memory_limit_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024 * 1024, description="JavaScript heap per run (RESOURCE_LIMIT).")
+    stack_limit_bytes: int = Field(
+        1024 * 1024, ge=64 * 1024, le=4 * 1024 * 1024, description="JavaScript stack per run (RESOURCE_LIMIT).")
+    slice_cpu_limit_s: float = Field(
+        5.0, gt=0, description="CPU seconds any single synchronous stretch of script may use, "
+        "wherever it occurs, including promise-job loops (RESOURCE_LIMIT).")
+    run_timeout_s: float | None = Field(
+        None, gt=0, description="Wall-clock limit of a whole run; None is unlimited (TIMEOUT).")
+    agent_timeout_s: float | None = Field(
+        None, gt=0, description="Wall-clock limit of one child; past it the child is cancelled "
+        "and agent() resolves null (outcome 'timeout').")
+    dispose_grace_s: float = Field(
+        5.0, ge=0, description="How long dispose() and cancellation wait for children and the "
+        "script thread before giving up on them.")
+    max_prompt_chars: int = Field(
+        1_000_000, ge=1, description="Longest prompt one agent() call may send (INVALID_ARGUMENT).")
+    max_log_chars: int = Field(
+        10_000, ge=80, description="Longest log()/phase() text kept; longer text is cut with a "
+        "'[truncated]' marker.")
+    max_value_depth: int = Field(
+        256, ge=8, le=512, description="Deepest nesting of a value leaving the script "
+        "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")

@@ -1,0 +1,1 @@
+"""Engine implementations behind the seam (private)."""

@@ -1,0 +1,465 @@
+"""The host side of a run, shared by every engine: hook rules, caps, children, events.
+
+A :class:`HostedRun` drives one script runtime (a thread in-process, or a child process) that it
+knows only through :class:`ScriptRuntime`: start it, settle hook calls by id, stop it, and
+receive its reports (outbox batches, then one end). Everything else lives here, on the event
+loop: option checks, the total-agent cap, the FIFO concurrency limit, running children under
+cancel scopes and timeouts, event pairing, cancellation, timeouts and the one result.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .._config import EngineConfig
+from .._errors import WorkflowError, WorkflowErrorCode
+from .._events import (
+    AgentEnded,
+    AgentOutcome,
+    AgentStarted,
+    EventHub,
+    LogEmitted,
+    PhaseStarted,
+    RunInfo,
+    WorkflowEnded,
+)
+from .._meta import WorkflowMeta
+from .._result import WorkflowResult
+from .._run import WorkflowRun
+from .._schema import value_violations
+from .._subagent import SubagentProvider, SubagentRequest, SubagentResult
+from .options import default_label, parse_agent_options
+
+__all__ = ["HostedRun", "ScriptRuntime"]
+
+logger = logging.getLogger("dsh_workflow.engine")
+
+_CODES = {code.value for code in WorkflowErrorCode}
+_FRAME = re.compile(r"<input>:(\d+):(\d+)")
+
+
+class ScriptRuntime(Protocol):
+    """What the host needs of a script runtime (see ``RuntimeThread`` for the contract)."""
+
+    def start(self) -> None: ...
+
+    def settle(self, entry: list[Any]) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def is_alive(self) -> bool: ...
+
+
+@dataclass(eq=False)
+class _Call:
+    """One accepted ``agent()`` call."""
+
+    call_id: int
+    seq: int
+    request: SubagentRequest
+    scope: anyio.CancelScope | None = None
+    started: bool = False
+    ended: bool = False
+    outcome: AgentOutcome | None = None
+    reply: list[Any] | None = field(default=None, repr=False)
+
+
+class HostedRun(WorkflowRun):
+    """A run driven from the event loop. Built only by an engine's ``start()``."""
+
+    def __init__(self, *, run_id: str, meta: WorkflowMeta, config: EngineConfig,
+                 provider: SubagentProvider, max_total_agents: int, parent: Any,
+                 events: EventHub, task_group: TaskGroup, body_line_offset: int = 0,
+                 body_header_chars: int = 0) -> None:
+        self.id = run_id
+        self.meta = meta
+        self._config = config
+        self._provider = provider
+        self._max_total = max_total_agents
+        self._parent = parent
+        self._events = events
+        self._tg = task_group
+        self._info = RunInfo(id=run_id, meta=meta)
+        self._line_offset = body_line_offset
+        self._header_chars = body_header_chars
+        self._runtime: ScriptRuntime | None = None
+        self._runtime_started = False
+
+        self._reports: deque[tuple[str, Any]] = deque()
+        self._wake = anyio.Event()
+        self._runtime_gone = anyio.Event()
+        self._done = anyio.Event()
+        self._children_changed = anyio.Event()
+        self._pump_scope: anyio.CancelScope | None = None
+        self._slots = anyio.Semaphore(config.max_concurrent_agents)
+        self._live: set[_Call] = set()
+
+        self._phase: str | None = None
+        self._accepted = 0
+        self._agents_started = 0
+        self._stopping = False
+        self._cancel_reason: str | None = None
+        self._timed_out = False
+        self._outcome: dict[str, Any] | None = None
+        self._protocol_error: str | None = None
+        self._result: WorkflowResult | None = None
+        self._disposing = False
+        self._disposed = anyio.Event()
+
+    # ---- public contract -----------------------------------------------------------------
+
+    async def result(self) -> WorkflowResult:
+        await self._done.wait()
+        assert self._result is not None
+        return self._result
+
+    def cancel(self, reason: str | None = None) -> None:
+        if self._result is not None or self._cancel_reason is not None or self._timed_out:
+            return
+        self._cancel_reason = reason if reason else "workflow cancelled"
+        self._stop()
+
+    async def dispose(self) -> None:
+        if self._disposing:
+            await self._disposed.wait()
+            return
+        self._disposing = True
+        try:
+            self.cancel("workflow disposed")
+            with anyio.move_on_after(self._config.dispose_grace_s):
+                await self._done.wait()
+                await self._runtime_gone.wait()
+                while self._runtime is not None and self._runtime.is_alive():
+                    await anyio.sleep(0.001)  # the thread is past its last report
+            self._settle()
+        finally:
+            self._disposed.set()
+
+    async def wait_runtime_gone(self) -> None:
+        """Wait until the runtime has sent its last report (its context is released)."""
+        await self._runtime_gone.wait()
+
+    @property
+    def ended(self) -> bool:
+        """True once the result is settled and the runtime has released its context."""
+        return self._done.is_set() and self._runtime_gone.is_set()
+
+    # ---- wiring ---------------------------------------------------------------------------
+
+    def attach(self, runtime: ScriptRuntime) -> None:
+        """Give the run its runtime (before :meth:`drive` starts)."""
+        self._runtime = runtime
+
+    def report(self, kind: str, payload: Any) -> None:
+        """Receive a runtime report; must be called on the event-loop thread."""
+        if kind == "end":
+            self._outcome = payload
+            self._runtime_gone.set()
+        self._reports.append((kind, payload))
+        self._wake.set()
+
+    async def drive(self) -> None:
+        """The run's main task: start the runtime, serve its hook calls, settle the result."""
+        try:
+            assert self._runtime is not None
+            if self._stopping:
+                self._runtime_gone.set()
+            else:
+                self._runtime_started = True
+                try:
+                    self._runtime.start()
+                except Exception as exc:  # noqa: BLE001 - e.g. no thread or process available
+                    self.on_runtime_start_failed(exc)
+                    return
+                with anyio.CancelScope() as self._pump_scope:
+                    if self._stopping:
+                        self._pump_scope.cancel()
+                    timeout = self._config.run_timeout_s
+                    with anyio.move_on_after(timeout if timeout is not None else float("inf")) \
+                            as timer:
+                        await self._pump()
+                    if timer.cancelled_caught:
+                        self._time_out()
+            await self._wind_down()
+        finally:
+            self._settle()
+
+    # ---- runtime reports ------------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            while self._reports:
+                kind, payload = self._reports.popleft()
+                if kind == "end":
+                    return
+                if kind == "outbox" and not self._stopping:
+                    self._serve(payload)
+                if self._protocol_error is not None:
+                    self._stop()
+                    return
+
+    def _serve(self, text: str) -> None:
+        try:
+            messages = json.loads(text)
+        except ValueError:
+            self._protocol_error = "the script runtime sent a malformed message"
+            return
+        if not isinstance(messages, list):
+            self._protocol_error = "the script runtime sent a malformed message"
+            return
+        for message in messages:
+            if self._stopping:
+                return
+            if not (isinstance(message, list) and message and isinstance(message[0], str)):
+                self._protocol_error = "the script runtime sent a malformed message"
+                return
+            kind = message[0]
+            if kind == "phase" and len(message) == 2 and isinstance(message[1], str):
+                self._phase = message[1]
+                self._events.emit(PhaseStarted(run=self._info, title=message[1]))
+            elif kind == "log" and len(message) == 2 and isinstance(message[1], str):
+                self._events.emit(LogEmitted(run=self._info, message=message[1]))
+            elif (kind == "agent" and len(message) == 4 and type(message[1]) is int
+                  and isinstance(message[2], str)):
+                self._on_agent(message[1], message[2], message[3])
+            else:
+                self._protocol_error = f"the script runtime sent an unknown message {kind!r}"
+                return
+
+    def _on_agent(self, call_id: int, prompt: str, raw_options: object) -> None:
+        try:
+            options = parse_agent_options(raw_options)
+        except WorkflowError as exc:
+            self._refuse(call_id, exc.code, exc.message)
+            return
+        if self._accepted >= self._max_total:
+            self._refuse(call_id, WorkflowErrorCode.AGENT_CAP, (
+                f"agent() refused: this run reached its total agent cap (max_total_agents="
+                f"{self._max_total}) — a backstop against runaway loops; use fewer agent() calls "
+                "or raise max_total_agents if the scale is intentional"))
+            return
+        self._accepted += 1
+        seq = self._accepted
+        request = SubagentRequest(
+            prompt=prompt,
+            label=options.label if options.label is not None else default_label(prompt),
+            phase=options.phase if options.phase is not None else self._phase,
+            schema=options.schema, model=options.model, provider=options.provider,
+            parent=self._parent, run_id=self.id, seq=seq)
+        call = _Call(call_id=call_id, seq=seq, request=request)
+        self._live.add(call)
+        self._tg.start_soon(self._child, call, name=f"dsh-workflow child {self.id}#{seq}")
+
+    def _refuse(self, call_id: int, code: WorkflowErrorCode | str, message: str) -> None:
+        assert self._runtime is not None
+        self._runtime.settle([call_id, False, str(code), message])
+
+    # ---- children -------------------------------------------------------------------------
+
+    async def _child(self, call: _Call) -> None:
+        try:
+            with anyio.CancelScope() as call.scope:
+                if self._stopping:
+                    call.scope.cancel()
+                async with self._slots:
+                    if self._stopping:
+                        return
+                    call.started = True
+                    self._agents_started += 1
+                    self._events.emit(AgentStarted(run=self._info, seq=call.seq,
+                                                   label=call.request.label,
+                                                   phase=call.request.phase))
+                    call.reply, call.outcome = await self._run_child(call)
+        finally:
+            self._end_call(call)
+
+    async def _run_child(self, call: _Call) -> tuple[list[Any], AgentOutcome]:
+        request = call.request
+        try:
+            timeout = self._config.agent_timeout_s
+            with anyio.move_on_after(timeout if timeout is not None else float("inf")) as timer:
+                result = await self._provider.run(request)
+            if timer.cancelled_caught:
+                return [call.call_id, True, None], "timeout"
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # noqa: BLE001 - a provider fault is reported, not propagated
+            if self._stopping:
+                return self._cancelled_reply(call), "cancelled"
+            logger.warning("dsh-workflow: provider raised for %s#%d", self.id, call.seq,
+                           exc_info=True)
+            return [call.call_id, False, WorkflowErrorCode.AGENT_FAILED.value, (
+                f"agent() failed: the subagent provider raised {type(exc).__name__}: {exc}")], \
+                "failed"
+        return self._map_result(call, result)
+
+    def _map_result(self, call: _Call, result: object) -> tuple[list[Any], AgentOutcome]:
+        if not isinstance(result, SubagentResult):
+            return [call.call_id, False, WorkflowErrorCode.AGENT_FAILED.value, (
+                "agent() failed: the subagent provider returned "
+                f"{type(result).__name__}, not a SubagentResult")], "failed"
+        if result.stop_reason != "completed":
+            return [call.call_id, True, None], "failed"
+        schema = call.request.schema
+        if schema is None:
+            return [call.call_id, True, result.text if result.text is not None else ""], \
+                "completed"
+        value = result.structured
+        if value is None:
+            return [call.call_id, True, None], "failed"
+        try:
+            json.dumps(value, allow_nan=False)
+            problems = value_violations(schema, value)
+        except (TypeError, ValueError, RecursionError):
+            problems = ["the structured value is not JSON data"]
+        if problems:
+            logger.info("dsh-workflow: %s#%d structured value rejected: %s", self.id, call.seq,
+                        "; ".join(problems))
+            return [call.call_id, True, None], "failed"
+        return [call.call_id, True, value], "completed"
+
+    def _cancelled_reply(self, call: _Call) -> list[Any]:
+        return [call.call_id, False, WorkflowErrorCode.CANCELLED.value, self._cancel_message()]
+
+    def _end_call(self, call: _Call) -> None:
+        """Close a call exactly once: its paired end event, its settlement, its slot in _live."""
+        if call not in self._live:
+            return
+        self._live.discard(call)
+        if call.reply is None:
+            call.reply, call.outcome = self._cancelled_reply(call), "cancelled"
+        if call.started and not call.ended:
+            call.ended = True
+            self._events.emit(AgentEnded(run=self._info, seq=call.seq, label=call.request.label,
+                                         phase=call.request.phase,
+                                         outcome=call.outcome or "cancelled"))
+        if self._runtime is not None and not self._stopping:
+            self._runtime.settle(call.reply)
+        changed, self._children_changed = self._children_changed, anyio.Event()
+        changed.set()
+
+    # ---- stopping and settling ------------------------------------------------------------
+
+    def _cancel_message(self) -> str:
+        if self._timed_out:
+            return self._timeout_message()
+        return f"workflow run cancelled: {self._cancel_reason or 'workflow settled'}"
+
+    def _timeout_message(self) -> str:
+        return (f"the workflow run exceeded its wall-clock limit (run_timeout_s="
+                f"{self._config.run_timeout_s:g})")
+
+    def _time_out(self) -> None:
+        if self._result is None and self._cancel_reason is None:
+            self._timed_out = True
+            self._stop()
+
+    def _stop(self) -> None:
+        """Stop everything: no more hooks served, runtime told to stop, children cancelled."""
+        self._stopping = True
+        if self._runtime is not None:
+            self._runtime.stop()
+        for call in list(self._live):
+            if call.scope is not None:
+                call.scope.cancel()
+        if self._pump_scope is not None:
+            self._pump_scope.cancel()
+
+    async def _wind_down(self) -> None:
+        """After the script ended (or was stopped): reap strays within the grace, then settle."""
+        self._stopping = True
+        if self._runtime is not None and not self._runtime_gone.is_set():
+            self._runtime.stop()
+        for call in list(self._live):
+            if call.scope is not None:
+                call.scope.cancel()
+        with anyio.move_on_after(self._config.dispose_grace_s):
+            while self._live:
+                await self._children_changed.wait()
+
+    def _settle(self) -> None:
+        """Settle the one result (idempotent); synthesizes ends for children that would not end."""
+        if self._result is not None:
+            return
+        self._stopping = True
+        for call in sorted(self._live, key=lambda c: c.seq):
+            if call.scope is not None:
+                call.scope.cancel()
+            if call.started and not call.ended:
+                call.ended = True
+                self._events.emit(AgentEnded(run=self._info, seq=call.seq,
+                                             label=call.request.label, phase=call.request.phase,
+                                             outcome="cancelled"))
+        self._result = self._final_result()
+        self._events.emit(WorkflowEnded(run=self._info, stop_reason=self._result.stop_reason,
+                                        error=self._result.error,
+                                        agents_started=self._result.agents_started))
+        self._done.set()
+
+    def _final_result(self) -> WorkflowResult:
+        started = self._agents_started
+        if self._cancel_reason is not None:
+            return WorkflowResult(stop_reason="cancelled", agents_started=started,
+                                  error=f"workflow run cancelled: {self._cancel_reason}")
+        if self._timed_out:
+            return WorkflowResult(stop_reason="error", agents_started=started,
+                                  error=f"{WorkflowErrorCode.TIMEOUT.value}: "
+                                        f"{self._timeout_message()}")
+        if self._protocol_error is not None:
+            return WorkflowResult(stop_reason="error", agents_started=started,
+                                  error=self._protocol_error)
+        outcome = self._outcome
+        if outcome is None:
+            return WorkflowResult(stop_reason="error", agents_started=started,
+                                  error="the script runtime stopped without a result")
+        if outcome.get("ok") is True:
+            return WorkflowResult(stop_reason="completed", agents_started=started,
+                                  value=outcome.get("value"))
+        return WorkflowResult(stop_reason="error", agents_started=started,
+                              error=self._render_error(outcome))
+
+    def _render_error(self, outcome: dict[str, Any]) -> str:
+        code = outcome.get("code")
+        text = str(outcome.get("error") or "unknown error")
+        if code == "STALLED":
+            return text
+        if isinstance(code, str) and code in _CODES:
+            return f"{code}: {text}"
+        return self._script_frames(text)
+
+    def _script_frames(self, text: str) -> str:
+        """Rewrite stack positions to the script's own lines; drop the runtime's frames."""
+        name = self.meta.name
+        lines: list[str] = []
+        for line in text.split("\n"):
+            found = _FRAME.search(line)
+            if found is None:
+                if line.strip():
+                    lines.append(line)
+                continue
+            row, col = int(found.group(1)), int(found.group(2))
+            if row <= self._line_offset:
+                continue
+            row -= self._line_offset
+            if row == 1:
+                col = max(1, col - self._header_chars)
+            lines.append(line[: found.start()] + f"workflow:{name}:{row}:{col}"
+                         + line[found.end():])
+        return "\n".join(lines)
+
+    def on_runtime_start_failed(self, exc: BaseException) -> None:
+        """Record that the runtime could not even start (e.g. no thread available)."""
+        self._outcome = {"ok": False, "code": None,
+                         "error": f"the script runtime could not start: {exc}"}
+        self._runtime_gone.set()

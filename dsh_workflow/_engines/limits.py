@@ -1,0 +1,69 @@
+"""The one place where QuickJS failures become workflow errors.
+
+Every limit error names the setting and its configured value, so a model (or an operator) can
+tell which bound was hit and how to stay under it. No limit is ever reported as the bare JS
+text ``null``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import quickjs
+
+from .._config import EngineConfig
+from .._errors import WorkflowErrorCode
+
+__all__ = ["LimitExceeded", "limit_error", "translate_js_failure"]
+
+LimitKind = Literal["memory", "stack", "slice"]
+
+
+class LimitExceeded(Exception):
+    """A per-run limit was hit on the runtime thread."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def as_outcome(self) -> dict[str, Any]:
+        return {"code": self.code, "error": self.message}
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):g} MiB"
+
+
+def limit_error(kind: LimitKind, config: EngineConfig) -> LimitExceeded:
+    """The error for ``kind``, naming the setting and its value."""
+    code = WorkflowErrorCode.RESOURCE_LIMIT.value
+    if kind == "memory":
+        return LimitExceeded(code, (
+            f"the script ran out of memory: it exceeded memory_limit_bytes="
+            f"{config.memory_limit_bytes} ({_mib(config.memory_limit_bytes)}); keep less data "
+            "in the script and let agents hold the bulk"))
+    if kind == "stack":
+        return LimitExceeded(code, (
+            f"the script exhausted its stack: recursion deeper than stack_limit_bytes="
+            f"{config.stack_limit_bytes} ({_mib(config.stack_limit_bytes)}) allows"))
+    return LimitExceeded(code, (
+        f"a synchronous stretch of the script used more than slice_cpu_limit_s="
+        f"{config.slice_cpu_limit_s:g} seconds of CPU without waiting for an agent() call (an "
+        "endless loop, or a promise chain that never yields)"))
+
+
+def translate_js_failure(exc: quickjs.JSException, config: EngineConfig) -> dict[str, Any]:
+    """Outcome for an exception that escaped a QuickJS call on the runtime thread."""
+    text = str(exc)
+    head = text.split("\n", 1)[0].strip()
+    if isinstance(exc, quickjs.StackOverflow) or "Maximum call stack size exceeded" in head \
+            or "stack overflow" in head:
+        limit = limit_error("stack", config)
+    elif head.startswith("InternalError: interrupted"):
+        limit = limit_error("slice", config)
+    elif "out of memory" in head or head in ("", "null"):
+        limit = limit_error("memory", config)
+    else:
+        return {"ok": False, "code": None, "error": f"workflow runtime failed: {head}"}
+    return {"ok": False, **limit.as_outcome()}

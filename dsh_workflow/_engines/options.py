@@ -1,0 +1,84 @@
+"""Host-side rules for one ``agent()`` call: options, default label.
+
+Shared by every engine; the runtime has already checked the prompt and turned the options into
+JSON data, so what arrives here is untrusted JSON, validated again in full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import WorkflowError, WorkflowErrorCode
+from .._schema import check_agent_schema
+
+__all__ = ["AgentOptions", "SUPPORTED_OPTIONS", "default_label", "parse_agent_options"]
+
+SUPPORTED_OPTIONS = ("label", "phase", "schema", "model", "provider")
+_SUPPORTED_TEXT = ", ".join(SUPPORTED_OPTIONS)
+_NOT_SUPPORTED = ("effort", "isolation", "agentType")
+_STRING_OPTIONS = ("label", "phase", "model", "provider")
+_LABEL_CHARS = 48
+
+
+@dataclass(frozen=True)
+class AgentOptions:
+    label: str | None = None
+    phase: str | None = None
+    schema: dict[str, Any] | None = None
+    model: str | None = None
+    provider: str | None = None
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a string" if isinstance(value, str) else type(value).__name__
+
+
+def parse_agent_options(raw: object) -> AgentOptions:
+    """Validate ``agent()`` options (already JSON data).
+
+    Keys are checked in order and the first offending key decides: ``effort``, ``isolation``
+    and ``agentType`` are not supported, any other unknown key is not recognized (both
+    ``UNSUPPORTED_OPTION``). Then ``label``/``phase``/``model``/``provider`` must be strings
+    (``INVALID_ARGUMENT``; ``null`` counts as absent) and ``schema`` must pass the schema gate
+    (``UNSUPPORTED_SCHEMA``).
+    """
+    if raw is None:
+        return AgentOptions()
+    if not isinstance(raw, dict):
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                            f"agent() options must be an object (got {_kind(raw)})")
+    for key in raw:
+        if key in _NOT_SUPPORTED:
+            raise WorkflowError(WorkflowErrorCode.UNSUPPORTED_OPTION, (
+                f'agent() option "{key}" is not supported by this engine '
+                f"(supported: {_SUPPORTED_TEXT})"))
+        if key not in SUPPORTED_OPTIONS:
+            raise WorkflowError(WorkflowErrorCode.UNSUPPORTED_OPTION, (
+                f'agent() option "{key}" is not recognized (supported: {_SUPPORTED_TEXT})'))
+    values = {key: value for key, value in raw.items() if value is not None}
+    for key in _STRING_OPTIONS:
+        if key in values and not isinstance(values[key], str):
+            raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+                f'agent() option "{key}" must be a string (got {_kind(values[key])})'))
+    schema = values.get("schema")
+    if "schema" in values:
+        check_agent_schema(schema)
+    return AgentOptions(label=values.get("label"), phase=values.get("phase"), schema=schema,
+                        model=values.get("model"), provider=values.get("provider"))
+
+
+def default_label(prompt: str) -> str:
+    """The prompt's first line, cut to 48 characters (47 and an ellipsis) when longer."""
+    first = prompt.split("\n", 1)[0]
+    return first if len(first) <= _LABEL_CHARS else first[: _LABEL_CHARS - 1] + "…"

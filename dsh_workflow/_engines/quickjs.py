@@ -1,0 +1,178 @@
+"""``QuickJSEngine``: the in-process reference engine.
+
+Each run gets its own QuickJS context on its own OS thread (created, used and released there);
+the event loop never runs script code, so a spinning script cannot block it. The host side of
+every run (hooks, caps, children, events) is :class:`~dsh_workflow._engines.host.HostedRun`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import uuid
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .._config import EngineConfig
+from .._errors import WorkflowError, WorkflowErrorCode
+from .._events import EventHub, RunInfo, WorkflowStarted
+from .._meta import parse_meta
+from .._request import WorkflowStartRequest
+from .._run import WorkflowEngine, WorkflowRun
+from .._script import RUN_HEADER, check_body
+from .._subagent import SubagentProvider
+from .host import HostedRun
+from .loop import LoopHandle
+from .runtime import RuntimeThread, body_line_offset
+
+__all__ = ["QuickJSEngine", "encode_args", "resolve_provider", "resolve_total_cap"]
+
+
+class _State(enum.Enum):
+    UNOPENED = "unopened"  # constructed; start() refused
+    OPEN = "open"          # inside `async with`; start() accepted
+    CLOSED = "closed"      # the block was left; every run was disposed; start() refused
+
+
+def resolve_total_cap(value: object, ceiling: int) -> int:
+    """The per-run total-agent cap: ``value`` if given (it may only lower ``ceiling``)."""
+    if value is None:
+        return ceiling
+    if type(value) is not int or value < 1:
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                            f"max_total_agents must be a positive integer (got {value!r})")
+    if value > ceiling:
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+            f"max_total_agents {value} exceeds the engine ceiling (max_total_agents={ceiling}); "
+            "a run may only lower it"))
+    return value
+
+
+def resolve_provider(value: object, default: SubagentProvider) -> SubagentProvider:
+    """The run's provider: ``value`` if given, which must have an async ``run(request)``."""
+    if value is None:
+        return default
+    if not callable(getattr(value, "run", None)):
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+            f"provider must be a SubagentProvider with an async run(request) method "
+            f"(got {type(value).__name__})"))
+    return value  # type: ignore[return-value]
+
+
+def encode_args(args: Any) -> str | None:
+    """``args`` as ASCII JSON text for the runtime, or None when absent."""
+    if args is None:
+        return None
+    try:
+        return json.dumps(args, ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                            f"args must be JSON data ({exc})") from None
+
+
+class QuickJSEngine(WorkflowEngine):
+    """Runs workflows in-process, one QuickJS context and one OS thread per run.
+
+    Use it as an async context manager; it owns the task group every run and child lives in::
+
+        async with QuickJSEngine(EngineConfig(), provider=EchoProvider()) as engine:
+            run = engine.start(WorkflowStartRequest(meta=..., script="return 1"))
+            result = await run.result()
+            await run.dispose()
+
+    Leaving the block disposes every run still alive. Limits (memory, stack, CPU per stretch)
+    hold for every run; a stretch already running cannot be interrupted from outside, so after
+    a cancel a spinning script's thread may live on for up to ``slice_cpu_limit_s`` — it holds
+    no host resources and ends by itself. Use ``SubprocessEngine`` for hostile scripts.
+    """
+
+    def __init__(self, config: EngineConfig | None = None, *,
+                 provider: SubagentProvider) -> None:
+        self.config = config if config is not None else EngineConfig()
+        if not isinstance(self.config, EngineConfig):
+            raise TypeError("config must be an EngineConfig")
+        if not callable(getattr(provider, "run", None)):
+            raise TypeError("provider must be a SubagentProvider with an async run(request)")
+        self.provider = provider
+        self.events = EventHub()
+        self._state = _State.UNOPENED
+        self._runs: set[HostedRun] = set()
+        self._runtimes: dict[HostedRun, RuntimeThread] = {}
+        self._tg: TaskGroup | None = None
+        self._loop: LoopHandle | None = None
+        self._seq = 0
+
+    async def __aenter__(self) -> QuickJSEngine:
+        if self._state is not _State.UNOPENED:
+            raise RuntimeError("a QuickJSEngine can be entered only once")
+        self._loop = LoopHandle()
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        self._state = _State.OPEN
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        self._state = _State.CLOSED
+        assert self._tg is not None
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._dispose_all()
+        finally:
+            self._tg.cancel_scope.cancel()
+            suppress = await self._tg.__aexit__(exc_type, exc, tb)
+        return suppress
+
+    async def _dispose_all(self) -> None:
+        if self._runs:
+            async with anyio.create_task_group() as tg:
+                for run in list(self._runs):
+                    tg.start_soon(run.dispose)
+        # A runtime stuck in one CPU slice ends by itself within the slice limit.
+        with anyio.move_on_after(self.config.slice_cpu_limit_s + 1.0):
+            while any(runtime.is_alive() for runtime in self._runtimes.values()):
+                await anyio.sleep(0.005)
+
+    def start(self, request: WorkflowStartRequest) -> WorkflowRun:
+        if self._state is not _State.OPEN:
+            raise RuntimeError(
+                "QuickJSEngine.start() called outside the engine's `async with` block; use "
+                "`async with QuickJSEngine(...) as engine:` and start runs inside it")
+        if not isinstance(request, WorkflowStartRequest):
+            raise TypeError("start() takes a WorkflowStartRequest")
+        meta = parse_meta(request.meta)
+        check_body(request.script)
+        provider = resolve_provider(request.provider, self.provider)
+        max_total = resolve_total_cap(request.max_total_agents, self.config.max_total_agents)
+        args_text = encode_args(request.args)
+        assert self._tg is not None and self._loop is not None
+        loop = self._loop
+        self._seq += 1
+        run = HostedRun(run_id=str(uuid.uuid4()), meta=meta, config=self.config,
+                        provider=provider, max_total_agents=max_total, parent=request.parent,
+                        events=self.events, task_group=self._tg,
+                        body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER))
+        runtime = RuntimeThread(self.config, request.script, args_text,
+                                lambda kind, payload: loop.post(run.report, kind, payload),
+                                name=f"dsh-workflow-run-{self._seq}")
+        run.attach(runtime)
+        self._runs.add(run)
+        self._runtimes[run] = runtime
+        self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=meta)))
+        self._tg.start_soon(self._drive, run, name=f"dsh-workflow run {run.id}")
+        return run
+
+    async def _drive(self, run: HostedRun) -> None:
+        runtime = self._runtimes[run]
+        try:
+            await run.drive()
+            await run.wait_runtime_gone()
+            while runtime.is_alive():  # past its last report; gone within microseconds
+                await anyio.sleep(0.001)
+            del self._runtimes[run]
+        finally:
+            self._runs.discard(run)

@@ -1,0 +1,234 @@
+"""The script side of a run: one QuickJS context, owned by one thread for its whole life.
+
+The thread creates the context, loads the runtime (``runtime_js/``), runs the body, drains
+promise jobs, ships the outbox to the host and applies the host's settlements, until the script
+returns, throws, stalls, exceeds a limit or is told to stop. It never calls into Python from
+JavaScript (a time limit forbids it): everything crosses as JSON text through the outbox and the
+settle batches, and only ids and JSON cross the boundary.
+
+Limits, enforced here for every stretch of script code wherever it occurs:
+
+* ``memory_limit_bytes`` and ``stack_limit_bytes`` on the context;
+* ``slice_cpu_limit_s`` twice: as QuickJS's own per-call interrupt (a synchronous loop), and as a
+  budget of thread CPU time over a whole drain of promise jobs (``while (true) await null``
+  creates a fresh job each turn, each under the per-call limit).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import quickjs
+
+from .._config import EngineConfig
+from .._script import RUN_HEADER
+from .limits import LimitExceeded, limit_error, translate_js_failure
+
+__all__ = ["RuntimeThread", "STOP", "body_line_offset"]
+
+#: Put on a runtime's inbox to make its thread stop at the next opportunity.
+STOP = object()
+_DRAIN_CHECK_EVERY = 64
+
+
+@cache
+def _runtime_source() -> str:
+    """The runtime prelude: hooks.js with boundary.js spliced in, as one strict function."""
+    def read(name: str) -> str:
+        packaged = resources.files("dsh_workflow").joinpath("runtime_js").joinpath(name)
+        if packaged.is_file():
+            return packaged.read_text("utf-8")
+        return (Path(__file__).resolve().parents[2] / "runtime_js" / name).read_text("utf-8")
+
+    hooks = read("hooks.js").replace("//__BOUNDARY__", read("boundary.js"))
+    return "(function (config, argsText) {\n'use strict';\n" + hooks + "\n})"
+
+
+@cache
+def body_line_offset() -> int:
+    """Blank lines put before the body, so its stack lines are told apart from the runtime's."""
+    return _runtime_source().count("\n") + 2
+
+
+class _Runtime:
+    """A prepared context: runtime loaded, host API taken, body compiled (not yet run)."""
+
+    def __init__(self, config: EngineConfig, body: str, args_text: str | None) -> None:
+        self.config = config
+        ctx = quickjs.Context()
+        ctx.set_memory_limit(config.memory_limit_bytes)
+        ctx.set_max_stack_size(config.stack_limit_bytes)
+        js_config = json.dumps({
+            "maxItemsPerCall": config.max_items_per_call,
+            "maxValueDepth": config.max_value_depth,
+            "maxPromptChars": config.max_prompt_chars,
+            "maxLogChars": config.max_log_chars,
+        })
+        ctx.eval("globalThis.__dsh_rt = " + _runtime_source() + "(" + js_config + ", "
+                 + ("null" if args_text is None else json.dumps(args_text)) + ");")
+        self._start = ctx.eval("__dsh_rt.start")
+        self._take = ctx.eval("__dsh_rt.take")
+        self._settle = ctx.eval("__dsh_rt.settle")
+        self._cancel = ctx.eval("__dsh_rt.cancel")
+        self._result = ctx.eval("__dsh_rt.result")
+        self._pending = ctx.eval("__dsh_rt.pending")
+        ctx.eval("delete globalThis.__dsh_rt")
+        # The body was proven to be exactly one function body before the run was created, so
+        # evaluating the wrapper only creates the function.
+        self._body = ctx.eval("\n" * body_line_offset() + RUN_HEADER + body + "\n})")
+        ctx.set_time_limit(config.slice_cpu_limit_s)
+        self.ctx = ctx
+
+    def start(self) -> None:
+        self._start(self._body)
+
+    def take(self) -> str | None:
+        return self._take()  # type: ignore[no-any-return]
+
+    def settle(self, batch_text: str) -> None:
+        self._settle(batch_text)
+
+    def cancel(self, reason: str) -> None:
+        self._cancel(reason)
+
+    def result(self) -> str | None:
+        return self._result()  # type: ignore[no-any-return]
+
+    def pending(self) -> int:
+        return int(self._pending())
+
+    def drain(self, cpu_deadline: float) -> None:
+        """Run queued promise jobs until none is left or the stretch's CPU budget is spent."""
+        count = 0
+        execute = self.ctx.execute_pending_job
+        while execute():
+            count += 1
+            if count % _DRAIN_CHECK_EVERY == 0 and time.thread_time() > cpu_deadline:
+                raise limit_error("slice", self.config)
+
+    def memory_used(self) -> int:
+        return int(self.ctx.memory()["memory_used_size"])
+
+    def close(self) -> None:
+        # Handles keep the context alive; drop them all here, on the owning thread.
+        self._start = self._take = self._settle = self._cancel = None  # type: ignore[assignment]
+        self._result = self._pending = self._body = None  # type: ignore[assignment]
+        self.ctx = None  # type: ignore[assignment]
+
+
+class RuntimeThread:
+    """Runs one script on a dedicated thread and reports to the host through ``report``.
+
+    ``report(kind, payload)`` is called on the runtime thread with ``("outbox", json_text)`` for
+    each batch of hook calls, in order, and exactly once with ``("end", outcome)`` as the last
+    report, after the context has been released. ``outcome`` is ``None`` when the thread was
+    stopped, else a dict ``{"ok": True, "value": ...}`` or
+    ``{"ok": False, "code": str | None, "error": str}``.
+
+    Settlements are ``[id, True, value]`` or ``[id, False, code, message]`` lists put with
+    :meth:`settle`; :meth:`stop` ends the thread at the next point where it waits or finishes
+    a stretch (a stretch is never interrupted from outside; it ends within
+    ``slice_cpu_limit_s``).
+    """
+
+    def __init__(self, config: EngineConfig, body: str, args_text: str | None,
+                 report: Callable[[str, Any], None], *, name: str) -> None:
+        self._config = config
+        self._body = body
+        self._args_text = args_text
+        self._report = report
+        self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def settle(self, entry: list[Any]) -> None:
+        self._inbox.put(entry)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._inbox.put(STOP)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _main(self) -> None:
+        outcome: dict[str, Any] | None
+        runtime: _Runtime | None = None
+        try:
+            runtime = _Runtime(self._config, self._body, self._args_text)
+            outcome = self._drive(runtime)
+        except LimitExceeded as exc:
+            outcome = {"ok": False, "code": exc.code, "error": exc.message}
+        except quickjs.JSException as exc:
+            outcome = translate_js_failure(exc, self._config)
+        except Exception as exc:  # noqa: BLE001 - the thread must always report an end
+            outcome = {"ok": False, "code": None,
+                       "error": f"workflow runtime failed: {type(exc).__name__}: {exc}"}
+        finally:
+            if runtime is not None:
+                runtime.close()
+            del runtime
+        if self._stopped.is_set():
+            outcome = None
+        self._report("end", outcome)
+
+    def _drive(self, runtime: _Runtime) -> dict[str, Any] | None:
+        budget = self._config.slice_cpu_limit_s
+        if self._stopped.is_set():
+            return None
+        deadline = time.thread_time() + budget
+        runtime.start()
+        while True:
+            runtime.drain(deadline)
+            out = runtime.take()
+            if out is not None:
+                self._report("outbox", out)
+            final = runtime.result()
+            if final is not None:
+                return self._decode_final(final, runtime)
+            if runtime.pending() == 0:
+                return {"ok": False, "code": "STALLED", "error": (
+                    "the script is waiting for a promise that nothing will ever settle: no "
+                    "agent() call is in flight (for example `await new Promise(() => {})`, or a "
+                    "then() callback that is never called)")}
+            if self._stopped.is_set():
+                return None
+            item = self._inbox.get()
+            batch: list[object] = []
+            while True:
+                if item is STOP:
+                    return None
+                batch.append(item)
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+            deadline = time.thread_time() + budget
+            runtime.settle(json.dumps(batch, ensure_ascii=True, allow_nan=False))
+
+    def _decode_final(self, text: str, runtime: _Runtime) -> dict[str, Any]:
+        outcome: dict[str, Any] = json.loads(text)
+        code = outcome.get("code")
+        if code in ("MEMORY", "STACK"):
+            return {"ok": False, **limit_error(code.lower(), self._config).as_outcome()}
+        if code == "THROWN_NOTHING":
+            used = runtime.memory_used()
+            if used > self._config.memory_limit_bytes // 2:
+                return {"ok": False, **limit_error("memory", self._config).as_outcome()}
+            outcome["code"] = None
+            outcome["error"] = f"the script threw {outcome.get('error')} (not an Error)"
+        return outcome

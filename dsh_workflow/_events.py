@@ -1,0 +1,132 @@
+"""Run events: frozen payloads and the hub that delivers them to listeners."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ._meta import WorkflowMeta
+from ._result import StopReason
+
+__all__ = [
+    "AgentEnded",
+    "AgentOutcome",
+    "AgentStarted",
+    "EventHub",
+    "LogEmitted",
+    "PhaseStarted",
+    "RunInfo",
+    "WorkflowEnded",
+    "WorkflowEvent",
+    "WorkflowStarted",
+]
+
+logger = logging.getLogger("dsh_workflow.events")
+
+AgentOutcome = Literal["completed", "failed", "cancelled", "timeout"]
+
+
+class RunInfo(BaseModel):
+    """Identity of the run an event belongs to (never the live run object)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    meta: WorkflowMeta
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run: RunInfo
+
+
+class WorkflowStarted(_Event):
+    """The first event of every run; fired by ``start()`` before it returns."""
+
+
+class WorkflowEnded(_Event):
+    """The last event of every run, fired exactly once; mirrors the result without its value."""
+
+    stop_reason: StopReason
+    error: str | None = None
+    agents_started: int
+
+
+class PhaseStarted(_Event):
+    """A ``phase(title)`` call."""
+
+    title: str
+
+
+class LogEmitted(_Event):
+    """A ``log(message)`` or ``console.*`` call."""
+
+    message: str
+
+
+class AgentStarted(_Event):
+    """A child started (it holds a concurrency slot and its provider was called)."""
+
+    seq: int
+    label: str
+    phase: str | None = None
+
+
+class AgentEnded(_Event):
+    """The end of a started child; exactly one per :class:`AgentStarted`."""
+
+    seq: int
+    label: str
+    phase: str | None = None
+    outcome: AgentOutcome
+
+
+WorkflowEvent = WorkflowStarted | WorkflowEnded | PhaseStarted | LogEmitted | AgentStarted | AgentEnded
+Listener = Callable[[WorkflowEvent], object]
+
+
+class EventHub:
+    """Delivers every event to every subscribed listener, in subscription order.
+
+    A listener that raises is logged at WARNING on ``dsh_workflow.events`` and changes nothing:
+    later listeners still run and the run goes on. Listeners run on the event-loop thread and
+    must not block.
+    """
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Add ``listener``; returns a function that removes it (idempotent)."""
+        entry: list[Listener] = [listener]
+        self._listeners.append(entry[0])
+
+        def unsubscribe() -> None:
+            if entry:
+                try:
+                    self._listeners.remove(entry.pop())
+                except ValueError:
+                    pass
+
+        return unsubscribe
+
+    def emit(self, event: WorkflowEvent) -> None:
+        """Deliver ``event``; never raises."""
+        for listener in tuple(self._listeners):
+            try:
+                returned = listener(event)
+                close = getattr(returned, "close", None)
+                if close is not None and hasattr(returned, "send"):
+                    close()  # an async listener: its coroutine is never awaited
+                    logger.warning("workflow: %s listener returned a coroutine; listeners must "
+                                   "be plain functions", type(event).__name__)
+            except Exception as exc:  # noqa: BLE001 - containment is the contract
+                try:
+                    text = repr(exc)
+                except Exception:  # noqa: BLE001
+                    text = "[unrenderable exception]"
+                logger.warning("workflow: %s listener raised: %s", type(event).__name__, text)

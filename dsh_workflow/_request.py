@@ -1,0 +1,32 @@
+"""The start request: what a caller hands ``engine.start()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ._meta import WorkflowMeta
+from ._subagent import SubagentProvider
+
+__all__ = ["WorkflowStartRequest"]
+
+
+class WorkflowStartRequest(BaseModel):
+    """One workflow to run.
+
+    ``meta`` may be a :class:`WorkflowMeta` or a plain dict (validated by ``start()``, which
+    reports every violation as ``META_INVALID``). ``args`` is any JSON value, copied into the
+    script's ``args`` global (``None`` leaves the global ``undefined``). ``provider`` routes
+    every child of this run (invisible to the script); ``max_total_agents`` may only lower
+    the engine's ceiling; ``parent`` is passed to every child request untouched.
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    meta: WorkflowMeta | dict[str, Any] | Any
+    script: str
+    args: Any = None
+    provider: SubagentProvider | None = None
+    max_total_agents: int | None = None
+    parent: Any = None

@@ -1,0 +1,35 @@
+"""The one result every run ends with."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["StopReason", "WorkflowResult"]
+
+StopReason = Literal["completed", "cancelled", "error"]
+
+
+class WorkflowResult(BaseModel):
+    """How a run ended.
+
+    ``error`` is present exactly when ``stop_reason`` is not ``"completed"``, and ``value`` is
+    ``None`` then. ``agents_started`` counts children that actually started (not calls that
+    were refused or still queued behind the concurrency cap when the run ended).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    value: Any = None
+    stop_reason: StopReason
+    error: str | None = None
+    agents_started: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _error_iff_not_completed(self) -> WorkflowResult:
+        if (self.stop_reason == "completed") != (self.error is None):
+            raise ValueError("error must be present exactly when stop_reason is not 'completed'")
+        if self.stop_reason != "completed" and self.value is not None:
+            raise ValueError("value must be None unless the run completed")
+        return self

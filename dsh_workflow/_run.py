@@ -1,0 +1,74 @@
+"""The seam: the lifecycle contract every engine implements.
+
+An engine is an async context manager that owns its task group. ``start()`` is synchronous:
+it validates the request (raising :class:`WorkflowError` before any run or event exists) and
+returns a :class:`WorkflowRun`. Leaving the engine's ``async with`` block cancels and disposes
+every run still alive, so nothing a run started outlives the engine.
+"""
+
+from __future__ import annotations
+
+import abc
+from types import TracebackType
+
+from ._events import EventHub
+from ._meta import WorkflowMeta
+from ._request import WorkflowStartRequest
+from ._result import WorkflowResult
+
+__all__ = ["WorkflowEngine", "WorkflowRun"]
+
+
+class WorkflowRun(abc.ABC):
+    """One started workflow.
+
+    Guarantees, for every engine:
+
+    * ``await result()`` never raises, may be awaited any number of times, and always yields
+      the same :class:`WorkflowResult`.
+    * ``cancel(reason)`` is synchronous and idempotent; the first reason wins; it is a no-op once
+      the run has ended. After it, no hook of the script does anything but throw ``CANCELLED``,
+      no queued child starts and in-flight children are cancelled; ``result()`` settles
+      ``cancelled`` promptly even while script code is spinning.
+    * ``await dispose()`` is idempotent, cancels what remains, and returns within the engine's
+      ``dispose_grace_s``; afterwards no task, child or provider call of the run is alive, and
+      the script's runtime is released (a runtime stuck in one CPU slice ends by itself within
+      ``slice_cpu_limit_s``).
+    """
+
+    id: str
+    meta: WorkflowMeta
+
+    @abc.abstractmethod
+    async def result(self) -> WorkflowResult:
+        """Wait for the run's one result. Never raises (cancellation of the caller aside)."""
+
+    @abc.abstractmethod
+    def cancel(self, reason: str | None = None) -> None:
+        """Request cancellation; see the class contract."""
+
+    @abc.abstractmethod
+    async def dispose(self) -> None:
+        """Cancel if needed and release everything the run holds; see the class contract."""
+
+
+class WorkflowEngine(abc.ABC):
+    """Runs workflows; see the module docstring for the lifecycle."""
+
+    events: EventHub
+
+    @abc.abstractmethod
+    def start(self, request: WorkflowStartRequest) -> WorkflowRun:
+        """Validate ``request`` and start it.
+
+        Raises ``WorkflowError`` (``META_INVALID``, ``SCRIPT_PARSE``, ``INVALID_ARGUMENT``)
+        before any run exists and before any event, and ``RuntimeError`` outside the engine's
+        ``async with`` block. Emits ``WorkflowStarted`` before returning.
+        """
+
+    @abc.abstractmethod
+    async def __aenter__(self) -> WorkflowEngine: ...
+
+    @abc.abstractmethod
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None: ...

@@ -1,0 +1,105 @@
+"""Checking a script body before anything runs.
+
+The body must be exactly one async function body. Compiling a wrapper such as
+``(async () => { BODY })`` would *run* a body that closes the wrapper early
+(``}); evil(); (async () => {``), so the check never evaluates anything reachable:
+
+1. the body is compiled, in a throwaway QuickJS context with no host functions, as a *hoisted
+   function declaration* placed after a ``throw`` statement. Global function declarations are
+   instantiated before the first statement runs, and the ``throw`` stops everything else: no
+   statement of the body, and nothing a breakout adds, is ever executed;
+2. the declared function's source text must equal the wrapper around the whole body. A body that
+   closes the wrapper early yields a shorter (or a different) function and is refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+import quickjs
+
+from ._errors import WorkflowError, WorkflowErrorCode
+
+__all__ = ["RUN_HEADER", "check_body", "map_position"]
+
+_SENTINEL = "__dsh_workflow_parsed__"
+_CHECK_NAME = "__dsh_workflow_body__"
+_CHECK_HEADER = f'throw "{_SENTINEL}"; async function {_CHECK_NAME}() {{'
+_CHECK_FN_HEADER = f"async function {_CHECK_NAME}() {{"
+#: The wrapper the runtime evaluates around a checked body; line 1 columns shift by its length.
+RUN_HEADER = "(async function () {"
+
+_EXPORT_META = re.compile(r"\A\s*export\s+const\s+meta\b")
+_POSITION = re.compile(r"<input>:(\d+):(\d+)")
+
+
+def map_position(line: int, column: int, header: str) -> tuple[int, int]:
+    """Map an engine position inside ``header + body`` to the body's own (line, column)."""
+    if line == 1:
+        column = max(1, column - len(header))
+    return line, column
+
+
+def _parse_error(message: str, body: str) -> WorkflowError:
+    first = message.split("\n", 1)[0].strip()
+    where = _POSITION.search(message)
+    text = f"workflow script does not parse: {first}"
+    if where:
+        line, column = map_position(int(where.group(1)), int(where.group(2)), _CHECK_HEADER)
+        last_line = body.count("\n") + 1
+        if line > last_line:
+            text = "workflow script does not parse: SyntaxError: unexpected end of script " \
+                   "(a bracket, brace or string is not closed)"
+            line, column = last_line, len(body.rsplit("\n", 1)[-1]) + 1
+        text += f" (line {line}, column {column})"
+    return WorkflowError(WorkflowErrorCode.SCRIPT_PARSE, text)
+
+
+def check_body(body: str) -> None:
+    """Prove ``body`` is exactly one async function body, running none of it.
+
+    Raises ``WorkflowError(SCRIPT_PARSE)`` for a body that is not a string, still carries an
+    ``export const meta`` statement, does not parse (with the script's own line and column), or
+    closes the wrapper it is compiled in.
+    """
+    if not isinstance(body, str):
+        raise WorkflowError(WorkflowErrorCode.SCRIPT_PARSE, "workflow script must be a string")
+    if _EXPORT_META.match(body):
+        raise WorkflowError(
+            WorkflowErrorCode.SCRIPT_PARSE,
+            "workflow meta is passed as the `meta` parameter, not written in the script: remove "
+            "the `export const meta = {...}` statement from the body")
+    if "\x00" in body:
+        raise WorkflowError(WorkflowErrorCode.SCRIPT_PARSE,
+                            "workflow script contains a NUL character; remove it")
+    try:
+        body.encode("utf-8")
+    except UnicodeEncodeError:
+        raise WorkflowError(WorkflowErrorCode.SCRIPT_PARSE,
+                            "workflow script contains a lone surrogate; it must be valid "
+                            "Unicode text") from None
+    ctx = quickjs.Context()
+    try:
+        ctx.set_memory_limit(max(32 * 1024 * 1024, 8 * len(body) + 16 * 1024 * 1024))
+        ctx.set_max_stack_size(1024 * 1024)
+        ctx.set_time_limit(1.0)
+        ctx.set("__src", body)
+        try:
+            ctx.eval(_CHECK_HEADER + body + "\n}")
+        except quickjs.JSException as exc:
+            message = str(exc)
+            if not message.startswith(_SENTINEL):
+                raise _parse_error(message, body) from None
+        exact = ctx.eval(
+            f"typeof {_CHECK_NAME} === 'function' && "
+            f"Function.prototype.toString.call({_CHECK_NAME}) === "
+            f"{_CHECK_FN_HEADER!r} + __src + '\\n}}'")
+    except quickjs.JSException as exc:
+        raise _parse_error(str(exc), body) from None
+    finally:
+        del ctx
+    if exact is not True:
+        raise WorkflowError(
+            WorkflowErrorCode.SCRIPT_PARSE,
+            "workflow script does not parse as one function body: it closes the function it "
+            "runs in (unbalanced `}`); write a plain script body ending in `return <value>`")

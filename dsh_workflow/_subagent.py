@@ -1,0 +1,73 @@
+"""The subagent seam: one request in, one result out."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["SubagentProvider", "SubagentRequest", "SubagentResult", "Usage"]
+
+
+class Usage(BaseModel):
+    """Token usage of one child, when the provider knows it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = Field(0, ge=0)
+    output_tokens: int = Field(0, ge=0)
+
+
+class SubagentRequest(BaseModel):
+    """What one ``agent()`` call asks of a provider.
+
+    ``label`` and ``phase`` are for display; ``schema`` (a JSON Schema, object-rooted) asks for
+    a structured value; ``model`` and ``provider`` are the script's per-call overrides;
+    ``parent`` is the opaque attribution of the start request; ``seq`` is 1-based per run.
+    """
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, arbitrary_types_allowed=True)
+
+    prompt: str
+    label: str
+    phase: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    model: str | None = None
+    provider: str | None = None
+    parent: Any = None
+    run_id: str
+    seq: int
+
+    @property
+    def schema(self) -> dict[str, Any] | None:  # type: ignore[override]
+        return self.schema_
+
+
+class SubagentResult(BaseModel):
+    """A child's outcome.
+
+    ``stop_reason`` is ``"completed"`` for success; any other word is an ordinary failure
+    (the script sees ``null``). ``text`` is the answer; ``structured`` is the value for a
+    schema call (validated by the engine against the schema).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    stop_reason: str = "completed"
+    text: str | None = None
+    structured: Any = None
+    error: str | None = None
+    usage: Usage | None = None
+
+
+@runtime_checkable
+class SubagentProvider(Protocol):
+    """Runs one child to completion.
+
+    Cancellation: ``run`` is called inside the engine's cancel scopes, so cancellation arrives
+    as the async backend's own cancellation exception; clean up and let it propagate.
+    Returning a non-completed result is an ordinary child failure (``agent()`` → ``null``);
+    raising is an infrastructure fault (fatal ``AGENT_FAILED``).
+    """
+
+    async def run(self, request: SubagentRequest) -> SubagentResult: ...

@@ -1,0 +1,407 @@
+// The script-facing hooks and the host-facing API of one run.
+//
+// This file is the body of a strict function `(config, argsText)` evaluated before any script
+// code runs (the host prepends boundary.js after the captures below). It installs the hooks as
+// globals and returns the host API; the host takes the API's functions and deletes the global
+// that carried it, so scripts never see it.
+//
+// Security rules this file keeps (scripts share the realm with it):
+//   * every intrinsic is captured here, before script code can replace it;
+//   * runtime records are null-prototype objects and the outbox is a string, so no accessor a
+//     script installs on Object.prototype or Array.prototype ever runs inside the runtime;
+//   * the host API (take, settle, cancel, result, pending) never runs script code, so none of
+//     its functions is ever on the stack where a script could reach it; `start` runs the body
+//     once and refuses a second call;
+//   * Error.prepareStackTrace is locked to undefined, so call sites (and the functions on the
+//     stack) are never handed to a script;
+//   * fatality is membership of a private WeakSet: a script can build a look-alike error object
+//     but never a fatal one.
+
+const _Object = Object;
+const _create = _Object.create;
+const _defineProperty = _Object.defineProperty;
+const _freeze = _Object.freeze;
+const _getPrototypeOf = _Object.getPrototypeOf;
+const _getOwnPropertyDescriptor = _Object.getOwnPropertyDescriptor;
+const _getOwnPropertySymbols = _Object.getOwnPropertySymbols;
+const _keys = _Object.keys;
+const _hasOwn = _Object.hasOwn;
+const _ObjectPrototype = _Object.prototype;
+const _ArrayPrototype = Array.prototype;
+const _isArray = Array.isArray;
+const _stringify = JSON.stringify;
+const _parse = JSON.parse;
+const _apply = Reflect.apply;
+const _String = String;
+const _isFinite = Number.isFinite;
+const _Error = Error;
+const _RangeErrorPrototype = RangeError.prototype;
+const _InternalErrorPrototype = typeof InternalError === 'function' ? InternalError.prototype : null;
+const _Promise = Promise;
+const _then = Promise.prototype.then;
+const _WeakSet = WeakSet;
+const _weakSetAdd = WeakSet.prototype.add;
+const _weakSetHas = WeakSet.prototype.has;
+const _identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+const _index = /^(0|[1-9][0-9]*)$/;
+const _regexpTest = RegExp.prototype.test;
+// RegExp#test looks up `exec` on the regexp; make both patterns immune to a replaced exec.
+_defineProperty(_identifier, 'exec', { value: RegExp.prototype.exec });
+_defineProperty(_index, 'exec', { value: RegExp.prototype.exec });
+_identifier.test = function (s) { return _apply(_regexpTest, _identifier, [s]); };
+_index.test = function (s) { return _apply(_regexpTest, _index, [s]); };
+
+_defineProperty(_Error, 'prepareStackTrace', {
+  value: undefined, writable: false, enumerable: false, configurable: false,
+});
+
+//__BOUNDARY__
+
+const maxItems = config.maxItemsPerCall;
+const maxDepth = config.maxValueDepth;
+const maxPromptChars = config.maxPromptChars;
+const maxLogChars = config.maxLogChars;
+
+// ---- fatal errors --------------------------------------------------------------------------
+
+const fatal = new _WeakSet();
+
+function makeError(code, message) {
+  const e = new _Error(message);
+  _defineProperty(e, 'name', { value: 'WorkflowError', writable: false, enumerable: false, configurable: false });
+  _defineProperty(e, 'code', { value: code, writable: false, enumerable: true, configurable: false });
+  _defineProperty(e, 'fatal', { value: true, writable: false, enumerable: true, configurable: false });
+  _defineProperty(e, 'stack', { value: 'WorkflowError: ' + message, writable: false, enumerable: false, configurable: false });
+  _apply(_weakSetAdd, fatal, [e]);
+  return e;
+}
+
+function isFatal(e) {
+  return e !== null && (typeof e === 'object' || typeof e === 'function') && _apply(_weakSetHas, fatal, [e]);
+}
+
+// ---- state shared with the host ------------------------------------------------------------
+
+let outbox = '';
+let cancelledReason = null;
+let result = null;
+let started = false;
+let nextId = 1;
+let pendingCount = 0;
+const pending = _create(null);
+
+function post(text) {
+  outbox = outbox === '' ? text : outbox + ',' + text;
+}
+
+function checkCancelled() {
+  if (cancelledReason !== null) throw makeError('CANCELLED', 'workflow run cancelled: ' + cancelledReason);
+}
+
+function setItem(array, index, value) {
+  _defineProperty(array, index, { value: value, writable: true, enumerable: true, configurable: true });
+}
+
+// ---- hooks ---------------------------------------------------------------------------------
+
+const agent = async function agent(prompt, opts) {
+  checkCancelled();
+  if (typeof prompt !== 'string' || prompt === '') {
+    throw makeError('INVALID_ARGUMENT', 'agent() requires a non-empty prompt string as its first '
+      + 'argument (got ' + describeKind(prompt) + ')');
+  }
+  if (prompt.length > maxPromptChars) {
+    throw makeError('INVALID_ARGUMENT', 'agent() prompt is ' + prompt.length + ' characters — over '
+      + 'the per-prompt cap (max_prompt_chars=' + maxPromptChars + '); shorten it or pass less data');
+  }
+  let optsText = 'null';
+  if (opts !== undefined) {
+    if (opts === null || typeof opts !== 'object' || _isArray(opts)) {
+      throw makeError('INVALID_ARGUMENT', 'agent() options must be an object such as '
+        + '{label, phase, schema, model, provider} (got ' + describeKind(opts) + ')');
+    }
+    try {
+      optsText = materialize(opts, 'options', maxDepth);
+    } catch (e) {
+      if (!isBoundaryError(e)) throw e;
+      throw makeError('INVALID_ARGUMENT', 'agent() options must be plain JSON data — '
+        + e.path + ': ' + e.reason);
+    }
+  }
+  const id = nextId++;
+  const slot = _create(null);
+  slot.done = false;
+  const waiter = new _Promise(function (resolve) { slot.resolve = resolve; });
+  pending[id] = slot;
+  pendingCount++;
+  post('["agent",' + id + ',' + _stringify(prompt) + ',' + optsText + ']');
+  await waiter;
+  if (slot.ok) return slot.value;
+  throw makeError(slot.code, slot.message);
+};
+
+function narrate(kind, text) {
+  post('[' + _stringify(kind) + ',' + _stringify(text) + ']');
+}
+
+const phase = function phase(title) {
+  checkCancelled();
+  if (typeof title !== 'string' || title === '') {
+    throw makeError('INVALID_ARGUMENT', 'phase() requires a non-empty title string (got ' + describeKind(title) + ')');
+  }
+  narrate('phase', title.length > maxLogChars ? title.slice(0, maxLogChars) + '…' : title);
+};
+
+const log = function log(message) {
+  checkCancelled();
+  if (typeof message !== 'string') {
+    throw makeError('INVALID_ARGUMENT', 'log() requires a message string (got ' + describeKind(message)
+      + '); build one with a template literal or JSON.stringify(value)');
+  }
+  narrate('log', message.length > maxLogChars ? message.slice(0, maxLogChars) + '… [truncated]' : message);
+};
+
+function formatConsoleArg(value) {
+  if (typeof value === 'string') return value;
+  if (value !== null && typeof value === 'object') {
+    try {
+      const text = materialize(value, 'value', maxDepth);
+      if (text !== undefined) return text;
+    } catch (_) {
+      // not JSON data: fall back to its string form
+    }
+  }
+  return renderThrown(value);
+}
+
+function consoleMethod(name) {
+  return function () {
+    checkCancelled();
+    let text = '';
+    for (let i = 0; i < arguments.length; i++) {
+      text += (i === 0 ? '' : ' ') + formatConsoleArg(arguments[i]);
+    }
+    log(text);
+  };
+}
+
+function barrier(promises, count) {
+  // Resolves with the values in order once every promise fulfilled; rejects at the first
+  // rejection. Only runtime promises (from async functions below) are passed in.
+  return new _Promise(function (resolve, reject) {
+    const out = [];
+    let remaining = count;
+    if (count === 0) {
+      resolve(out);
+      return;
+    }
+    for (let i = 0; i < count; i++) {
+      _apply(_then, promises[i], [function (value) {
+        setItem(out, i, value);
+        remaining -= 1;
+        if (remaining === 0) resolve(out);
+      }, reject]);
+    }
+  });
+}
+
+async function settleThunk(fn) {
+  try {
+    return await fn();
+  } catch (e) {
+    if (isFatal(e)) throw e;
+    return null;
+  }
+}
+
+function checkItems(hook, items) {
+  if (items.length > maxItems) {
+    throw makeError('ITEM_CAP', hook + ' received ' + items.length + ' items — over the per-call cap '
+      + '(max_items_per_call=' + maxItems + '); split the work into smaller calls or raise '
+      + 'max_items_per_call in the engine config');
+  }
+}
+
+const parallel = async function parallel(thunks) {
+  checkCancelled();
+  if (!_isArray(thunks)) {
+    throw makeError('INVALID_ARGUMENT', 'parallel() requires an array of zero-argument functions, '
+      + 'e.g. parallel(items.map(x => () => agent(...))) (got ' + describeKind(thunks) + ')');
+  }
+  checkItems('parallel()', thunks);
+  const count = thunks.length;
+  const fns = _create(null);
+  for (let i = 0; i < count; i++) {
+    const fn = thunks[i];
+    if (typeof fn !== 'function') {
+      throw makeError('INVALID_ARGUMENT', 'parallel() item ' + i + ' is not a function (got '
+        + describeKind(fn) + '); wrap each task as () => agent(...)');
+    }
+    fns[i] = fn;
+  }
+  const promises = _create(null);
+  for (let i = 0; i < count; i++) promises[i] = settleThunk(fns[i]);
+  return barrier(promises, count);
+};
+
+async function runChain(stages, stageCount, item, index) {
+  let prev = item;
+  for (let s = 0; s < stageCount; s++) {
+    try {
+      prev = await stages[s](prev, item, index);
+    } catch (e) {
+      if (isFatal(e)) throw e;
+      return null;
+    }
+  }
+  return prev;
+}
+
+const pipeline = async function pipeline(items) {
+  checkCancelled();
+  if (!_isArray(items)) {
+    throw makeError('INVALID_ARGUMENT', 'pipeline() requires an items array as its first argument (got '
+      + describeKind(items) + ')');
+  }
+  checkItems('pipeline()', items);
+  const stageCount = arguments.length - 1;
+  if (stageCount < 1) {
+    throw makeError('INVALID_ARGUMENT', 'pipeline() requires at least one stage function after the '
+      + 'items array: pipeline(items, (prev, item, index) => ...)');
+  }
+  const stages = _create(null);
+  for (let s = 0; s < stageCount; s++) {
+    const stage = arguments[s + 1];
+    if (typeof stage !== 'function') {
+      throw makeError('INVALID_ARGUMENT', 'pipeline() stage ' + s + ' is not a function (got '
+        + describeKind(stage) + ')');
+    }
+    stages[s] = stage;
+  }
+  const count = items.length;
+  const values = _create(null);
+  for (let i = 0; i < count; i++) values[i] = items[i];
+  const promises = _create(null);
+  for (let i = 0; i < count; i++) promises[i] = runChain(stages, stageCount, values[i], i);
+  return barrier(promises, count);
+};
+
+// ---- globals -------------------------------------------------------------------------------
+
+function defineGlobal(name, value) {
+  _defineProperty(globalThis, name, { value: value, writable: true, enumerable: false, configurable: true });
+}
+
+for (const fn of [agent, phase, log, parallel, pipeline]) _freeze(fn);
+defineGlobal('agent', agent);
+defineGlobal('subagent', agent);
+defineGlobal('parallel', parallel);
+defineGlobal('pipeline', pipeline);
+defineGlobal('phase', phase);
+defineGlobal('log', log);
+defineGlobal('console', _freeze({
+  log: _freeze(consoleMethod('log')),
+  info: _freeze(consoleMethod('info')),
+  warn: _freeze(consoleMethod('warn')),
+  error: _freeze(consoleMethod('error')),
+  debug: _freeze(consoleMethod('debug')),
+}));
+defineGlobal('args', argsText === null ? undefined : _parse(argsText));
+for (const name of ['WeakRef', 'FinalizationRegistry', 'Atomics', 'SharedArrayBuffer']) {
+  delete globalThis[name];
+}
+
+// ---- host API ------------------------------------------------------------------------------
+
+function finish(text) {
+  if (result === null) result = text;
+}
+
+function classify(e) {
+  if (e === null || e === undefined) return 'THROWN_NOTHING';
+  if (typeof e === 'object') {
+    const proto = _getPrototypeOf(e);
+    if (proto === _InternalErrorPrototype) {
+      const d = _getOwnPropertyDescriptor(e, 'message');
+      if (d !== undefined && d.value === 'out of memory') return 'MEMORY';
+    }
+    if (proto === _RangeErrorPrototype) {
+      const d = _getOwnPropertyDescriptor(e, 'message');
+      if (d !== undefined && d.value === 'Maximum call stack size exceeded') return 'STACK';
+    }
+  }
+  return null;
+}
+
+function onReturn(value) {
+  let text;
+  try {
+    text = materialize(value, 'return value', maxDepth);
+  } catch (e) {
+    if (!isBoundaryError(e)) {
+      onThrow(e);
+      return;
+    }
+    finish('{"ok":false,"code":"RESULT_UNSERIALIZABLE","error":' + _stringify(
+      "the workflow's return value is not plain JSON data — " + e.path + ': ' + e.reason
+      + '. Return only JSON objects, arrays, strings, finite numbers, booleans and null.') + '}');
+    return;
+  }
+  finish('{"ok":true,"value":' + (text === undefined ? 'null' : text) + '}');
+}
+
+function onThrow(e) {
+  if (isFatal(e)) {
+    finish('{"ok":false,"code":' + _stringify(e.code) + ',"error":' + _stringify(e.message) + '}');
+    return;
+  }
+  const kind = classify(e);
+  finish('{"ok":false,"code":' + (kind === null ? 'null' : _stringify(kind)) + ',"error":'
+    + _stringify(renderThrown(e)) + '}');
+}
+
+return {
+  start: function start(body) {
+    if (started) return;
+    started = true;
+    let promise;
+    try {
+      promise = body();
+    } catch (e) {
+      onThrow(e);
+      return;
+    }
+    _apply(_then, promise, [onReturn, onThrow]);
+  },
+  take: function take() {
+    if (outbox === '') return null;
+    const text = '[' + outbox + ']';
+    outbox = '';
+    return text;
+  },
+  settle: function settle(text) {
+    const batch = _parse(text);
+    for (let i = 0; i < batch.length; i++) {
+      const entry = batch[i];
+      const slot = pending[entry[0]];
+      if (slot === undefined || slot.done) continue;
+      slot.done = true;
+      delete pending[entry[0]];
+      pendingCount--;
+      if (entry[1] === true) {
+        slot.ok = true;
+        slot.value = entry[2];
+      } else {
+        slot.ok = false;
+        slot.code = entry[2];
+        slot.message = entry[3];
+      }
+      slot.resolve(undefined);
+    }
+  },
+  cancel: function cancel(reason) {
+    if (cancelledReason === null) cancelledReason = _String(reason);
+  },
+  result: function getResult() { return result; },
+  pending: function getPending() { return pendingCount; },
+};
