@@ -1,1 +1,76 @@
-"""dsh-workflow: run model-written JavaScript workflows in a sandboxed QuickJS engine."""
+"""dsh-workflow: run model-written JavaScript workflows in a sandboxed QuickJS engine.
+
+The whole public API is importable from here; every other module is private.
+"""
+
+from ._config import EngineConfig as EngineConfig
+from ._engines.quickjs import QuickJSEngine as QuickJSEngine
+from ._errors import WorkflowError as WorkflowError
+from ._errors import WorkflowErrorCode as WorkflowErrorCode
+from ._events import AgentEnded as AgentEnded
+from ._events import AgentOutcome as AgentOutcome
+from ._events import AgentStarted as AgentStarted
+from ._events import EventHub as EventHub
+from ._events import LogEmitted as LogEmitted
+from ._events import PhaseStarted as PhaseStarted
+from ._events import RunInfo as RunInfo
+from ._events import WorkflowEnded as WorkflowEnded
+from ._events import WorkflowEvent as WorkflowEvent
+from ._events import WorkflowStarted as WorkflowStarted
+from ._meta import PhaseMeta as PhaseMeta
+from ._meta import WorkflowMeta as WorkflowMeta
+from ._providers.echo import EchoProvider as EchoProvider
+from ._request import WorkflowStartRequest as WorkflowStartRequest
+from ._result import StopReason as StopReason
+from ._result import WorkflowResult as WorkflowResult
+from ._run import WorkflowEngine as WorkflowEngine
+from ._run import WorkflowRun as WorkflowRun
+from ._subagent import SubagentProvider as SubagentProvider
+from ._subagent import SubagentRequest as SubagentRequest
+from ._subagent import SubagentResult as SubagentResult
+from ._subagent import Usage as Usage
+
+__all__ = [
+    "AgentEnded",
+    "AgentOutcome",
+    "AgentStarted",
+    "EchoProvider",
+    "EngineConfig",
+    "EventHub",
+    "LogEmitted",
+    "PhaseMeta",
+    "PhaseStarted",
+    "QuickJSEngine",
+    "RunInfo",
+    "StopReason",
+    "SubagentProvider",
+    "SubagentRequest",
+    "SubagentResult",
+    "Usage",
+    "WorkflowEnded",
+    "WorkflowEngine",
+    "WorkflowError",
+    "WorkflowErrorCode",
+    "WorkflowEvent",
+    "WorkflowMeta",
+    "WorkflowResult",
+    "WorkflowRun",
+    "WorkflowStartRequest",
+    "WorkflowStarted",
+]
+
+__version__ = "0.1.0"
+
+
+def _fix_module_names() -> None:
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type) and obj.__module__.startswith("dsh_workflow."):
+            try:
+                obj.__module__ = "dsh_workflow"
+            except (AttributeError, TypeError):  # pragma: no cover
+                pass
+
+
+_fix_module_names()
+del _fix_module_names

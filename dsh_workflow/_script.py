@@ -15,6 +15,7 @@ The body must be exactly one async function body. Compiling a wrapper such as
 from __future__ import annotations
 
 import re
+import threading
 
 import quickjs
 
@@ -55,6 +56,23 @@ def _parse_error(message: str, body: str) -> WorkflowError:
     return WorkflowError(WorkflowErrorCode.SCRIPT_PARSE, text)
 
 
+_local = threading.local()
+
+
+def _checker() -> quickjs.Context:
+    """This thread's checking context: no host functions, and no code of a script ever runs
+    in it. It is reused only after a clean check (a body that is exactly one function body
+    declares nothing else); any other outcome discards it, so a body that closes the wrapper
+    and declares globals cannot affect a later check."""
+    ctx = getattr(_local, "checker", None)
+    if ctx is None:
+        ctx = quickjs.Context()
+        ctx.set_max_stack_size(1024 * 1024)
+        ctx.set_time_limit(1.0)
+        _local.checker = ctx
+    return ctx
+
+
 def check_body(body: str) -> None:
     """Prove ``body`` is exactly one async function body, running none of it.
 
@@ -78,11 +96,10 @@ def check_body(body: str) -> None:
         raise WorkflowError(WorkflowErrorCode.SCRIPT_PARSE,
                             "workflow script contains a lone surrogate; it must be valid "
                             "Unicode text") from None
-    ctx = quickjs.Context()
+    ctx = _checker()
+    clean = False
     try:
         ctx.set_memory_limit(max(32 * 1024 * 1024, 8 * len(body) + 16 * 1024 * 1024))
-        ctx.set_max_stack_size(1024 * 1024)
-        ctx.set_time_limit(1.0)
         ctx.set("__src", body)
         try:
             ctx.eval(_CHECK_HEADER + body + "\n}")
@@ -94,9 +111,13 @@ def check_body(body: str) -> None:
             f"typeof {_CHECK_NAME} === 'function' && "
             f"Function.prototype.toString.call({_CHECK_NAME}) === "
             f"{_CHECK_FN_HEADER!r} + __src + '\\n}}'")
+        clean = exact is True
     except quickjs.JSException as exc:
         raise _parse_error(str(exc), body) from None
     finally:
+        ctx.set("__src", "")
+        if not clean:
+            _local.__dict__.pop("checker", None)
         del ctx
     if exact is not True:
         raise WorkflowError(

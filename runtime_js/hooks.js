@@ -1,7 +1,7 @@
 // The script-facing hooks and the host-facing API of one run.
 //
-// This file is the body of a strict function `(config, argsText)` evaluated before any script
-// code runs (the host prepends boundary.js after the captures below). It installs the hooks as
+// This file is the body of a strict function `(config)` evaluated before any script
+// code runs (the host splices boundary.js in after the captures below). It installs the hooks as
 // globals and returns the host API; the host takes the API's functions and deletes the global
 // that carried it, so scripts never see it.
 //
@@ -9,9 +9,9 @@
 //   * every intrinsic is captured here, before script code can replace it;
 //   * runtime records are null-prototype objects and the outbox is a string, so no accessor a
 //     script installs on Object.prototype or Array.prototype ever runs inside the runtime;
-//   * the host API (take, settle, cancel, result, pending) never runs script code, so none of
-//     its functions is ever on the stack where a script could reach it; `start` runs the body
-//     once and refuses a second call;
+//   * the host API (args, take, settle, cancel, result, pending) never runs script code, so
+//     none of its functions is ever on the stack where a script could reach it; `start` runs
+//     the body once and refuses a second call, and `args` works only before it;
 //   * Error.prepareStackTrace is locked to undefined, so call sites (and the functions on the
 //     stack) are never handed to a script;
 //   * fatality is membership of a private WeakSet: a script can build a look-alike error object
@@ -306,7 +306,7 @@ defineGlobal('console', _freeze({
   error: _freeze(consoleMethod('error')),
   debug: _freeze(consoleMethod('debug')),
 }));
-defineGlobal('args', argsText === null ? undefined : _parse(argsText));
+defineGlobal('args', undefined);
 for (const name of ['WeakRef', 'FinalizationRegistry', 'Atomics', 'SharedArrayBuffer']) {
   delete globalThis[name];
 }
@@ -361,6 +361,9 @@ function onThrow(e) {
 }
 
 return {
+  args: function setArgs(text) {
+    if (!started) defineGlobal('args', _parse(text));
+  },
   start: function start(body) {
     if (started) return;
     started = true;

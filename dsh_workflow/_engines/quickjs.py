@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 import json
 import uuid
+import weakref
+from collections import deque
 from types import TracebackType
 from typing import Any
 
@@ -73,6 +75,44 @@ def encode_args(args: Any) -> str | None:
                             f"args must be JSON data ({exc})") from None
 
 
+class _WarmPool:
+    """Runtime threads prepared ahead of time; each is handed to exactly one run.
+
+    Preparing a runtime (a QuickJS context with the runtime loaded) costs about a millisecond
+    of CPU, so the pool does it on idle threads before a run needs one. A thread never serves
+    a second run, so nothing carries over between runs.
+    """
+
+    def __init__(self, config: EngineConfig) -> None:
+        self._config = config
+        self._idle: deque[RuntimeThread] = deque()
+        self._all: weakref.WeakSet[RuntimeThread] = weakref.WeakSet()
+        self._count = 0
+        self._closed = False
+
+    def _new(self) -> RuntimeThread:
+        self._count += 1
+        runtime = RuntimeThread(self._config, name=f"dsh-workflow-idle-{self._count}")
+        runtime.launch()
+        self._all.add(runtime)
+        return runtime
+
+    def take(self) -> RuntimeThread:
+        return self._idle.popleft() if self._idle else self._new()
+
+    def refill(self) -> None:
+        while not self._closed and len(self._idle) < self._config.warm_runtimes:
+            self._idle.append(self._new())
+
+    def close(self) -> None:
+        self._closed = True
+        while self._idle:
+            self._idle.popleft().stop()
+
+    def alive(self) -> bool:
+        return any(runtime.is_alive() for runtime in list(self._all))
+
+
 class QuickJSEngine(WorkflowEngine):
     """Runs workflows in-process, one QuickJS context and one OS thread per run.
 
@@ -100,7 +140,7 @@ class QuickJSEngine(WorkflowEngine):
         self.events = EventHub()
         self._state = _State.UNOPENED
         self._runs: set[HostedRun] = set()
-        self._runtimes: dict[HostedRun, RuntimeThread] = {}
+        self._pool = _WarmPool(self.config)
         self._tg: TaskGroup | None = None
         self._loop: LoopHandle | None = None
         self._seq = 0
@@ -112,6 +152,7 @@ class QuickJSEngine(WorkflowEngine):
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
+        self._pool.refill()
         self._state = _State.OPEN
         return self
 
@@ -128,13 +169,14 @@ class QuickJSEngine(WorkflowEngine):
         return suppress
 
     async def _dispose_all(self) -> None:
+        self._pool.close()
         if self._runs:
             async with anyio.create_task_group() as tg:
                 for run in list(self._runs):
                     tg.start_soon(run.dispose)
         # A runtime stuck in one CPU slice ends by itself within the slice limit.
         with anyio.move_on_after(self.config.slice_cpu_limit_s + 1.0):
-            while any(runtime.is_alive() for runtime in self._runtimes.values()):
+            while self._pool.alive():
                 await anyio.sleep(0.005)
 
     def start(self, request: WorkflowStartRequest) -> WorkflowRun:
@@ -156,23 +198,23 @@ class QuickJSEngine(WorkflowEngine):
                         provider=provider, max_total_agents=max_total, parent=request.parent,
                         events=self.events, task_group=self._tg,
                         body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER))
-        runtime = RuntimeThread(self.config, request.script, args_text,
-                                lambda kind, payload: loop.post(run.report, kind, payload),
-                                name=f"dsh-workflow-run-{self._seq}")
+        runtime = self._pool.take()
+        runtime.assign(request.script, args_text,
+                       lambda kind, payload: loop.post(run.report, kind, payload),
+                       name=f"dsh-workflow-run-{self._seq}")
         run.attach(runtime)
         self._runs.add(run)
-        self._runtimes[run] = runtime
         self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=meta)))
         self._tg.start_soon(self._drive, run, name=f"dsh-workflow run {run.id}")
         return run
 
     async def _drive(self, run: HostedRun) -> None:
-        runtime = self._runtimes[run]
         try:
             await run.drive()
+            # Preparing a runtime holds the GIL for much of its millisecond, so the pool is
+            # refilled once the run has settled and its waiters have had their turn.
+            await anyio.lowlevel.checkpoint()
+            self._pool.refill()
             await run.wait_runtime_gone()
-            while runtime.is_alive():  # past its last report; gone within microseconds
-                await anyio.sleep(0.001)
-            del self._runtimes[run]
         finally:
             self._runs.discard(run)

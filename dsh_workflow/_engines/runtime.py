@@ -36,6 +36,7 @@ __all__ = ["RuntimeThread", "STOP", "body_line_offset"]
 
 #: Put on a runtime's inbox to make its thread stop at the next opportunity.
 STOP = object()
+_BEGIN = object()
 _DRAIN_CHECK_EVERY = 64
 
 
@@ -49,7 +50,7 @@ def _runtime_source() -> str:
         return (Path(__file__).resolve().parents[2] / "runtime_js" / name).read_text("utf-8")
 
     hooks = read("hooks.js").replace("//__BOUNDARY__", read("boundary.js"))
-    return "(function (config, argsText) {\n'use strict';\n" + hooks + "\n})"
+    return "(function (config) {\n'use strict';\n" + hooks + "\n})"
 
 
 @cache
@@ -59,9 +60,9 @@ def body_line_offset() -> int:
 
 
 class _Runtime:
-    """A prepared context: runtime loaded, host API taken, body compiled (not yet run)."""
+    """A prepared context: runtime loaded and host API taken; the body comes later."""
 
-    def __init__(self, config: EngineConfig, body: str, args_text: str | None) -> None:
+    def __init__(self, config: EngineConfig) -> None:
         self.config = config
         ctx = quickjs.Context()
         ctx.set_memory_limit(config.memory_limit_bytes)
@@ -72,8 +73,8 @@ class _Runtime:
             "maxPromptChars": config.max_prompt_chars,
             "maxLogChars": config.max_log_chars,
         })
-        ctx.eval("globalThis.__dsh_rt = " + _runtime_source() + "(" + js_config + ", "
-                 + ("null" if args_text is None else json.dumps(args_text)) + ");")
+        ctx.eval("globalThis.__dsh_rt = " + _runtime_source() + "(" + js_config + ");")
+        self._args = ctx.eval("__dsh_rt.args")
         self._start = ctx.eval("__dsh_rt.start")
         self._take = ctx.eval("__dsh_rt.take")
         self._settle = ctx.eval("__dsh_rt.settle")
@@ -81,11 +82,15 @@ class _Runtime:
         self._result = ctx.eval("__dsh_rt.result")
         self._pending = ctx.eval("__dsh_rt.pending")
         ctx.eval("delete globalThis.__dsh_rt")
-        # The body was proven to be exactly one function body before the run was created, so
-        # evaluating the wrapper only creates the function.
-        self._body = ctx.eval("\n" * body_line_offset() + RUN_HEADER + body + "\n})")
-        ctx.set_time_limit(config.slice_cpu_limit_s)
+        self._body: Any = None
         self.ctx = ctx
+
+    def load(self, body: str, args_text: str | None) -> None:
+        """Install ``args`` and compile the body (checked beforehand: nothing of it runs)."""
+        if args_text is not None:
+            self._args(args_text)
+        self.ctx.set_time_limit(self.config.slice_cpu_limit_s)
+        self._body = self.ctx.eval("\n" * body_line_offset() + RUN_HEADER + body + "\n})")
 
     def start(self) -> None:
         self._start(self._body)
@@ -119,19 +124,33 @@ class _Runtime:
 
     def close(self) -> None:
         # Handles keep the context alive; drop them all here, on the owning thread.
-        self._start = self._take = self._settle = self._cancel = None  # type: ignore[assignment]
-        self._result = self._pending = self._body = None  # type: ignore[assignment]
+        self._args = self._start = self._take = self._settle = None  # type: ignore[assignment]
+        self._cancel = self._result = self._pending = self._body = None  # type: ignore[assignment]
         self.ctx = None  # type: ignore[assignment]
 
 
+class _Assignment:
+    """What a run hands its runtime thread: the body, args and where to report."""
+
+    def __init__(self, body: str, args_text: str | None,
+                 report: Callable[[str, Any], None]) -> None:
+        self.body = body
+        self.args_text = args_text
+        self.report = report
+
+
 class RuntimeThread:
-    """Runs one script on a dedicated thread and reports to the host through ``report``.
+    """One script runtime on a dedicated thread, serving exactly one run.
+
+    The thread starts at once and prepares its context (runtime loaded) while it waits to be
+    assigned a run, so a pool of these makes starting a run cheap. :meth:`assign` gives it the
+    body, args and the ``report`` callback; :meth:`start` runs the body.
 
     ``report(kind, payload)`` is called on the runtime thread with ``("outbox", json_text)`` for
     each batch of hook calls, in order, and exactly once with ``("end", outcome)`` as the last
     report, after the context has been released. ``outcome`` is ``None`` when the thread was
-    stopped, else a dict ``{"ok": True, "value": ...}`` or
-    ``{"ok": False, "code": str | None, "error": str}``.
+    stopped, else ``{"ok": True, "value": ...}`` or ``{"ok": False, "code": str | None,
+    "error": str}``. A thread stopped before it was assigned reports nothing.
 
     Settlements are ``[id, True, value]`` or ``[id, False, code, message]`` lists put with
     :meth:`settle`; :meth:`stop` ends the thread at the next point where it waits or finishes
@@ -139,18 +158,24 @@ class RuntimeThread:
     ``slice_cpu_limit_s``).
     """
 
-    def __init__(self, config: EngineConfig, body: str, args_text: str | None,
-                 report: Callable[[str, Any], None], *, name: str) -> None:
+    def __init__(self, config: EngineConfig, *, name: str) -> None:
         self._config = config
-        self._body = body
-        self._args_text = args_text
-        self._report = report
+        self._assignment: _Assignment | None = None
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
 
-    def start(self) -> None:
+    def launch(self) -> None:
+        """Start the thread; it prepares its context and waits for :meth:`start`."""
         self._thread.start()
+
+    def assign(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
+               *, name: str) -> None:
+        self._assignment = _Assignment(body, args_text, report)
+        self._thread.name = name
+
+    def start(self) -> None:
+        self._inbox.put(_BEGIN)
 
     def settle(self, entry: list[Any]) -> None:
         self._inbox.put(entry)
@@ -166,28 +191,41 @@ class RuntimeThread:
         self._thread.join(timeout)
 
     def _main(self) -> None:
-        outcome: dict[str, Any] | None
+        outcome: dict[str, Any] | None = None
         runtime: _Runtime | None = None
         try:
-            runtime = _Runtime(self._config, self._body, self._args_text)
-            outcome = self._drive(runtime)
-        except LimitExceeded as exc:
-            outcome = {"ok": False, "code": exc.code, "error": exc.message}
-        except quickjs.JSException as exc:
-            outcome = translate_js_failure(exc, self._config)
-        except Exception as exc:  # noqa: BLE001 - the thread must always report an end
-            outcome = {"ok": False, "code": None,
-                       "error": f"workflow runtime failed: {type(exc).__name__}: {exc}"}
+            try:
+                runtime = _Runtime(self._config)
+            except Exception as exc:  # noqa: BLE001 - reported once the run begins
+                failure: BaseException | None = exc
+            else:
+                failure = None
+            if self._inbox.get() is not _BEGIN or self._stopped.is_set():
+                return
+            try:
+                if failure is not None:
+                    raise failure
+                assert runtime is not None and self._assignment is not None
+                runtime.load(self._assignment.body, self._assignment.args_text)
+                self._assignment.body = ""
+                outcome = self._drive(runtime)
+            except LimitExceeded as exc:
+                outcome = {"ok": False, "code": exc.code, "error": exc.message}
+            except quickjs.JSException as exc:
+                outcome = translate_js_failure(exc, self._config)
+            except Exception as exc:  # noqa: BLE001 - the thread must always report an end
+                outcome = {"ok": False, "code": None,
+                           "error": f"workflow runtime failed: {type(exc).__name__}: {exc}"}
         finally:
             if runtime is not None:
                 runtime.close()
             del runtime
-        if self._stopped.is_set():
-            outcome = None
-        self._report("end", outcome)
-
+            if self._assignment is not None:
+                self._assignment.report("end", None if self._stopped.is_set() else outcome)
     def _drive(self, runtime: _Runtime) -> dict[str, Any] | None:
         budget = self._config.slice_cpu_limit_s
+        assignment = self._assignment
+        assert assignment is not None
         if self._stopped.is_set():
             return None
         deadline = time.thread_time() + budget
@@ -196,7 +234,7 @@ class RuntimeThread:
             runtime.drain(deadline)
             out = runtime.take()
             if out is not None:
-                self._report("outbox", out)
+                assignment.report("outbox", out)
             final = runtime.result()
             if final is not None:
                 return self._decode_final(final, runtime)

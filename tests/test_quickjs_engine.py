@@ -1,0 +1,176 @@
+"""QuickJSEngine specifics: one thread per run, a loop that is never blocked, no leaks.
+
+The behaviour every engine shares is checked by the conformance kit
+(``tests/test_conformance_quickjs.py``); this file checks what only the in-process engine
+promises about threads and the host process.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import threading
+import time
+
+import anyio
+import pytest
+
+from dsh_workflow import (
+    EngineConfig,
+    QuickJSEngine,
+    SubagentRequest,
+    SubagentResult,
+    WorkflowStartRequest,
+)
+
+pytestmark = pytest.mark.anyio
+
+META = {"name": "engine-test", "description": "an engine test"}
+
+
+class Answer:
+    """Answers every child at once with its prompt."""
+
+    async def run(self, request: SubagentRequest) -> SubagentResult:
+        await anyio.lowlevel.checkpoint()
+        return SubagentResult(text=f"re: {request.prompt}")
+
+
+def run_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("dsh-workflow-run")]
+
+
+async def wait_no_run_threads(timeout: float = 5.0) -> None:
+    with anyio.fail_after(timeout):
+        while run_threads():
+            await anyio.sleep(0.01)
+
+
+def request(script: str, **kwargs: object) -> WorkflowStartRequest:
+    return WorkflowStartRequest(meta=META, script=script, **kwargs)
+
+
+async def test_each_run_has_its_own_thread_and_releases_it() -> None:
+    seen: set[str] = set()
+    gate = anyio.Event()
+
+    class Gate:
+        async def run(self, req: SubagentRequest) -> SubagentResult:
+            seen.update(t.name for t in run_threads())
+            await gate.wait()
+            return SubagentResult(text="ok")
+
+    async with QuickJSEngine(EngineConfig(), provider=Gate()) as engine:
+        runs = [engine.start(request("return await agent('p')")) for _ in range(3)]
+        with anyio.fail_after(5):
+            while len(seen) < 3:
+                await anyio.sleep(0.01)
+        assert len({t.ident for t in run_threads()}) == 3
+        gate.set()
+        for run in runs:
+            assert (await run.result()).value == "ok"
+            await run.dispose()
+        assert run_threads() == []
+
+
+async def test_a_spinning_script_never_blocks_the_event_loop() -> None:
+    config = EngineConfig(slice_cpu_limit_s=1.0)
+    async with QuickJSEngine(config, provider=Answer()) as engine:
+        spinner = engine.start(request("await null; let i = 0; while (true) { i++ }"))
+        worst = 0.0
+        last = time.perf_counter()
+        sibling = engine.start(request("const xs = []; for (let i = 0; i < 20; i++) "
+                                       "xs.push(await agent('n' + i)); return xs.length"))
+        with anyio.fail_after(10):
+            while not spinner.ended:
+                await anyio.sleep(0.005)
+                now = time.perf_counter()
+                worst = max(worst, now - last)
+                last = now
+        result = await spinner.result()
+        assert result.stop_reason == "error"
+        assert "slice_cpu_limit_s=1" in (result.error or "")
+        assert (await sibling.result()).value == 20
+        await spinner.dispose()
+        await sibling.dispose()
+    # A blocked loop would show a gap near the 1 s slice; scheduling noise stays far below it.
+    assert worst < 0.25
+
+
+async def test_cancel_frees_the_caller_while_the_script_spins() -> None:
+    config = EngineConfig(slice_cpu_limit_s=1.5, dispose_grace_s=3.0)
+    async with QuickJSEngine(config, provider=Answer()) as engine:
+        run = engine.start(request("await agent('warm up'); while (true) {}"))
+        await anyio.sleep(0.2)
+        begun = time.perf_counter()
+        run.cancel("enough")
+        result = await run.result()
+        assert time.perf_counter() - begun < 0.3
+        assert result.stop_reason == "cancelled"
+        assert "enough" in (result.error or "")
+        await run.dispose()
+        await wait_no_run_threads()
+
+
+async def test_leaving_the_engine_disposes_live_runs() -> None:
+    class Hang:
+        async def run(self, req: SubagentRequest) -> SubagentResult:
+            await anyio.sleep_forever()
+            raise AssertionError
+
+    async with QuickJSEngine(EngineConfig(dispose_grace_s=1.0), provider=Hang()) as engine:
+        run = engine.start(request("return await agent('forever')"))
+        await anyio.sleep(0.05)
+    result = await run.result()
+    assert result.stop_reason == "cancelled"
+    assert run_threads() == []
+
+
+async def test_start_outside_the_engine_block_is_refused() -> None:
+    engine = QuickJSEngine(EngineConfig(), provider=Answer())
+    with pytest.raises(RuntimeError, match="async with"):
+        engine.start(request("return 1"))
+    async with engine:
+        pass
+    with pytest.raises(RuntimeError, match="async with"):
+        engine.start(request("return 1"))
+    with pytest.raises(RuntimeError, match="only once"):
+        async with engine:
+            pass
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+async def test_many_runs_leave_no_threads_and_no_memory_growth() -> None:
+    script = "const r = await parallel([1, 2, 3].map(i => () => agent('x' + i))); return r"
+    threads_before = threading.active_count()
+    async with QuickJSEngine(EngineConfig(), provider=Answer()) as engine:
+        async def one() -> None:
+            run = engine.start(request(script))
+            assert (await run.result()).stop_reason == "completed"
+            await run.dispose()
+
+        async def hundred_at_once() -> None:
+            async with anyio.create_task_group() as tg:
+                for _ in range(100):
+                    tg.start_soon(one)
+
+        # Warm-up: the allocator's per-thread arenas and caches reach their working size.
+        for _ in range(200):
+            await one()
+        for _ in range(3):
+            await hundred_at_once()
+        gc.collect()
+        rss_before = _rss_mib()
+        for _ in range(1000):
+            await one()
+        for _ in range(10):
+            await hundred_at_once()
+        gc.collect()
+        growth = _rss_mib() - rss_before
+    await wait_no_run_threads()
+    assert threading.active_count() <= threads_before
+    assert growth < 20, f"RSS grew by {growth:.1f} MiB over 2000 runs after warm-up"
