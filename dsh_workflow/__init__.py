@@ -19,7 +19,10 @@ from ._events import WorkflowEvent as WorkflowEvent
 from ._events import WorkflowStarted as WorkflowStarted
 from ._meta import PhaseMeta as PhaseMeta
 from ._meta import WorkflowMeta as WorkflowMeta
-from ._providers.echo import EchoProvider as EchoProvider
+from ._providers import CommandProvider as CommandProvider
+from ._providers import EchoProvider as EchoProvider
+from ._providers import OpenAIProvider as OpenAIProvider
+from ._providers import RoutingProvider as RoutingProvider
 from ._request import WorkflowStartRequest as WorkflowStartRequest
 from ._result import StopReason as StopReason
 from ._result import WorkflowResult as WorkflowResult
@@ -34,13 +37,16 @@ __all__ = [
     "AgentEnded",
     "AgentOutcome",
     "AgentStarted",
+    "CommandProvider",
     "EchoProvider",
     "EngineConfig",
     "EventHub",
     "LogEmitted",
+    "OpenAIProvider",
     "PhaseMeta",
     "PhaseStarted",
     "QuickJSEngine",
+    "RoutingProvider",
     "RunInfo",
     "StopReason",
     "SubagentProvider",

@@ -1,0 +1,314 @@
+"""A subagent provider for any OpenAI-compatible chat completions endpoint.
+
+Contract of :class:`OpenAIProvider`:
+
+- **Lifecycle.** An async context manager owning one shared ``httpx.AsyncClient`` whose
+  connection pool is capped at ``max_connections`` (set it to the engine's
+  ``max_concurrent_agents``). The client is closed on exit. ``run`` outside the ``async with``
+  block raises ``RuntimeError`` (a programming error, which the engine reports as fatal
+  ``AGENT_FAILED``); a provider is entered once.
+- **Configuration.** Each value comes from its argument, else from the environment:
+  base URL ``DSH_WORKFLOW_OPENAI_BASE_URL`` then ``OPENAI_BASE_URL`` (default
+  ``https://api.openai.com/v1``), key ``DSH_WORKFLOW_OPENAI_API_KEY`` then ``OPENAI_API_KEY``
+  (optional: without one no ``Authorization`` header is sent), model
+  ``DSH_WORKFLOW_OPENAI_MODEL`` then ``OPENAI_MODEL``. Empty variables count as unset. A missing
+  model or an invalid setting raises ``ValueError`` at construction. ``request.model`` overrides
+  the model for one call.
+- **One child.** ``POST {base_url}/chat/completions`` with the prompt as the only user message;
+  the reply's message content is the text. With ``request.schema`` the request carries a
+  ``json_schema`` response format (``strict: false``, so any JSON Schema is accepted); the reply
+  is parsed as JSON (one Markdown fence tolerated) and validated with the project's validator.
+  An invalid value gets exactly one repair request (the conversation plus the assistant's reply
+  and a user message quoting the violations); still invalid is an ordinary failure.
+- **Retries.** Connection errors, timeouts, HTTP 429 and 5xx are retried up to ``max_retries``
+  times with exponential backoff and jitter (``backoff_base_s * 2**n``, at most
+  ``backoff_max_s``); a ``Retry-After`` (or ``retry-after-ms``) header is honoured, capped by
+  ``backoff_max_s``. Other statuses are not retried.
+- **Never raises for a failed child.** Every HTTP, transport, protocol or validation failure is
+  returned as ``SubagentResult(stop_reason="error", error=...)``; HTTP failures name the status
+  and the server's error message. ``usage`` sums ``prompt_tokens``/``completion_tokens`` over
+  every answered call of the child (``None`` when the server reports none).
+- **Cancellation** propagates unchanged; httpx closes the in-flight connection at once, so the
+  server sees the request abandoned, and a pending backoff sleep ends immediately.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import httpx
+
+from .._subagent import SubagentRequest, SubagentResult, Usage
+from .command import parse_structured_reply
+
+__all__ = ["OpenAIProvider"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_RETRYABLE_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+_MAX_SERVER_MESSAGE = 500
+
+
+class _CallFailed(Exception):
+    """Internal: one child's HTTP exchange failed for an ordinary reason (``args[0]``)."""
+
+
+class _Tally:
+    """Token usage summed over the calls of one child."""
+
+    def __init__(self) -> None:
+        self.input = self.output = 0
+        self.seen = False
+
+    def add(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        for key, attr in (("prompt_tokens", "input"), ("completion_tokens", "output")):
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                setattr(self, attr, getattr(self, attr) + value)
+                self.seen = True
+
+    def usage(self) -> Usage | None:
+        return Usage(input_tokens=self.input, output_tokens=self.output) if self.seen else None
+
+
+def _env(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+class OpenAIProvider:
+    """Runs each child as one chat completion (plus at most one repair) on an OpenAI-compatible API.
+
+    See the module docstring for configuration, retries, failures and cancellation.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        max_retries: int = 4,
+        timeout_s: float = 120.0,
+        max_connections: int = 16,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        base = base_url or _env("DSH_WORKFLOW_OPENAI_BASE_URL", "OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        resolved_model = model or _env("DSH_WORKFLOW_OPENAI_MODEL", "OPENAI_MODEL")
+        if not resolved_model:
+            raise ValueError(
+                "OpenAIProvider needs a model: pass model=... or set "
+                "DSH_WORKFLOW_OPENAI_MODEL or OPENAI_MODEL"
+            )
+        try:
+            scheme = httpx.URL(base).scheme
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"invalid base_url {base!r}: {exc}") from None
+        if scheme not in ("http", "https"):
+            raise ValueError(f"base_url must be an http(s) URL, got {base!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
+            raise ValueError(f"max_connections must be an integer >= 1, got {max_connections!r}")
+        for name, value in (("timeout_s", timeout_s), ("backoff_max_s", backoff_max_s)):
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if not (backoff_base_s >= 0 and math.isfinite(backoff_base_s)):
+            raise ValueError(f"backoff_base_s must be a number >= 0, got {backoff_base_s!r}")
+        self.base_url = base.rstrip("/")
+        self.model = resolved_model
+        self.max_retries = max_retries
+        self.timeout_s = float(timeout_s)
+        self.max_connections = max_connections
+        self.backoff_base_s = float(backoff_base_s)
+        self.backoff_max_s = float(backoff_max_s)
+        self._url = f"{self.base_url}/chat/completions"
+        self._headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        key = api_key or _env("DSH_WORKFLOW_OPENAI_API_KEY", "OPENAI_API_KEY")
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self._headers.update(extra_headers or {})
+        self._client: httpx.AsyncClient | None = None
+        self._entered = False
+
+    def __repr__(self) -> str:
+        return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"
+
+    async def __aenter__(self) -> OpenAIProvider:
+        if self._entered:
+            raise RuntimeError("an OpenAIProvider can be entered only once")
+        self._entered = True
+        limits = httpx.Limits(
+            max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+        )
+        self._client = httpx.AsyncClient(
+            headers=self._headers, timeout=httpx.Timeout(self.timeout_s), limits=limits
+        )
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def run(self, request: SubagentRequest) -> SubagentResult:
+        """Answer one child; failures are returned, never raised (see the module docstring)."""
+        client = self._client
+        if client is None:
+            raise RuntimeError("OpenAIProvider.run() called outside its 'async with' block")
+        model = request.model or self.model
+        schema = request.schema
+        messages: list[dict[str, str]] = [{"role": "user", "content": request.prompt}]
+        tally = _Tally()
+        try:
+            reply = await self._complete(client, model, messages, schema, tally)
+            if schema is None:
+                return SubagentResult(stop_reason="completed", text=reply, usage=tally.usage())
+            value, violations = parse_structured_reply(reply, schema)
+            if violations:
+                messages.append({"role": "assistant", "content": reply})
+                messages.append({"role": "user", "content": _repair_prompt(violations)})
+                reply = await self._complete(client, model, messages, schema, tally)
+                value, violations = parse_structured_reply(reply, schema)
+        except _CallFailed as failed:
+            return SubagentResult(stop_reason="error", error=str(failed), usage=tally.usage())
+        if violations:
+            return SubagentResult(
+                stop_reason="error",
+                text=reply,
+                error="the reply does not satisfy the schema after one repair attempt: "
+                + "; ".join(violations),
+                usage=tally.usage(),
+            )
+        return SubagentResult(stop_reason="completed", text=reply, structured=value, usage=tally.usage())
+
+    async def _complete(
+        self,
+        client: httpx.AsyncClient,
+        model: str,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any] | None,
+        tally: _Tally,
+    ) -> str:
+        body: dict[str, Any] = {"model": model, "messages": messages}
+        if schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "result", "schema": schema, "strict": False},
+            }
+        data = await self._post(client, json.dumps(body).encode("ascii"))
+        tally.add(data.get("usage"))
+        try:
+            choice = data["choices"][0]
+            message = choice["message"]
+        except (KeyError, IndexError, TypeError):
+            raise _CallFailed(f"malformed response from {self._url}: no choices[0].message") from None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):  # some servers answer with content parts
+            parts = [p.get("text") for p in content if isinstance(p, dict)]
+            content = "".join(p for p in parts if isinstance(p, str))
+        if isinstance(content, str):
+            return content
+        if isinstance(message, dict) and message.get("refusal"):
+            raise _CallFailed(f"the model refused: {message['refusal']}")
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        raise _CallFailed(f"the response has no text content (finish_reason={finish!r})")
+
+    async def _post(self, client: httpx.AsyncClient, body: bytes) -> dict[str, Any]:
+        """POST with retries; returns the decoded JSON object or raises ``_CallFailed``."""
+        attempts = self.max_retries + 1
+        problem = ""
+        for attempt in range(attempts):
+            retry_after: float | None = None
+            try:
+                response = await client.post(self._url, content=body)
+            except _RETRYABLE_TRANSPORT as exc:
+                problem = f"{type(exc).__name__} talking to {self._url}: {exc or 'no detail'}"
+            except httpx.HTTPError as exc:
+                raise _CallFailed(f"{type(exc).__name__} talking to {self._url}: {exc}") from None
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    return self._decode(response)
+                problem = f"HTTP {status} from {self._url}: {_server_message(response)}"
+                if status != 429 and status < 500:
+                    raise _CallFailed(problem)
+                retry_after = _retry_after(response.headers)
+            if attempt + 1 < attempts:
+                await anyio.sleep(self._delay(attempt, retry_after))
+        raise _CallFailed(f"{problem} (gave up after {attempts} attempts)")
+
+    def _decode(self, response: httpx.Response) -> dict[str, Any]:
+        try:
+            data = response.json()
+        except ValueError:
+            raise _CallFailed(f"the response from {self._url} is not JSON: {response.text[:200]!r}") from None
+        if not isinstance(data, dict):
+            raise _CallFailed(f"the response from {self._url} is not a JSON object")
+        return data
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max_s)
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0**attempt)
+        return ceiling * random.uniform(0.5, 1.0)
+
+
+def _repair_prompt(violations: list[str]) -> str:
+    listed = "\n".join(f"- {v}" for v in violations)
+    return (
+        "Your reply does not satisfy the required JSON schema:\n"
+        f"{listed}\n"
+        "Reply again with only the corrected JSON value: no prose, no code fence."
+    )
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The server's error message: OpenAI's ``{"error": {"message": ...}}`` or the body's start."""
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"][:_MAX_SERVER_MESSAGE]
+        if isinstance(error, str):
+            return error[:_MAX_SERVER_MESSAGE]
+    text = response.text.strip()
+    return text[:_MAX_SERVER_MESSAGE] if text else response.reason_phrase or "(empty body)"
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds asked by ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date), if any."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, IndexError):
+            return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None

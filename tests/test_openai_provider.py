@@ -1,0 +1,451 @@
+"""OpenAIProvider against a real HTTP/1.1 server on 127.0.0.1 (a ThreadingHTTPServer in a thread)."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import anyio
+import pytest
+
+from dsh_workflow._providers.openai import OpenAIProvider
+from dsh_workflow._subagent import SubagentRequest, Usage
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 10.0}
+
+Action = Callable[["_Handler", dict[str, Any]], None]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        fake = self.server.fake
+        with fake.lock:
+            fake.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+            action = fake.script.pop(0) if fake.script else chat_echo
+        action(self, body)
+
+    def send_json(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+    fake: FakeOpenAI
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away mid-response is expected here
+
+
+class FakeOpenAI:
+    """The scripted server: ``script`` actions are used in order, then ``chat_echo``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.script: list[Action] = []
+        self.disconnected = threading.Event()
+        self.active = self.peak = 0
+        self.httpd = _Server(("127.0.0.1", 0), _Handler)
+        self.httpd.fake = self
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05})
+
+    def provider(self, **options: Any) -> OpenAIProvider:
+        options = {"base_url": self.url, "model": "test-model", "api_key": "sk-test", **FAST, **options}
+        return OpenAIProvider(**options)
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx honours proxy variables; the tests talk to 127.0.0.1 directly."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    fake = FakeOpenAI()
+    fake.thread.start()
+    try:
+        yield fake
+    finally:
+        fake.httpd.shutdown()
+        fake.httpd.server_close()
+        fake.thread.join()
+
+
+def completion(content: str | None, usage: tuple[int, int] | None = (3, 5)) -> dict[str, Any]:
+    reply: dict[str, Any] = {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+    }
+    if usage is not None:
+        reply["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
+    return reply
+
+
+def chat(content: str, usage: tuple[int, int] | None = (3, 5)) -> Action:
+    return lambda handler, body: handler.send_json(200, completion(content, usage))
+
+
+def chat_echo(handler: _Handler, body: dict[str, Any]) -> None:
+    handler.send_json(200, completion(f"echo:{body['messages'][-1]['content']}"))
+
+
+def status(code: int, message: str, headers: dict[str, str] | None = None) -> Action:
+    payload = {"error": {"message": message, "type": "test_error"}}
+    return lambda handler, body: handler.send_json(code, payload, headers)
+
+
+def slow_echo(handler: _Handler, body: dict[str, Any]) -> None:
+    """``chat_echo`` after 50 ms, counting how many requests are in flight at once."""
+    fake = handler.server.fake
+    with fake.lock:
+        fake.active += 1
+        fake.peak = max(fake.peak, fake.active)
+    time.sleep(0.05)
+    with fake.lock:
+        fake.active -= 1
+    chat_echo(handler, body)
+
+
+def hang(handler: _Handler, body: dict[str, Any]) -> None:
+    """Answer nothing; record when the client closes the connection."""
+    sock = handler.connection
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([sock], [], [], 0.02)
+        if readable:
+            try:
+                data = sock.recv(1, socket.MSG_PEEK)
+            except OSError:
+                data = b""
+            if not data:
+                handler.server.fake.disconnected.set()
+                break
+    handler.close_connection = True
+
+
+def request(prompt: str = "hello", **fields: Any) -> SubagentRequest:
+    return SubagentRequest(prompt=prompt, label="child", run_id="run-1", seq=1, **fields)
+
+
+@pytest.mark.anyio
+async def test_text_success_with_usage(server: FakeOpenAI) -> None:
+    server.script = [chat("the answer", usage=(11, 7))]
+    async with server.provider(extra_headers={"X-Extra": "yes"}) as provider:
+        result = await provider.run(request("what?"))
+    assert result.stop_reason == "completed"
+    assert result.text == "the answer"
+    assert result.structured is None and result.error is None
+    assert result.usage == Usage(input_tokens=11, output_tokens=7)
+    (sent,) = server.requests
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["body"] == {"model": "test-model", "messages": [{"role": "user", "content": "what?"}]}
+    assert sent["headers"]["Authorization"] == "Bearer sk-test"
+    assert sent["headers"]["X-Extra"] == "yes"
+
+
+@pytest.mark.anyio
+async def test_no_usage_reported(server: FakeOpenAI) -> None:
+    server.script = [chat("x", usage=None)]
+    async with server.provider() as provider:
+        result = await provider.run(request())
+    assert result.stop_reason == "completed" and result.usage is None
+
+
+@pytest.mark.anyio
+async def test_model_override_per_request(server: FakeOpenAI) -> None:
+    async with server.provider() as provider:
+        await provider.run(request(model="other-model"))
+        await provider.run(request())
+    assert [r["body"]["model"] for r in server.requests] == ["other-model", "test-model"]
+
+
+@pytest.mark.anyio
+async def test_schema_success(server: FakeOpenAI) -> None:
+    server.script = [chat('```json\n{"n": 42}\n```')]
+    async with server.provider() as provider:
+        result = await provider.run(request(schema=SCHEMA))
+    assert result.stop_reason == "completed"
+    assert result.structured == {"n": 42}
+    assert server.requests[0]["body"]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "result", "schema": SCHEMA, "strict": False},
+    }
+
+
+@pytest.mark.anyio
+async def test_schema_repair_success(server: FakeOpenAI) -> None:
+    server.script = [chat('{"n": "seven"}', usage=(10, 4)), chat('{"n": 7}', usage=(20, 2))]
+    async with server.provider() as provider:
+        result = await provider.run(request("count", schema=SCHEMA))
+    assert result.stop_reason == "completed"
+    assert result.structured == {"n": 7}
+    assert result.usage == Usage(input_tokens=30, output_tokens=6)
+    first, repair = server.requests
+    messages = repair["body"]["messages"]
+    assert messages[:2] == [
+        {"role": "user", "content": "count"},
+        {"role": "assistant", "content": '{"n": "seven"}'},
+    ]
+    assert messages[2]["role"] == "user"
+    assert "value.n: 'seven' is not of type 'integer'" in messages[2]["content"]
+    assert repair["body"]["response_format"] == first["body"]["response_format"]
+
+
+@pytest.mark.anyio
+async def test_schema_repair_failure(server: FakeOpenAI) -> None:
+    server.script = [chat("not json at all"), chat('{"m": 1}')]
+    async with server.provider() as provider:
+        result = await provider.run(request(schema=SCHEMA))
+    assert result.stop_reason == "error"
+    assert result.structured is None
+    assert "after one repair attempt" in (result.error or "")
+    assert "'n' is a required property" in (result.error or "")
+    assert "not valid JSON" in server.requests[1]["body"]["messages"][2]["content"]
+    assert len(server.requests) == 2
+    assert result.usage == Usage(input_tokens=6, output_tokens=10)
+
+
+@pytest.mark.anyio
+async def test_429_honours_retry_after(server: FakeOpenAI) -> None:
+    server.script = [status(429, "slow down", {"Retry-After": "0.3"}), chat("ok")]
+    async with server.provider(backoff_max_s=5.0) as provider:
+        started = time.monotonic()
+        result = await provider.run(request())
+        elapsed = time.monotonic() - started
+    assert result.stop_reason == "completed" and result.text == "ok"
+    assert len(server.requests) == 2
+    assert elapsed >= 0.28
+
+
+@pytest.mark.anyio
+async def test_retry_after_is_capped_by_backoff_max(server: FakeOpenAI) -> None:
+    server.script = [status(429, "slow down", {"Retry-After": "600"}), chat("ok")]
+    async with server.provider(backoff_max_s=0.05) as provider:
+        started = time.monotonic()
+        result = await provider.run(request())
+    assert result.text == "ok"
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.anyio
+async def test_500_then_success(server: FakeOpenAI) -> None:
+    server.script = [status(500, "boom"), status(502, "bad gateway"), chat("fine")]
+    async with server.provider() as provider:
+        result = await provider.run(request())
+    assert result.stop_reason == "completed" and result.text == "fine"
+    assert len(server.requests) == 3
+
+
+@pytest.mark.anyio
+async def test_retries_exhausted_is_ordinary_failure(server: FakeOpenAI) -> None:
+    server.script = [status(503, "overloaded")] * 3
+    async with server.provider(max_retries=2) as provider:
+        result = await provider.run(request())
+    assert result.stop_reason == "error"
+    assert result.text is None
+    error = result.error or ""
+    assert "HTTP 503" in error and "overloaded" in error and "3 attempts" in error
+    assert len(server.requests) == 3
+
+
+@pytest.mark.anyio
+async def test_client_error_is_not_retried(server: FakeOpenAI) -> None:
+    server.script = [status(400, "model 'nope' does not exist")]
+    async with server.provider() as provider:
+        result = await provider.run(request())
+    assert result.stop_reason == "error"
+    assert "HTTP 400" in (result.error or "") and "does not exist" in (result.error or "")
+    assert len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_malformed_reply_is_ordinary_failure(server: FakeOpenAI) -> None:
+    server.script = [lambda handler, body: handler.send_json(200, {"choices": []})]
+    async with server.provider() as provider:
+        result = await provider.run(request())
+    assert result.stop_reason == "error" and "malformed" in (result.error or "")
+
+
+@pytest.mark.anyio
+async def test_connection_refused_is_ordinary_failure() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=2, **FAST)
+    async with provider:
+        result = await provider.run(request())
+    assert result.stop_reason == "error"
+    assert "ConnectError" in (result.error or "") and "3 attempts" in (result.error or "")
+
+
+@pytest.mark.anyio
+async def test_read_timeout_is_ordinary_failure(server: FakeOpenAI) -> None:
+    server.script = [hang]
+    async with server.provider(timeout_s=0.3, max_retries=0) as provider:
+        result = await provider.run(request())
+    assert result.stop_reason == "error" and "ReadTimeout" in (result.error or "")
+
+
+@pytest.mark.anyio
+async def test_cancellation_closes_the_connection(server: FakeOpenAI) -> None:
+    server.script = [hang]
+    finished = False
+
+    async def child() -> None:
+        nonlocal finished
+        await provider.run(request())
+        finished = True
+
+    async with server.provider() as provider:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(child)
+            with anyio.fail_after(5):
+                while not server.requests:
+                    await anyio.sleep(0.01)
+            await anyio.sleep(0.1)
+            assert not server.disconnected.is_set()
+            tg.cancel_scope.cancel()
+        cancelled_at = time.monotonic()
+        with anyio.fail_after(2):
+            while not server.disconnected.is_set():
+                await anyio.sleep(0.01)
+        assert time.monotonic() - cancelled_at < 1.0
+    assert not finished
+
+
+@pytest.mark.anyio
+async def test_cancellation_during_backoff(server: FakeOpenAI) -> None:
+    server.script = [status(429, "wait", {"Retry-After": "30"})]
+    async with server.provider(backoff_max_s=30.0) as provider:
+        with anyio.move_on_after(0.3) as scope:
+            await provider.run(request())
+    assert scope.cancelled_caught
+    assert len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_fifty_concurrent_requests(server: FakeOpenAI) -> None:
+    server.script = [slow_echo] * 50
+    results: dict[int, str | None] = {}
+
+    async def one(i: int) -> None:
+        results[i] = (await provider.run(request(f"p{i}"))).text
+
+    async with server.provider(max_connections=16) as provider:
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(one, i)
+    assert results == {i: f"echo:p{i}" for i in range(50)}
+    assert len(server.requests) == 50
+    assert 1 < server.peak <= 16  # concurrent, but never more connections than the pool allows
+
+
+@pytest.mark.anyio
+async def test_run_outside_context_raises(server: FakeOpenAI) -> None:
+    provider = server.provider()
+    with pytest.raises(RuntimeError, match="async with"):
+        await provider.run(request())
+    async with provider:
+        pass
+    with pytest.raises(RuntimeError, match="async with"):
+        await provider.run(request())
+    with pytest.raises(RuntimeError, match="only once"):
+        async with provider:
+            pass
+
+
+_ENV = [
+    "DSH_WORKFLOW_OPENAI_BASE_URL",
+    "OPENAI_BASE_URL",
+    "DSH_WORKFLOW_OPENAI_API_KEY",
+    "OPENAI_API_KEY",
+    "DSH_WORKFLOW_OPENAI_MODEL",
+    "OPENAI_MODEL",
+]
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in _ENV:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_configuration_from_environment(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("OPENAI_MODEL", "generic-model")
+    clean_env.setenv("OPENAI_BASE_URL", "http://generic/v1")
+    provider = OpenAIProvider()
+    assert (provider.model, provider.base_url) == ("generic-model", "http://generic/v1")
+    clean_env.setenv("DSH_WORKFLOW_OPENAI_MODEL", "own-model")
+    clean_env.setenv("DSH_WORKFLOW_OPENAI_BASE_URL", "http://own/v1/")
+    provider = OpenAIProvider()
+    assert (provider.model, provider.base_url) == ("own-model", "http://own/v1")
+    provider = OpenAIProvider(model="arg-model", base_url="https://arg/v1")
+    assert (provider.model, provider.base_url) == ("arg-model", "https://arg/v1")
+
+
+@pytest.mark.anyio
+async def test_api_key_from_environment(server: FakeOpenAI, clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("OPENAI_API_KEY", "sk-generic")
+    clean_env.setenv("DSH_WORKFLOW_OPENAI_API_KEY", "sk-own")
+    async with OpenAIProvider(base_url=server.url, model="m", **FAST) as provider:
+        await provider.run(request())
+    clean_env.delenv("DSH_WORKFLOW_OPENAI_API_KEY")
+    clean_env.delenv("OPENAI_API_KEY")
+    async with OpenAIProvider(base_url=server.url, model="m", **FAST) as provider:
+        await provider.run(request())
+    assert server.requests[0]["headers"]["Authorization"] == "Bearer sk-own"
+    assert "Authorization" not in server.requests[1]["headers"]
+    assert "sk-own" not in repr(provider)
+
+
+def test_default_base_url(clean_env: pytest.MonkeyPatch) -> None:
+    assert OpenAIProvider(model="m").base_url == "https://api.openai.com/v1"
+
+
+def test_missing_model_is_value_error(clean_env: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="DSH_WORKFLOW_OPENAI_MODEL"):
+        OpenAIProvider(base_url="http://x/v1")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"base_url": "ftp://x"}, "http"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"max_connections": 0}, "max_connections"),
+        ({"timeout_s": 0}, "timeout_s"),
+        ({"backoff_base_s": -1}, "backoff_base_s"),
+        ({"backoff_max_s": float("inf")}, "backoff_max_s"),
+    ],
+)
+def test_invalid_settings(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        OpenAIProvider(model="m", **options)
