@@ -11,7 +11,7 @@
 
 function BoundaryError(path, reason) {
   const e = _create(null);
-  e.path = path;
+  e.path = path.length > 160 ? _apply(_stringSlice, path, [0, 80]) + '…' + _apply(_stringSlice, path, [-60]) : path;
   e.reason = reason;
   return e;
 }

@@ -45,6 +45,7 @@ const _weakSetHas = WeakSet.prototype.has;
 const _identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const _index = /^(0|[1-9][0-9]*)$/;
 const _regexpTest = RegExp.prototype.test;
+const _stringSlice = String.prototype.slice;
 // RegExp#test looks up `exec` on the regexp; make both patterns immune to a replaced exec.
 _defineProperty(_identifier, 'exec', { value: RegExp.prototype.exec });
 _defineProperty(_index, 'exec', { value: RegExp.prototype.exec });
@@ -313,6 +314,12 @@ for (const name of ['WeakRef', 'FinalizationRegistry', 'Atomics', 'SharedArrayBu
 
 // ---- host API ------------------------------------------------------------------------------
 
+// Long concatenations are rope strings in QuickJS-ng, which the binding cannot hand to Python;
+// slicing yields a flat copy.
+function flat(text) {
+  return _apply(_stringSlice, text, [0]);
+}
+
 function finish(text) {
   if (result === null) result = text;
 }
@@ -378,7 +385,7 @@ return {
   },
   take: function take() {
     if (outbox === '') return null;
-    const text = '[' + outbox + ']';
+    const text = flat('[' + outbox + ']');
     outbox = '';
     return text;
   },
@@ -405,6 +412,6 @@ return {
   cancel: function cancel(reason) {
     if (cancelledReason === null) cancelledReason = _String(reason);
   },
-  result: function getResult() { return result; },
+  result: function getResult() { return result === null ? null : flat(result); },
   pending: function getPending() { return pendingCount; },
 };
