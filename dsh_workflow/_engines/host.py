@@ -204,12 +204,14 @@ class HostedRun(WorkflowRun):
                 if kind == "end":
                     return
                 if kind == "outbox" and not self._stopping:
-                    self._serve(payload)
+                    await self._serve(payload)
                 if self._protocol_error is not None:
                     self._stop()
                     return
 
-    def _serve(self, text: str) -> None:
+    async def _serve(self, text: str) -> None:
+        """Serve one outbox batch in order; yields to the loop every few hundred messages so a
+        flood of log() calls cannot monopolize it."""
         try:
             messages = json.loads(text)
         except ValueError:
@@ -218,7 +220,9 @@ class HostedRun(WorkflowRun):
         if not isinstance(messages, list):
             self._protocol_error = "the script runtime sent a malformed message"
             return
-        for message in messages:
+        for index, message in enumerate(messages):
+            if index % 256 == 255:
+                await anyio.lowlevel.checkpoint()
             if self._stopping:
                 return
             if not (isinstance(message, list) and message and isinstance(message[0], str)):
@@ -434,9 +438,10 @@ class HostedRun(WorkflowRun):
         text = str(outcome.get("error") or "unknown error")
         if code == "STALLED":
             return text
+        text = self._script_frames(text)
         if isinstance(code, str) and code in _CODES:
             return f"{code}: {text}"
-        return self._script_frames(text)
+        return text
 
     def _script_frames(self, text: str) -> str:
         """Rewrite stack positions to the script's own lines; drop the runtime's frames."""
