@@ -32,6 +32,9 @@ from ._subagent import SubagentProvider as SubagentProvider
 from ._subagent import SubagentRequest as SubagentRequest
 from ._subagent import SubagentResult as SubagentResult
 from ._subagent import Usage as Usage
+from ._tool import ToolCallCard as ToolCallCard
+from ._tool import ToolResult as ToolResult
+from ._tool import WorkflowTool as WorkflowTool
 
 __all__ = [
     "AgentEnded",
@@ -52,6 +55,8 @@ __all__ = [
     "SubagentProvider",
     "SubagentRequest",
     "SubagentResult",
+    "ToolCallCard",
+    "ToolResult",
     "Usage",
     "WorkflowEnded",
     "WorkflowEngine",
@@ -63,6 +68,7 @@ __all__ = [
     "WorkflowRun",
     "WorkflowStartRequest",
     "WorkflowStarted",
+    "WorkflowTool",
 ]
 
 __version__ = "0.1.0"

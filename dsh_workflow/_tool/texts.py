@@ -1,0 +1,187 @@
+"""Every text the ``workflow`` tool shows a model, character-exact.
+
+The description is the authoring contract of SPEC §5 written for a model; it is sent with every
+request, so it is kept tight. Result and error texts are built only here, so the wording a model
+learns to correct from never drifts between code paths.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+__all__ = [
+    "DESCRIPTION",
+    "abnormal_text",
+    "cancelled_text",
+    "failed_text",
+    "input_schema",
+    "invalid_arguments_text",
+    "render_value",
+    "start_error_text",
+    "success_text",
+    "system_prompt_section",
+]
+
+DESCRIPTION = """\
+Run a JavaScript script that orchestrates many subagents: reviewing many files, migrations, \
+research from several angles, adversarial checking. You write the orchestration \
+as code; subagents do the work; the call returns when the whole script has finished.
+
+Parameters:
+- meta: JSON data, never code: {name: short kebab-case, description: one line, whenToUse?, \
+phases?: [{title, detail?, provider?, model?}]}. Never write `export const meta` in the script.
+- script: plain JavaScript (not TypeScript: no type annotations), run as the body of an async \
+function: top-level await works; end with `return <value>`. The value must be JSON data; it is \
+the tool result (no return gives null).
+- args: optional JSON object, the script's global `args`. Wrap a list: {"items": [...]}.
+
+Globals:
+- agent(prompt, opts?) (alias subagent): runs one subagent to completion and resolves to its \
+final text. opts: label (display name), phase (progress group), schema, model, provider (model \
+and provider override independently). Any other key (effort, isolation, agentType, ...) is an \
+error. With schema it resolves to the validated object. The schema is any JSON Schema 2020-12 \
+with root type "object", self-contained (local $defs/$ref only); every keyword is enforced, \
+including pattern, format, minimum, enum. agent() resolves null when the child fails, its \
+structured value is missing or invalid, or it times out: use .filter(Boolean).
+- parallel(thunks): runs zero-argument functions concurrently and waits for all (a barrier); \
+a thunk that throws gives null in its slot.
+- pipeline(items, ...stages): each item runs its own chain, stage(prev, item, index), where prev \
+is the previous stage's result (the item itself for the first stage). No barrier between stages, \
+so prefer it for multi-stage work. A stage that throws makes its item null and skips the item's \
+remaining stages.
+- phase(title) marks progress; log(message) and console.log/info/warn/error narrate.
+
+Errors: hook misuse (bad arguments, unknown options, an invalid schema), a tripped cap and \
+cancellation throw a fatal error {name: "WorkflowError", code, message} that ends the script \
+unless you catch it; parallel and pipeline never turn it into null. Caps: agents running at once \
+(extra calls queue), total agents per run, items per parallel/pipeline call; the error names the \
+cap and its value.
+
+Sandbox: no timers, filesystem, network, modules/import/require or host objects. Agents do the \
+work; the script only coordinates. Awaiting a promise that nothing will ever settle ends the run \
+with an error at once.
+
+Values leaving the script (return value, options): properties whose value is undefined are \
+dropped, as JSON.stringify does; functions, Date, Map, Set, class instances, NaN/Infinity, \
+BigInt and cycles are errors.
+
+Example (args {"files": ["a.py", "b.py"]}):
+phase("review");
+const found = await pipeline(args.files,
+  (_, f) => agent(`Find bugs in ${f}.`, {label: f, schema: {type: "object",
+    properties: {bugs: {type: "array", items: {type: "string"}}}, required: ["bugs"]}}),
+  (r, f) => r && r.bugs.length ? agent(`Verify in ${f}: ${JSON.stringify(r.bugs)}`) : null);
+return {files: args.files.length, confirmed: found.filter(Boolean)};"""
+
+_SYSTEM_PROMPT = (
+    "The {name} tool runs a JavaScript script you write that orchestrates many subagents "
+    "(fan-out, phases, structured results); its description gives the script format. Use "
+    "{name} only when the user asks for a workflow or for large-scale multi-agent "
+    "orchestration. For one or two delegations, call a subagent directly instead."
+)
+
+_PHASE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "description": "Phase title, as passed to phase(title)."},
+        "detail": {"type": "string", "description": "Optional: what happens in this phase."},
+        "provider": {"type": "string", "description": "Optional, informational: provider used."},
+        "model": {"type": "string", "description": "Optional, informational: model used."},
+    },
+    "required": ["title"],
+    "additionalProperties": True,
+}
+
+_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "meta": {
+            "type": "object",
+            "description": "The workflow's identity as JSON data (never code; not repeated in "
+                           "the script).",
+            "properties": {
+                "name": {"type": "string",
+                         "description": "A short kebab-case identifier, e.g. \"audit-endpoints\"."},
+                "description": {"type": "string",
+                                "description": "One line: what the workflow does."},
+                "whenToUse": {"type": "string",
+                              "description": "Optional: when this workflow applies."},
+                "phases": {"type": "array",
+                           "description": "Optional: the phases the script announces with "
+                                          "phase(title), for progress display only.",
+                           "items": _PHASE_SCHEMA},
+            },
+            "required": ["name", "description"],
+            "additionalProperties": True,
+        },
+        "script": {
+            "type": "string",
+            "description": "JavaScript (never TypeScript) run as the body of an async "
+                           "function: await at top level, finish with `return <JSON value>`. "
+                           "No meta statement: meta is its own parameter.",
+        },
+        "args": {
+            "type": "object",
+            "description": "Optional JSON object exposed to the script as the global `args` "
+                           "(wrap a list in an object, e.g. {\"items\": [...]}).",
+            "additionalProperties": True,
+        },
+    },
+    "required": ["meta", "script"],
+    "additionalProperties": False,
+}
+
+
+def input_schema() -> dict[str, Any]:
+    """The tool's parameter JSON Schema (a fresh copy the caller may change)."""
+    return copy.deepcopy(_INPUT_SCHEMA)
+
+
+def system_prompt_section(tool_name: str) -> str:
+    """Guidance for the system prompt, naming the tool by its configured name."""
+    return _SYSTEM_PROMPT.format(name=tool_name)
+
+
+def render_value(value: Any, max_chars: int) -> str:
+    """``value`` as 2-space-indented JSON, non-ASCII kept, cut after ``max_chars`` characters.
+
+    A cut text is followed by a new line ``… [truncated: <omitted> more characters]``.
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}\n… [truncated: {len(text) - max_chars} more characters]"
+
+
+def success_text(name: str, agents_started: int, value: Any, max_chars: int) -> str:
+    """``workflow "<name>" completed (<n> agent|agents).``, ``Return value:``, the value."""
+    noun = "agent" if agents_started == 1 else "agents"
+    return (f'workflow "{name}" completed ({agents_started} {noun}).\n'
+            f"Return value:\n{render_value(value, max_chars)}")
+
+
+def cancelled_text(error: str | None) -> str:
+    """The text of a cancelled run, with its reason when there is one."""
+    return "Error: workflow run was cancelled" + (f" ({error})" if error else "")
+
+
+def failed_text(error: str | None) -> str:
+    """The text of a run that ended in error."""
+    return f"Error: workflow run failed: {error or 'unknown error'}"
+
+
+def abnormal_text(stop_reason: object) -> str:
+    """The text of a run whose stop reason the tool does not know (an engine off the seam)."""
+    return f"Error: workflow run ended abnormally ({stop_reason})"
+
+
+def start_error_text(message: str) -> str:
+    """The text of a ``WorkflowError`` raised by ``engine.start()``."""
+    return f"Error: {message}"
+
+
+def invalid_arguments_text(problems: list[str]) -> str:
+    """The text of a call whose arguments the tool refused; every problem is listed."""
+    return "Error: invalid workflow tool arguments: " + "; ".join(problems)

@@ -1,0 +1,274 @@
+"""The ``workflow`` tool: a thin layer over the engine seam.
+
+The tool validates the model's arguments, starts one run through
+:meth:`WorkflowEngine.start`, awaits its result, always disposes it, and turns the outcome into
+a :class:`ToolResult` whose text a model can read and correct from. It uses nothing of an
+engine but the seam (``start``, ``WorkflowRun.result/cancel/dispose``), so any engine works.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .._errors import WorkflowError
+from .._request import WorkflowStartRequest
+from .._result import WorkflowResult
+from .._run import WorkflowEngine, WorkflowRun
+from . import texts
+
+__all__ = ["ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs"]
+
+#: The name rule shared by the OpenAI and Anthropic tool formats.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: The reason a run is cancelled with when the task awaiting ``execute`` is cancelled.
+CALLER_CANCELLED_REASON = "tool call cancelled"
+
+
+class ToolResult(BaseModel):
+    """What one tool call returns to the harness.
+
+    ``text`` is what the model reads. ``is_error`` is true for refused arguments, start
+    errors, and runs that did not complete. ``data`` is machine-readable:
+
+    * completed: ``{"run_id", "agents_started", "result"}`` with the whole value (never cut);
+    * run cancelled / failed: ``{"run_id", "agents_started", "stop_reason", "error"}``;
+    * start error: ``{"error_code": <WorkflowErrorCode value>}``;
+    * refused arguments: ``{"error_code": "INVALID_ARGS"}``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    is_error: bool = False
+    data: dict[str, Any] | None = None
+
+
+class ToolCallCard(BaseModel):
+    """A generic presentation of a pending call: a title and the script as raw input."""
+
+    model_config = ConfigDict(frozen=True)
+
+    card: Literal["generic"] = "generic"
+    title: str
+    raw_input: str
+
+
+class WorkflowToolArgs(BaseModel):
+    """The tool's arguments as the tool itself checks them (the engine checks ``meta``'s shape)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    meta: dict[str, Any]
+    script: str
+    args: dict[str, Any] | None = None
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def _problem(field: str, raw: Mapping[str, Any], error: Mapping[str, Any]) -> str:
+    """One model-readable sentence for one validation error of ``field``."""
+    if error["type"] == "extra_forbidden":
+        return f"`{field}` is not a parameter of this tool (parameters: meta, script, args)"
+    present = field in raw
+    value = raw.get(field)
+    if field == "meta":
+        if not present:
+            return "`meta` is required: a JSON object with at least name and description"
+        if isinstance(value, Mapping):
+            return "`meta` keys must be strings"
+        return f"`meta` must be a JSON object with at least name and description, not {_json_type(value)}"
+    if field == "script":
+        if not present:
+            return "`script` is required: the JavaScript body as a string"
+        return f"`script` must be a string (the JavaScript body), not {_json_type(value)}"
+    if field == "args":
+        if isinstance(value, list | tuple):
+            return ("`args` must be a JSON object, not an array: wrap the list in an object, "
+                    'e.g. {"items": [...]}, and read it in the script as args.items')
+        if isinstance(value, Mapping):
+            return "`args` keys must be strings"
+        return f"`args` must be a JSON object or omitted, not {_json_type(value)}"
+    return f"`{field}`: {error['msg']}"  # pragma: no cover - every field is handled above
+
+
+def _load(arguments: object) -> object:
+    """Arguments as data; JSON text (an OpenAI tool call's ``arguments``) is parsed first."""
+    if isinstance(arguments, str | bytes | bytearray):
+        return json.loads(arguments)
+    return arguments
+
+
+def parse_arguments(arguments: object) -> WorkflowToolArgs | list[str]:
+    """Validate tool-call arguments; returns the model, or every problem as a sentence."""
+    try:
+        raw = _load(arguments)
+    except (ValueError, RecursionError) as exc:
+        return [f"the arguments are not valid JSON ({exc})"]
+    if not isinstance(raw, Mapping):
+        return [f'the arguments must be a JSON object {{"meta": {{...}}, "script": "..."}}, '
+                f"not {_json_type(raw)}"]
+    if raw.get("args", 0) is None:  # an explicit null is the same as no args
+        raw = {key: value for key, value in raw.items() if key != "args"}
+    try:
+        return WorkflowToolArgs.model_validate(dict(raw))
+    except ValidationError as exc:
+        problems: list[str] = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            text = _problem(field, raw, error)
+            if text not in problems:
+                problems.append(text)
+        return problems
+
+
+def _invalid(problems: list[str]) -> ToolResult:
+    return ToolResult(text=texts.invalid_arguments_text(problems), is_error=True,
+                      data={"error_code": "INVALID_ARGS"})
+
+
+class WorkflowTool:
+    """The ``workflow`` tool over one engine.
+
+    ``tool_name`` must match ``[A-Za-z0-9_-]{1,64}`` (the OpenAI and Anthropic rule);
+    ``max_result_chars`` (an int >= 1) bounds the rendered return value in the result text.
+    """
+
+    def __init__(self, engine: WorkflowEngine, *, tool_name: str = "workflow",
+                 max_result_chars: int = 50_000) -> None:
+        if not isinstance(tool_name, str) or not _TOOL_NAME.fullmatch(tool_name):
+            raise ValueError(f"tool_name must match [A-Za-z0-9_-]{{1,64}}, got {tool_name!r}")
+        if isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) \
+                or max_result_chars < 1:
+            raise ValueError(f"max_result_chars must be an int >= 1, got {max_result_chars!r}")
+        self._engine = engine
+        self._name = tool_name
+        self._max_result_chars = max_result_chars
+
+    @property
+    def engine(self) -> WorkflowEngine:
+        """The engine every call starts its run on."""
+        return self._engine
+
+    @property
+    def name(self) -> str:
+        """The configured tool name."""
+        return self._name
+
+    @property
+    def max_result_chars(self) -> int:
+        """Characters of rendered JSON kept in a success text before the truncation notice."""
+        return self._max_result_chars
+
+    @property
+    def description(self) -> str:
+        """The authoring contract, written for a model."""
+        return texts.DESCRIPTION
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The parameters' JSON Schema (a fresh copy on every access)."""
+        return texts.input_schema()
+
+    @property
+    def system_prompt_section(self) -> str:
+        """System-prompt guidance on when to use the tool, naming it by its configured name."""
+        return texts.system_prompt_section(self._name)
+
+    def openai_tool(self) -> dict[str, Any]:
+        """The tool in OpenAI chat-completions form: ``{"type": "function", "function": ...}``."""
+        return {"type": "function", "function": {"name": self._name,
+                                                 "description": self.description,
+                                                 "parameters": self.input_schema}}
+
+    def anthropic_tool(self) -> dict[str, Any]:
+        """The tool in Anthropic Messages form: ``{"name", "description", "input_schema"}``."""
+        return {"name": self._name, "description": self.description,
+                "input_schema": self.input_schema}
+
+    def render_call(self, args: object) -> ToolCallCard | None:
+        """A generic card for a pending call, from its arguments alone; never raises.
+
+        Titled ``workflow: <meta.name>`` (``workflow`` when the name is not a non-empty
+        string), with the script as raw input. Arguments that are not an object, or lack an
+        object ``meta`` or a string ``script``, give ``None``.
+        """
+        try:
+            raw = _load(args)
+            if not isinstance(raw, Mapping):
+                return None
+            meta, script = raw.get("meta"), raw.get("script")
+            if not isinstance(meta, Mapping) or not isinstance(script, str):
+                return None
+            name = meta.get("name")
+        except Exception:  # noqa: BLE001 - presentation must survive any logged input
+            return None
+        title = f"workflow: {name}" if isinstance(name, str) and name else "workflow"
+        return ToolCallCard(title=title, raw_input=script)
+
+    async def execute(self, args: object, *, parent: object = None) -> ToolResult:
+        """Run one workflow call to its end and describe the outcome.
+
+        ``args`` is the call's arguments (a mapping, or the JSON text of one). Refused
+        arguments and a ``WorkflowError`` from ``engine.start()`` give an error result and
+        start nothing. Otherwise the run is awaited and then always disposed.
+
+        Cancellation: if the task awaiting ``execute`` is cancelled, the run is cancelled with
+        the reason ``"tool call cancelled"``, disposed inside a shielded cancel scope (bounded
+        by the engine's dispose grace), and the cancellation propagates.
+        """
+        parsed = parse_arguments(args)
+        if isinstance(parsed, list):
+            return _invalid(parsed)
+        request = WorkflowStartRequest(meta=parsed.meta, script=parsed.script,
+                                       args=parsed.args, parent=parent)
+        try:
+            run = self._engine.start(request)
+        except WorkflowError as exc:
+            return ToolResult(text=texts.start_error_text(exc.message), is_error=True,
+                              data={"error_code": exc.code.value})
+        try:
+            result = await run.result()
+        except BaseException:
+            run.cancel(CALLER_CANCELLED_REASON)
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await run.dispose()
+        return self._describe(run, result)
+
+    def _describe(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
+        if result.stop_reason == "completed":
+            text = texts.success_text(run.meta.name, result.agents_started, result.value,
+                                      self._max_result_chars)
+            return ToolResult(text=text, data={"run_id": run.id,
+                                               "agents_started": result.agents_started,
+                                               "result": result.value})
+        data = {"run_id": run.id, "agents_started": result.agents_started,
+                "stop_reason": result.stop_reason, "error": result.error}
+        if result.stop_reason == "cancelled":
+            text = texts.cancelled_text(result.error)
+        elif result.stop_reason == "error":
+            text = texts.failed_text(result.error)
+        else:
+            text = texts.abnormal_text(result.stop_reason)
+        return ToolResult(text=text, is_error=True, data=data)
