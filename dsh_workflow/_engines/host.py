@@ -255,11 +255,12 @@ class HostedRun(WorkflowRun):
             return
         self._accepted += 1
         seq = self._accepted
-        request = SubagentRequest(
+        # Every field was validated above; skip pydantic's second pass on this hot path.
+        request = SubagentRequest.model_construct(
             prompt=prompt,
             label=options.label if options.label is not None else default_label(prompt),
             phase=options.phase if options.phase is not None else self._phase,
-            schema=options.schema, model=options.model, provider=options.provider,
+            schema_=options.schema, model=options.model, provider=options.provider,
             parent=self._parent, run_id=self.id, seq=seq)
         call = _Call(call_id=call_id, seq=seq, request=request)
         self._live.add(call)
@@ -276,15 +277,21 @@ class HostedRun(WorkflowRun):
             with anyio.CancelScope() as call.scope:
                 if self._stopping:
                     call.scope.cancel()
-                async with self._slots:
+                try:
+                    self._slots.acquire_nowait()  # a free slot means nobody is queued (FIFO)
+                except anyio.WouldBlock:
+                    await self._slots.acquire()
+                try:
                     if self._stopping:
                         return
                     call.started = True
                     self._agents_started += 1
-                    self._events.emit(AgentStarted(run=self._info, seq=call.seq,
-                                                   label=call.request.label,
-                                                   phase=call.request.phase))
+                    self._events.emit(AgentStarted.model_construct(
+                        run=self._info, seq=call.seq, label=call.request.label,
+                        phase=call.request.phase))
                     call.reply, call.outcome = await self._run_child(call)
+                finally:
+                    self._slots.release()
         finally:
             self._end_call(call)
 
@@ -292,10 +299,13 @@ class HostedRun(WorkflowRun):
         request = call.request
         try:
             timeout = self._config.agent_timeout_s
-            with anyio.move_on_after(timeout if timeout is not None else float("inf")) as timer:
+            if timeout is None:
                 result = await self._provider.run(request)
-            if timer.cancelled_caught:
-                return [call.call_id, True, None], "timeout"
+            else:
+                with anyio.move_on_after(timeout) as timer:
+                    result = await self._provider.run(request)
+                if timer.cancelled_caught:
+                    return [call.call_id, True, None], "timeout"
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # noqa: BLE001 - a provider fault is reported, not propagated
@@ -345,9 +355,9 @@ class HostedRun(WorkflowRun):
             call.reply, call.outcome = self._cancelled_reply(call), "cancelled"
         if call.started and not call.ended:
             call.ended = True
-            self._events.emit(AgentEnded(run=self._info, seq=call.seq, label=call.request.label,
-                                         phase=call.request.phase,
-                                         outcome=call.outcome or "cancelled"))
+            self._events.emit(AgentEnded.model_construct(
+                run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase,
+                outcome=call.outcome or "cancelled"))
         if self._runtime is not None and not self._stopping:
             self._runtime.settle(call.reply)
         changed, self._children_changed = self._children_changed, anyio.Event()
