@@ -190,6 +190,11 @@ class HostedRun(WorkflowRun):
                     if timer.cancelled_caught:
                         self._time_out()
             await self._wind_down()
+        except Exception:  # noqa: BLE001 - a host bug must end this run, not the engine
+            logger.exception("dsh-workflow: run %s failed inside the engine", self.id)
+            self._protocol_error = "the workflow engine failed while serving this run (a bug; " \
+                                   "see the host's log)"
+            self._stop()
         finally:
             self._settle()
 
@@ -292,6 +297,12 @@ class HostedRun(WorkflowRun):
                     call.reply, call.outcome = await self._run_child(call)
                 finally:
                     self._slots.release()
+        except Exception:  # noqa: BLE001 - a host bug must end this call, not the engine
+            logger.exception("dsh-workflow: child %s#%d failed inside the engine", self.id,
+                             call.seq)
+            call.reply = [call.call_id, False, WorkflowErrorCode.AGENT_FAILED.value,
+                          "agent() failed inside the workflow engine (a bug; see the host's log)"]
+            call.outcome = "failed"
         finally:
             self._end_call(call)
 
