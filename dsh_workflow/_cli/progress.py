@@ -1,0 +1,299 @@
+"""Progress of one run on stderr, and the ``--events`` log, fed only by the public events.
+
+Every reporter here is an event listener (``engine.events.subscribe(reporter)``) and never
+touches the run itself:
+
+- :class:`RichProgress` — a live panel when stderr is a terminal: workflow name, current phase,
+  agents running / completed / failed / started, elapsed time, the labels of running agents and
+  the last few log lines, redrawn at most :data:`REFRESH_S` apart by :meth:`tick`; it stops with
+  its final frame kept and one summary line;
+- :class:`PlainProgress` — one line per event (``[phase] Scan``, ``[agent 3 started] label``,
+  ``[agent 3 completed] label``, ``[log] ...``, ``[done] completed in 1.2s, 4 agents``), for logs
+  and pipes;
+- :class:`QuietProgress` — nothing;
+- :class:`EventLog` — appends every event as one JSON line (``{"event": <class name>, ...}``).
+
+Listeners run on the event-loop thread, so each does a small bounded amount of work per event.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from typing import IO, Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from dsh_workflow import (
+    AgentEnded,
+    AgentStarted,
+    LogEmitted,
+    PhaseStarted,
+    WorkflowEnded,
+    WorkflowEvent,
+    WorkflowStarted,
+)
+
+__all__ = ["EventLog", "PlainProgress", "Progress", "QuietProgress", "RichProgress", "make_progress"]
+
+#: Shortest time between two redraws of the live panel.
+REFRESH_S = 0.1
+#: Log lines kept on the live panel.
+LOG_LINES = 5
+#: Running agents named on the live panel.
+RUNNING_NAMES = 4
+
+
+def format_elapsed(seconds: float) -> str:
+    """``4.2s`` under a minute, ``3m05s`` above."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+class Tally:
+    """What the events said so far about one run."""
+
+    def __init__(self) -> None:
+        self.name = ""
+        self.phase: str | None = None
+        self.running: dict[int, str] = {}
+        self.outcomes = {"completed": 0, "failed": 0, "cancelled": 0, "timeout": 0}
+        self.started = 0
+        self.logs: deque[str] = deque(maxlen=LOG_LINES)
+        self.began: float | None = None
+        self.ended: WorkflowEnded | None = None
+        self.ended_at: float | None = None
+
+    def record(self, event: WorkflowEvent) -> None:
+        if isinstance(event, WorkflowStarted):
+            self.name = event.run.meta.name
+            self.began = time.monotonic()
+        elif isinstance(event, PhaseStarted):
+            self.phase = event.title
+        elif isinstance(event, LogEmitted):
+            self.logs.append(event.message)
+        elif isinstance(event, AgentStarted):
+            self.started += 1
+            self.running[event.seq] = event.label
+        elif isinstance(event, AgentEnded):
+            self.running.pop(event.seq, None)
+            self.outcomes[event.outcome] = self.outcomes.get(event.outcome, 0) + 1
+        elif isinstance(event, WorkflowEnded):
+            self.ended = event
+            self.ended_at = time.monotonic()
+
+    def elapsed(self) -> float:
+        if self.began is None:
+            return 0.0
+        return (self.ended_at or time.monotonic()) - self.began
+
+    def summary(self) -> str:
+        """``completed in 1.2s, 4 agents`` (the stop reason, elapsed time, agents started)."""
+        reason = self.ended.stop_reason if self.ended else "ended"
+        agents = self.ended.agents_started if self.ended else self.started
+        return f"{reason} in {format_elapsed(self.elapsed())}, {plural(agents, 'agent')}"
+
+
+class Progress:
+    """The reporter interface: a listener plus the hooks the command calls around a run."""
+
+    #: Whether :meth:`tick` must be called regularly (a live display with a clock).
+    needs_ticks = False
+
+    def __call__(self, event: WorkflowEvent) -> None:
+        """Take one event (an ``engine.events`` listener)."""
+
+    def tick(self) -> None:
+        """Redraw, if the display has a clock."""
+
+    def note(self, text: str) -> None:
+        """Show an out-of-band message (such as "cancelling...")."""
+
+    def finish(self) -> None:
+        """Stop the display after the run ended; idempotent."""
+
+    def abort(self) -> None:
+        """Stop the display at once, without a summary (the process is about to exit)."""
+
+
+class QuietProgress(Progress):
+    """Shows nothing (``--quiet``); notes still go to the stream."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def note(self, text: str) -> None:
+        _write_line(self.stream, text)
+
+
+class PlainProgress(Progress):
+    """One line per event on a stream that is not a terminal."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.tally = Tally()
+
+    def __call__(self, event: WorkflowEvent) -> None:
+        self.tally.record(event)
+        line = self.line(event)
+        if line is not None:
+            _write_line(self.stream, line)
+
+    def line(self, event: WorkflowEvent) -> str | None:
+        if isinstance(event, WorkflowStarted):
+            return f"[start] {event.run.meta.name} (run {event.run.id})"
+        if isinstance(event, PhaseStarted):
+            return f"[phase] {event.title}"
+        if isinstance(event, LogEmitted):
+            return "[log] " + event.message.replace("\n", "\n      ")
+        if isinstance(event, AgentStarted):
+            return f"[agent {event.seq} started] {event.label}"
+        if isinstance(event, AgentEnded):
+            return f"[agent {event.seq} {event.outcome}] {event.label}"
+        if isinstance(event, WorkflowEnded):
+            return f"[done] {self.tally.summary()}"
+        return None
+
+    def note(self, text: str) -> None:
+        _write_line(self.stream, text)
+
+
+class RichProgress(Progress):
+    """A live panel on a terminal; see the module docstring."""
+
+    needs_ticks = True
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.tally = Tally()
+        self.spinner = Spinner("dots", style="cyan")
+        self.last_draw = 0.0
+        self.live: Live | None = None  # shown from WorkflowStarted to finish()
+        self.stopped = False
+
+    def __call__(self, event: WorkflowEvent) -> None:
+        self.tally.record(event)
+        if isinstance(event, WorkflowStarted) and self.live is None and not self.stopped:
+            self.live = Live(self, console=self.console, auto_refresh=False, transient=False,
+                             redirect_stdout=False, redirect_stderr=True)
+            self.live.start()
+        if isinstance(event, WorkflowEnded):
+            self.finish()
+        elif time.monotonic() - self.last_draw >= REFRESH_S:
+            self.tick()
+
+    def tick(self) -> None:
+        if self.live is not None and not self.stopped:
+            self.last_draw = time.monotonic()
+            self.live.refresh()
+
+    def note(self, text: str) -> None:
+        self.console.print(Text(text, style="yellow"))
+        self.tick()
+
+    def finish(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.live is None:
+            return
+        self.live.refresh()
+        self.live.stop()
+        style = {"completed": "green", "cancelled": "yellow"}.get(
+            self.tally.ended.stop_reason if self.tally.ended else "", "red")
+        mark = {"green": "✔", "yellow": "■"}.get(style, "✖")
+        self.console.print(Text(f"{mark} {self.tally.name} {self.tally.summary()}", style=f"bold {style}"))
+
+    def abort(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            if self.live is not None:
+                self.live.stop()
+
+    def __rich__(self) -> RenderableType:
+        tally = self.tally
+        # Lines stop short of the right edge, so the terminal's own "^C" echo cannot wrap one
+        # and shift the live region.
+        grid = Table.grid(padding=(0, 1))
+        grid.width = max(20, self.console.width - 3)
+        grid.add_column(style="dim", no_wrap=True, width=7)
+        grid.add_column(overflow="ellipsis", no_wrap=True, ratio=1)
+        head = Text.assemble((tally.name or "workflow", "bold"), "  ·  phase: ",
+                             (tally.phase or "—", "cyan"), "  ·  ",
+                             format_elapsed(tally.elapsed()))
+        grid.add_row(self.spinner if tally.ended is None else Text("•"), head)
+        grid.add_row("agents", self.counts())
+        if tally.running:
+            names = list(tally.running.values())
+            shown = ", ".join(_one_line(n) for n in names[:RUNNING_NAMES])
+            extra = f", +{len(names) - RUNNING_NAMES} more" if len(names) > RUNNING_NAMES else ""
+            grid.add_row("running", Text(shown + extra))
+        for message in tally.logs:
+            grid.add_row("log", Text(_one_line(message)))
+        return Group(grid)
+
+    def counts(self) -> Text:
+        tally = self.tally
+        text = Text.assemble((f"{len(tally.running)} running", "cyan"), "  ",
+                             (f"{tally.outcomes['completed']} completed", "green"), "  ",
+                             (f"{tally.outcomes['failed']} failed",
+                              "red" if tally.outcomes["failed"] else ""))
+        for outcome in ("timeout", "cancelled"):
+            if tally.outcomes[outcome]:
+                text.append(f"  {tally.outcomes[outcome]} {outcome}", style="yellow")
+        text.append(f"  {tally.started} started")
+        return text
+
+
+class EventLog:
+    """Appends every event to a file as one JSON line: ``{"event": "AgentStarted", ...}``.
+
+    Opened in append mode (UTF-8) at construction, so an unwritable path fails before the run
+    starts; each line is flushed as it is written. :meth:`close` is idempotent.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+
+    def __call__(self, event: WorkflowEvent) -> None:
+        if self.file is None:
+            return
+        record: dict[str, Any] = {"event": type(event).__name__, **event.model_dump(mode="json")}
+        self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        file, self.file = self.file, None
+        if file is not None:
+            file.close()
+
+
+def make_progress(stream: IO[str], *, quiet: bool) -> Progress:
+    """The reporter for ``stream``: quiet, a live panel on a terminal, else plain lines."""
+    if quiet:
+        return QuietProgress(stream)
+    console = Console(file=stream, stderr=True)
+    if console.is_terminal and not console.is_dumb_terminal:
+        return RichProgress(console)
+    return PlainProgress(stream)
+
+
+def _one_line(text: str) -> str:
+    first, _, rest = text.partition("\n")
+    return first + (" …" if rest else "")
+
+
+def _write_line(stream: IO[str], line: str) -> None:
+    stream.write(line + "\n")
+    stream.flush()
