@@ -100,8 +100,9 @@ class HostedRun(WorkflowRun):
         self._done = anyio.Event()
         self._children_changed = anyio.Event()
         self._pump_scope: anyio.CancelScope | None = None
-        self._slots = anyio.Semaphore(config.max_concurrent_agents)
-        self._live: set[_Call] = set()
+        self._live: set[_Call] = set()  # accepted calls not yet ended (queued or running)
+        self._queue: deque[_Call] = deque()  # accepted calls waiting for a slot, in call order
+        self._running = 0
 
         self._phase: str | None = None
         self._accepted = 0
@@ -269,7 +270,21 @@ class HostedRun(WorkflowRun):
             parent=self._parent, run_id=self.id, seq=seq)
         call = _Call(call_id=call_id, seq=seq, request=request)
         self._live.add(call)
-        self._tg.start_soon(self._child, call, name=f"dsh-workflow child {self.id}#{seq}")
+        if self._running < self._config.max_concurrent_agents:
+            self._admit(call)
+        else:
+            self._queue.append(call)
+
+    def _admit(self, call: _Call) -> None:
+        """Give ``call`` a concurrency slot and start its child. Slots are handed out here,
+        synchronously and in call order, so the queue is FIFO whatever order the scheduler
+        runs tasks in."""
+        self._running += 1
+        call.started = True
+        self._agents_started += 1
+        self._events.emit(AgentStarted.model_construct(
+            run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase))
+        self._tg.start_soon(self._child, call, name=f"dsh-workflow child {self.id}#{call.seq}")
 
     def _refuse(self, call_id: int, code: WorkflowErrorCode | str, message: str) -> None:
         assert self._runtime is not None
@@ -282,21 +297,8 @@ class HostedRun(WorkflowRun):
             with anyio.CancelScope() as call.scope:
                 if self._stopping:
                     call.scope.cancel()
-                try:
-                    self._slots.acquire_nowait()  # a free slot means nobody is queued (FIFO)
-                except anyio.WouldBlock:
-                    await self._slots.acquire()
-                try:
-                    if self._stopping:
-                        return
-                    call.started = True
-                    self._agents_started += 1
-                    self._events.emit(AgentStarted.model_construct(
-                        run=self._info, seq=call.seq, label=call.request.label,
-                        phase=call.request.phase))
-                    call.reply, call.outcome = await self._run_child(call)
-                finally:
-                    self._slots.release()
+                    await anyio.lowlevel.checkpoint()
+                call.reply, call.outcome = await self._run_child(call)
         except Exception:  # noqa: BLE001 - a host bug must end this call, not the engine
             logger.exception("dsh-workflow: child %s#%d failed inside the engine", self.id,
                              call.seq)
@@ -304,7 +306,11 @@ class HostedRun(WorkflowRun):
                           "agent() failed inside the workflow engine (a bug; see the host's log)"]
             call.outcome = "failed"
         finally:
+            self._running -= 1
             self._end_call(call)
+            while self._queue and not self._stopping \
+                    and self._running < self._config.max_concurrent_agents:
+                self._admit(self._queue.popleft())
 
     async def _run_child(self, call: _Call) -> tuple[list[Any], AgentOutcome]:
         request = call.request
@@ -391,19 +397,26 @@ class HostedRun(WorkflowRun):
             self._stop()
 
     def _stop(self) -> None:
-        """Stop everything: no more hooks served, runtime told to stop, children cancelled."""
+        """Stop everything: no more hooks served, runtime told to stop, children cancelled,
+        queued calls dropped unstarted."""
         self._stopping = True
         if self._runtime is not None:
             self._runtime.stop()
+        self._drop_queue()
         for call in list(self._live):
             if call.scope is not None:
                 call.scope.cancel()
         if self._pump_scope is not None:
             self._pump_scope.cancel()
 
+    def _drop_queue(self) -> None:
+        while self._queue:
+            self._end_call(self._queue.popleft())
+
     async def _wind_down(self) -> None:
         """After the script ended (or was stopped): reap strays within the grace, then settle."""
         self._stopping = True
+        self._drop_queue()
         if self._runtime is not None and not self._runtime_gone.is_set():
             self._runtime.stop()
         for call in list(self._live):
@@ -418,6 +431,7 @@ class HostedRun(WorkflowRun):
         if self._result is not None:
             return
         self._stopping = True
+        self._drop_queue()
         for call in sorted(self._live, key=lambda c: c.seq):
             if call.scope is not None:
                 call.scope.cancel()
