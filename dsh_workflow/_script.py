@@ -30,8 +30,27 @@ _CHECK_FN_HEADER = f"async function {_CHECK_NAME}() {{"
 #: The wrapper the runtime evaluates around a checked body; line 1 columns shift by its length.
 RUN_HEADER = "(async function () {"
 
-_EXPORT_META = re.compile(r"\A\s*export\s+const\s+meta\b")
+_EXPORT_META = re.compile(r"export\s+const\s+meta\b")
 _POSITION = re.compile(r"<input>:(\d+):(\d+)")
+
+
+def _skip_leading_comments(body: str) -> int:
+    """Index of the first character after leading whitespace and comments (one linear pass)."""
+    i, n = 0, len(body)
+    while i < n:
+        if body[i].isspace():
+            i += 1
+        elif body.startswith("//", i):
+            end = body.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif body.startswith("/*", i):
+            end = body.find("*/", i + 2)
+            if end < 0:
+                return i
+            i = end + 2
+        else:
+            break
+    return i
 
 
 def map_position(line: int, column: int, header: str) -> tuple[int, int]:
@@ -82,7 +101,7 @@ def check_body(body: str) -> None:
     """
     if not isinstance(body, str):
         raise WorkflowError(WorkflowErrorCode.SCRIPT_PARSE, "workflow script must be a string")
-    if _EXPORT_META.match(body):
+    if _EXPORT_META.match(body, _skip_leading_comments(body)):
         raise WorkflowError(
             WorkflowErrorCode.SCRIPT_PARSE,
             "workflow meta is passed as the `meta` parameter, not written in the script: remove "

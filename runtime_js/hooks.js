@@ -223,26 +223,36 @@ function checkItems(hook, items) {
   }
 }
 
-const parallel = async function parallel(thunks) {
-  checkCancelled();
-  if (!_isArray(thunks)) {
-    throw makeError('INVALID_ARGUMENT', 'parallel() requires an array of zero-argument functions, '
-      + 'e.g. parallel(items.map(x => () => agent(...))) (got ' + describeKind(thunks) + ')');
-  }
-  checkItems('parallel()', thunks);
-  const count = thunks.length;
-  const fns = _create(null);
-  for (let i = 0; i < count; i++) {
-    const fn = thunks[i];
-    if (typeof fn !== 'function') {
-      throw makeError('INVALID_ARGUMENT', 'parallel() item ' + i + ' is not a function (got '
-        + describeKind(fn) + '); wrap each task as () => agent(...)');
+function rejected(error) {
+  return new _Promise(function (resolve, reject) { reject(error); });
+}
+
+// parallel() and pipeline() are plain functions returning the barrier promise itself: an async
+// function would resolve its result through the script-visible Promise.prototype.then.
+const parallel = function parallel(thunks) {
+  try {
+    checkCancelled();
+    if (!_isArray(thunks)) {
+      throw makeError('INVALID_ARGUMENT', 'parallel() requires an array of zero-argument functions, '
+        + 'e.g. parallel(items.map(x => () => agent(...))) (got ' + describeKind(thunks) + ')');
     }
-    fns[i] = fn;
+    checkItems('parallel()', thunks);
+    const count = thunks.length;
+    const fns = _create(null);
+    for (let i = 0; i < count; i++) {
+      const fn = thunks[i];
+      if (typeof fn !== 'function') {
+        throw makeError('INVALID_ARGUMENT', 'parallel() item ' + i + ' is not a function (got '
+          + describeKind(fn) + '); wrap each task as () => agent(...)');
+      }
+      fns[i] = fn;
+    }
+    const promises = _create(null);
+    for (let i = 0; i < count; i++) promises[i] = settleThunk(fns[i]);
+    return barrier(promises, count);
+  } catch (e) {
+    return rejected(e);
   }
-  const promises = _create(null);
-  for (let i = 0; i < count; i++) promises[i] = settleThunk(fns[i]);
-  return barrier(promises, count);
 };
 
 async function runChain(stages, stageCount, item, index) {
@@ -258,33 +268,37 @@ async function runChain(stages, stageCount, item, index) {
   return prev;
 }
 
-const pipeline = async function pipeline(items) {
-  checkCancelled();
-  if (!_isArray(items)) {
-    throw makeError('INVALID_ARGUMENT', 'pipeline() requires an items array as its first argument (got '
-      + describeKind(items) + ')');
-  }
-  checkItems('pipeline()', items);
-  const stageCount = arguments.length - 1;
-  if (stageCount < 1) {
-    throw makeError('INVALID_ARGUMENT', 'pipeline() requires at least one stage function after the '
-      + 'items array: pipeline(items, (prev, item, index) => ...)');
-  }
-  const stages = _create(null);
-  for (let s = 0; s < stageCount; s++) {
-    const stage = arguments[s + 1];
-    if (typeof stage !== 'function') {
-      throw makeError('INVALID_ARGUMENT', 'pipeline() stage ' + s + ' is not a function (got '
-        + describeKind(stage) + ')');
+const pipeline = function pipeline(items) {
+  try {
+    checkCancelled();
+    if (!_isArray(items)) {
+      throw makeError('INVALID_ARGUMENT', 'pipeline() requires an items array as its first argument (got '
+        + describeKind(items) + ')');
     }
-    stages[s] = stage;
+    checkItems('pipeline()', items);
+    const stageCount = arguments.length - 1;
+    if (stageCount < 1) {
+      throw makeError('INVALID_ARGUMENT', 'pipeline() requires at least one stage function after the '
+        + 'items array: pipeline(items, (prev, item, index) => ...)');
+    }
+    const stages = _create(null);
+    for (let s = 0; s < stageCount; s++) {
+      const stage = arguments[s + 1];
+      if (typeof stage !== 'function') {
+        throw makeError('INVALID_ARGUMENT', 'pipeline() stage ' + s + ' is not a function (got '
+          + describeKind(stage) + ')');
+      }
+      stages[s] = stage;
+    }
+    const count = items.length;
+    const values = _create(null);
+    for (let i = 0; i < count; i++) values[i] = items[i];
+    const promises = _create(null);
+    for (let i = 0; i < count; i++) promises[i] = runChain(stages, stageCount, values[i], i);
+    return barrier(promises, count);
+  } catch (e) {
+    return rejected(e);
   }
-  const count = items.length;
-  const values = _create(null);
-  for (let i = 0; i < count; i++) values[i] = items[i];
-  const promises = _create(null);
-  for (let i = 0; i < count; i++) promises[i] = runChain(stages, stageCount, values[i], i);
-  return barrier(promises, count);
 };
 
 // ---- globals -------------------------------------------------------------------------------

@@ -71,6 +71,8 @@ class _Call:
     ended: bool = False
     outcome: AgentOutcome | None = None
     reply: list[Any] | None = field(default=None, repr=False)
+    after: anyio.Event | None = field(default=None, repr=False)  # the previous child's dispatch
+    dispatched: anyio.Event | None = field(default=None, repr=False)
 
 
 class HostedRun(WorkflowRun):
@@ -103,6 +105,7 @@ class HostedRun(WorkflowRun):
         self._live: set[_Call] = set()  # accepted calls not yet ended (queued or running)
         self._queue: deque[_Call] = deque()  # accepted calls waiting for a slot, in call order
         self._running = 0
+        self._last_dispatch: anyio.Event | None = None
 
         self._phase: str | None = None
         self._accepted = 0
@@ -280,6 +283,8 @@ class HostedRun(WorkflowRun):
         synchronously and in call order, so the queue is FIFO whatever order the scheduler
         runs tasks in."""
         self._running += 1
+        call.after, call.dispatched = self._last_dispatch, anyio.Event()
+        self._last_dispatch = call.dispatched
         call.started = True
         self._agents_started += 1
         self._events.emit(AgentStarted.model_construct(
@@ -298,6 +303,12 @@ class HostedRun(WorkflowRun):
                 if self._stopping:
                     call.scope.cancel()
                     await anyio.lowlevel.checkpoint()
+                # Providers are entered in call order even when several children start in the
+                # same scheduler batch (trio runs a batch in random order).
+                if call.after is not None and not call.after.is_set():
+                    await call.after.wait()
+                assert call.dispatched is not None
+                call.dispatched.set()
                 call.reply, call.outcome = await self._run_child(call)
         except Exception:  # noqa: BLE001 - a host bug must end this call, not the engine
             logger.exception("dsh-workflow: child %s#%d failed inside the engine", self.id,
@@ -306,6 +317,8 @@ class HostedRun(WorkflowRun):
                           "agent() failed inside the workflow engine (a bug; see the host's log)"]
             call.outcome = "failed"
         finally:
+            if call.dispatched is not None:
+                call.dispatched.set()
             self._running -= 1
             self._end_call(call)
             while self._queue and not self._stopping \

@@ -7,12 +7,14 @@ text ``null``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import quickjs
 
-from .._config import EngineConfig
 from .._errors import WorkflowErrorCode
+
+if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
+    from .._config import EngineConfig
 
 __all__ = ["LimitExceeded", "limit_error", "translate_js_failure"]
 
@@ -22,10 +24,11 @@ LimitKind = Literal["memory", "stack", "slice"]
 class LimitExceeded(Exception):
     """A per-run limit was hit on the runtime thread."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, kind: LimitKind) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.kind = kind
 
     def as_outcome(self) -> dict[str, Any]:
         return {"code": self.code, "error": self.message}
@@ -42,19 +45,20 @@ def limit_error(kind: LimitKind, config: EngineConfig) -> LimitExceeded:
         return LimitExceeded(code, (
             f"the script ran out of memory: it exceeded memory_limit_bytes="
             f"{config.memory_limit_bytes} ({_mib(config.memory_limit_bytes)}); keep less data "
-            "in the script and let agents hold the bulk"))
+            "in the script and let agents hold the bulk"), kind)
     if kind == "stack":
         return LimitExceeded(code, (
             f"the script exhausted its stack: recursion deeper than stack_limit_bytes="
-            f"{config.stack_limit_bytes} ({_mib(config.stack_limit_bytes)}) allows"))
+            f"{config.stack_limit_bytes} ({_mib(config.stack_limit_bytes)}) allows"), kind)
     return LimitExceeded(code, (
         f"a synchronous stretch of the script used more than slice_cpu_limit_s="
         f"{config.slice_cpu_limit_s:g} seconds of CPU without waiting for an agent() call (an "
-        "endless loop, or a promise chain that never yields)"))
+        "endless loop, or a promise chain that never yields)"), kind)
 
 
 def translate_js_failure(exc: quickjs.JSException, config: EngineConfig) -> dict[str, Any]:
-    """Outcome for an exception that escaped a QuickJS call on the runtime thread."""
+    """Outcome for an exception that escaped a QuickJS call on the runtime thread; a limit's
+    outcome also carries its ``kind``."""
     text = str(exc)
     head = text.split("\n", 1)[0].strip()
     if isinstance(exc, quickjs.StackOverflow) or "Maximum call stack size exceeded" in head \
@@ -66,4 +70,4 @@ def translate_js_failure(exc: quickjs.JSException, config: EngineConfig) -> dict
         limit = limit_error("memory", config)
     else:
         return {"ok": False, "code": None, "error": f"workflow runtime failed: {head}"}
-    return {"ok": False, **limit.as_outcome()}
+    return {"ok": False, "kind": limit.kind, **limit.as_outcome()}

@@ -24,13 +24,15 @@ from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import quickjs
 
-from .._config import EngineConfig
 from .._script import RUN_HEADER
 from .limits import LimitExceeded, limit_error, translate_js_failure
+
+if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
+    from .._config import EngineConfig
 
 __all__ = ["RuntimeThread", "STOP", "body_line_offset"]
 
@@ -119,8 +121,11 @@ class _Runtime:
             if count % _DRAIN_CHECK_EVERY == 0 and time.thread_time() > cpu_deadline:
                 raise limit_error("slice", self.config)
 
-    def memory_used(self) -> int:
-        return int(self.ctx.memory()["memory_used_size"])
+    def near_memory_limit(self) -> bool:
+        """True when the heap is nearly full: a CPU overrun then comes from the garbage collector
+        thrashing at the memory limit, and the memory limit is the one to report."""
+        allocated = int(self.ctx.memory()["malloc_size"])
+        return allocated >= 0.9 * self.config.memory_limit_bytes
 
     def close(self) -> None:
         # Handles keep the context alive; drop them all here, on the owning thread.
@@ -152,14 +157,20 @@ class RuntimeThread:
     stopped, else ``{"ok": True, "value": ...}`` or ``{"ok": False, "code": str | None,
     "error": str}``. A thread stopped before it was assigned reports nothing.
 
+    ``on_wait()``, when given, is called on the runtime thread each time the script has finished
+    a stretch and the thread is about to wait for settlements (the sandbox child uses it to tell
+    its parent that the script is idle).
+
     Settlements are ``[id, True, value]`` or ``[id, False, code, message]`` lists put with
     :meth:`settle`; :meth:`stop` ends the thread at the next point where it waits or finishes
     a stretch (a stretch is never interrupted from outside; it ends within
     ``slice_cpu_limit_s``).
     """
 
-    def __init__(self, config: EngineConfig, *, name: str) -> None:
+    def __init__(self, config: EngineConfig, *, name: str,
+                 on_wait: Callable[[], None] | None = None) -> None:
         self._config = config
+        self._on_wait = on_wait
         self._assignment: _Assignment | None = None
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._stopped = threading.Event()
@@ -211,8 +222,14 @@ class RuntimeThread:
                 outcome = self._drive(runtime)
             except LimitExceeded as exc:
                 outcome = {"ok": False, "code": exc.code, "error": exc.message}
+                if exc.kind == "slice" and runtime is not None and runtime.near_memory_limit():
+                    outcome.update(limit_error("memory", self._config).as_outcome())
             except quickjs.JSException as exc:
                 outcome = translate_js_failure(exc, self._config)
+                if outcome.get("kind") == "slice" and runtime is not None \
+                        and runtime.near_memory_limit():
+                    outcome.update(limit_error("memory", self._config).as_outcome())
+                outcome.pop("kind", None)
             except Exception as exc:  # noqa: BLE001 - the thread must always report an end
                 outcome = {"ok": False, "code": None,
                            "error": f"workflow runtime failed: {type(exc).__name__}: {exc}"}
@@ -237,7 +254,7 @@ class RuntimeThread:
                 assignment.report("outbox", out)
             final = runtime.result()
             if final is not None:
-                return self._decode_final(final, runtime)
+                return self._decode_final(final)
             if runtime.pending() == 0:
                 return {"ok": False, "code": "STALLED", "error": (
                     "the script is waiting for a promise that nothing will ever settle: no "
@@ -245,6 +262,8 @@ class RuntimeThread:
                     "then() callback that is never called)")}
             if self._stopped.is_set():
                 return None
+            if self._on_wait is not None:
+                self._on_wait()
             item = self._inbox.get()
             batch: list[object] = []
             while True:
@@ -258,15 +277,17 @@ class RuntimeThread:
             deadline = time.thread_time() + budget
             runtime.settle(json.dumps(batch, ensure_ascii=True, allow_nan=False))
 
-    def _decode_final(self, text: str, runtime: _Runtime) -> dict[str, Any]:
+    def _decode_final(self, text: str) -> dict[str, Any]:
         outcome: dict[str, Any] = json.loads(text)
         code = outcome.get("code")
         if code in ("MEMORY", "STACK"):
             return {"ok": False, **limit_error(code.lower(), self._config).as_outcome()}
         if code == "THROWN_NOTHING":
-            used = runtime.memory_used()
-            if used > self._config.memory_limit_bytes // 2:
-                return {"ok": False, **limit_error("memory", self._config).as_outcome()}
+            if outcome.get("error") == "null":
+                # QuickJS throws a bare null when it cannot even allocate the error object of
+                # an out-of-memory failure; by then the memory may already be released.
+                limit = limit_error("memory", self._config)
+                return {"ok": False, **limit.as_outcome()}
             outcome["code"] = None
             outcome["error"] = f"the script threw {outcome.get('error')} (not an Error)"
         return outcome
