@@ -43,6 +43,15 @@ function renderThrown(value) {
   }
 }
 
+// The thrown value's one-line form (no stack, so no runtime frames end up in a message).
+function renderBrief(value) {
+  try {
+    return _String(value);
+  } catch (_) {
+    return '[unrenderable thrown value]';
+  }
+}
+
 function keyPath(path, key) {
   return _identifier.test(key) ? path + '.' + key : path + '[' + _stringify(key) + ']';
 }
@@ -95,7 +104,7 @@ function materialize(root, rootLabel, maxDepth) {
       return value[key];
     } catch (e) {
       if (isBoundaryError(e)) throw e;
-      throw BoundaryError(path, 'reading the value threw: ' + renderThrown(e));
+      throw BoundaryError(path, 'reading the value threw: ' + renderBrief(e));
     }
   }
 

@@ -174,3 +174,28 @@ async def test_many_runs_leave_no_threads_and_no_memory_growth() -> None:
     await wait_no_run_threads()
     assert threading.active_count() <= threads_before
     assert growth < 20, f"RSS grew by {growth:.1f} MiB over 2000 runs after warm-up"
+
+
+async def test_an_exception_in_the_engine_block_propagates_unwrapped() -> None:
+    with pytest.raises(ValueError, match="boom"):
+        async with QuickJSEngine(EngineConfig(), provider=Answer()) as engine:
+            run = engine.start(request("return await agent('x')"))
+            raise ValueError("boom")
+    assert (await run.result()).stop_reason in ("cancelled", "completed")
+    assert run_threads() == []
+
+
+async def test_cancelling_the_block_from_outside_cancels_its_runs() -> None:
+    class Slow:
+        async def run(self, req: SubagentRequest) -> SubagentResult:
+            await anyio.sleep(10)
+            return SubagentResult(text="late")
+
+    with anyio.move_on_after(0.2):
+        async with QuickJSEngine(EngineConfig(), provider=Slow()) as engine:
+            run = engine.start(request("return await agent('x')"))
+            await anyio.sleep(10)
+    result = await run.result()
+    assert result.stop_reason == "cancelled"
+    assert "shut down" in (result.error or "")
+    assert run_threads() == []

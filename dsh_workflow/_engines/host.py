@@ -194,6 +194,12 @@ class HostedRun(WorkflowRun):
                     if timer.cancelled_caught:
                         self._time_out()
             await self._wind_down()
+        except anyio.get_cancelled_exc_class():
+            # Cancelled from outside the run (the engine's task group is being torn down).
+            if self._result is None and self._cancel_reason is None and not self._timed_out:
+                self._cancel_reason = "the workflow engine was shut down"
+            self._stop()
+            raise
         except Exception:  # noqa: BLE001 - a host bug must end this run, not the engine
             logger.exception("dsh-workflow: run %s failed inside the engine", self.id)
             self._protocol_error = "the workflow engine failed while serving this run (a bug; " \
@@ -242,7 +248,10 @@ class HostedRun(WorkflowRun):
                 self._phase = message[1]
                 self._events.emit(PhaseStarted(run=self._info, title=message[1]))
             elif kind == "log" and len(message) == 2 and isinstance(message[1], str):
-                self._events.emit(LogEmitted(run=self._info, message=message[1]))
+                text = message[1]
+                if "<input>:" in text:  # a logged error's stack: show the script's own lines
+                    text = self._script_frames(text)
+                self._events.emit(LogEmitted(run=self._info, message=text))
             elif (kind == "agent" and len(message) == 4 and type(message[1]) is int
                   and isinstance(message[2], str)):
                 self._on_agent(message[1], message[2], message[3])

@@ -1,0 +1,59 @@
+"""The engine conformance kit: reusable tests and test doubles for ``WorkflowEngine``s.
+
+* :class:`EngineConformance` — the conformance suite of SPEC §3-§5 as a class to subclass in a
+  pytest module; override ``make_engine(self, config, provider)`` to return an async context
+  manager yielding the engine under test (see the class docstring). Every built-in engine runs
+  it. Importing it needs pytest (and anyio's pytest plugin, which anyio installs).
+* Provider doubles, usable in any test and with no pytest dependency:
+  :class:`FunctionProvider` (answers with a handler), :class:`GatedProvider` (children wait
+  until the test releases them), :class:`FailingProvider` (raises), :class:`HangingProvider`
+  (never returns, counts cancellations).
+
+Example::
+
+    from dsh_workflow import QuickJSEngine
+    from dsh_workflow.testing import EngineConformance
+
+    class TestQuickJSConformance(EngineConformance):
+        def make_engine(self, config, provider):
+            return QuickJSEngine(config, provider=provider)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._doubles import FailingProvider as FailingProvider
+from ._doubles import FunctionProvider as FunctionProvider
+from ._doubles import GatedProvider as GatedProvider
+from ._doubles import HangingProvider as HangingProvider
+from ._doubles import Reply as Reply
+
+if TYPE_CHECKING:
+    from ._suite import EngineConformance as EngineConformance
+
+__all__ = [
+    "EngineConformance",
+    "FailingProvider",
+    "FunctionProvider",
+    "GatedProvider",
+    "HangingProvider",
+    "Reply",
+]
+
+_SUITE_MODULES = ("_suite", "_suite_base", "_suite_boundary", "_suite_combinators",
+                  "_suite_events", "_suite_hooks", "_suite_lifecycle", "_suite_limits",
+                  "_suite_sandbox", "_suite_start")
+
+
+def __getattr__(name: str) -> Any:
+    # The suite imports pytest; load it only when asked for, so the doubles need no pytest.
+    if name == "EngineConformance":
+        import pytest
+
+        pytest.register_assert_rewrite(*(f"{__name__}.{module}" for module in _SUITE_MODULES))
+        from ._suite import EngineConformance
+
+        globals()["EngineConformance"] = EngineConformance
+        return EngineConformance
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
