@@ -94,7 +94,6 @@ class HostedRun(WorkflowRun):
         self._line_offset = body_line_offset
         self._header_chars = body_header_chars
         self._runtime: ScriptRuntime | None = None
-        self._runtime_started = False
 
         self._reports: deque[tuple[str, Any]] = deque()
         self._wake = anyio.Event()
@@ -178,7 +177,6 @@ class HostedRun(WorkflowRun):
             if self._stopping:
                 self._runtime_gone.set()
             else:
-                self._runtime_started = True
                 try:
                     self._runtime.start()
                 except Exception as exc:  # noqa: BLE001 - e.g. no thread or process available
