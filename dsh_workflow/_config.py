@@ -45,9 +45,10 @@ class EngineConfig(BaseModel):
         10_000, ge=80, description="Longest log()/phase() text kept; longer text is cut with a "
         "'[truncated]' marker.")
     warm_runtimes: int = Field(
-        2, ge=0, le=64, description="Script runtimes an engine keeps prepared (context created, "
-        "runtime loaded, each on its own idle thread) so a run starts without that cost; each "
-        "serves exactly one run. 0 prepares every runtime on demand.")
+        0, ge=0, le=64, description="Script runtimes an engine keeps prepared (context created, "
+        "runtime loaded, each on its own idle thread owned by the engine) so a run starts "
+        "without that millisecond; each still serves exactly one run. 0 prepares every runtime "
+        "when its run starts, so no thread exists beyond the runs in flight.")
     max_value_depth: int = Field(
         256, ge=8, le=512, description="Deepest nesting of a value leaving the script "
         "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")
