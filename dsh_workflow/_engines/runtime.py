@@ -58,7 +58,7 @@ def _runtime_source() -> str:
                     return handle.read()
         from importlib import resources
 
-        return resources.files("dsh_workflow").joinpath("runtime_js", name).read_text("utf-8")
+        return resources.files("dsh_workflow").joinpath("runtime_js").joinpath(name).read_text("utf-8")
 
     hooks = read("hooks.js").replace("//__BOUNDARY__", read("boundary.js"))
     return "(function (config) {\n'use strict';\n" + hooks + "\n})"
