@@ -5,6 +5,8 @@ The whole public API is importable from here; every other module is private.
 
 from ._config import EngineConfig as EngineConfig
 from ._engines.quickjs import QuickJSEngine as QuickJSEngine
+from ._engines.subprocess.engine import SubprocessEngine as SubprocessEngine
+from ._engines.subprocess.sandbox import SandboxPolicy as SandboxPolicy
 from ._errors import WorkflowError as WorkflowError
 from ._errors import WorkflowErrorCode as WorkflowErrorCode
 from ._events import AgentEnded as AgentEnded
@@ -51,10 +53,12 @@ __all__ = [
     "QuickJSEngine",
     "RoutingProvider",
     "RunInfo",
+    "SandboxPolicy",
     "StopReason",
     "SubagentProvider",
     "SubagentRequest",
     "SubagentResult",
+    "SubprocessEngine",
     "ToolCallCard",
     "ToolResult",
     "Usage",

@@ -508,3 +508,23 @@ def test_byte_order_marks_are_ignored(tmp_path: Path) -> None:
     args_file.write_bytes(b'\xef\xbb\xbf{"a": 1}')
     done = cli("run", script, "--args", f"@{args_file}", "-q")
     assert (done.returncode, json.loads(done.stdout)) == (0, {"a": 1})
+
+
+# -- engines -------------------------------------------------------------------------------------
+
+
+def test_subprocess_engine_gives_the_same_result(tmp_path: Path) -> None:
+    events = tmp_path / "events.jsonl"
+    in_process = cli("run", EXAMPLES / "code-review.js", "--quiet")
+    sandboxed = cli("run", EXAMPLES / "code-review.js", "--quiet", "--engine", "subprocess",
+                    "--events", events)
+    assert sandboxed.returncode == 0, sandboxed.stderr
+    assert json.loads(sandboxed.stdout) == json.loads(in_process.stdout)
+    assert_paired(read_events(events))
+
+
+def test_subprocess_engine_reports_script_errors(tmp_path: Path) -> None:
+    script = write(tmp_path, "boom.js", META_HEADER + "await agent('x');\nthrow new Error('boom')\n")
+    done = cli("run", script, "--engine", "subprocess", "--quiet")
+    assert done.returncode == 1
+    assert "boom" in done.stderr and "Traceback" not in done.stderr

@@ -2,7 +2,9 @@
 
 Contract:
 
-- ``run SCRIPT.js`` starts one workflow on a :class:`~dsh_workflow.QuickJSEngine` under trio.
+- ``run SCRIPT.js`` starts one workflow under trio on a :class:`~dsh_workflow.QuickJSEngine`, or
+  with ``--engine subprocess`` on a :class:`~dsh_workflow.SubprocessEngine` (the script runs in
+  a locked-down child process).
   The file's leading ``export const meta = {...};`` literal (read as data by
   :mod:`.metafile`) is the meta unless ``--meta`` replaces it. Progress goes to stderr only;
   stdout receives exactly one JSON document (indent 2, non-ASCII kept): the value when the run
@@ -43,6 +45,8 @@ from dsh_workflow import (
     EngineConfig,
     QuickJSEngine,
     SubagentProvider,
+    SubprocessEngine,
+    WorkflowEngine,
     WorkflowError,
     WorkflowResult,
     WorkflowRun,
@@ -128,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--base-url", metavar="URL", help="OpenAI-compatible base URL (openai)")
     run.add_argument("--command", dest="command_line", metavar="ARGV",
                      help='command run per agent, prompt on stdin (command), e.g. "my-agent --json"')
+    run.add_argument("--engine", choices=("quickjs", "subprocess"), default="quickjs",
+                     help="quickjs: in-process (default); subprocess: the script runs in a "
+                     "locked-down child process, for scripts treated as hostile")
     run.add_argument("--max-concurrency", type=_count, metavar="N", help="agents running at once")
     run.add_argument("--max-agents", type=_count, metavar="N", help="agents a run may start")
     run.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
@@ -157,6 +164,12 @@ class Plan:
     args: Any = None
     config: EngineConfig = field(default_factory=EngineConfig)
     provider: Callable[[], SubagentProvider] = EchoProvider
+    engine: str = "quickjs"
+
+    def make_engine(self, provider: SubagentProvider) -> WorkflowEngine:
+        if self.engine == "subprocess":
+            return SubprocessEngine(self.config, provider=provider, pool_size=0)
+        return QuickJSEngine(self.config, provider=provider)
 
 
 def _read_text(path: str, what: str) -> str:
@@ -247,7 +260,7 @@ def plan_run(ns: argparse.Namespace) -> Plan:
     args = _json_option("--args", ns.args) if ns.args is not None else None
     config = _config(ns)
     return Plan(meta=meta, body=body, args=args, config=config,
-                provider=_provider_factory(ns, config))
+                provider=_provider_factory(ns, config), engine=ns.engine)
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -328,7 +341,7 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         provider = plan.provider()
         if hasattr(provider, "__aenter__"):
             provider = await stack.enter_async_context(provider)  # type: ignore[arg-type]
-        engine = await stack.enter_async_context(QuickJSEngine(plan.config, provider=provider))
+        engine = await stack.enter_async_context(plan.make_engine(provider))
         # Listeners stay subscribed until the engine is gone, so that even a run disposed by
         # the engine's exit reports its WorkflowEnded.
         engine.events.subscribe(progress)

@@ -1,0 +1,17 @@
+"""The engine conformance suite (``dsh_workflow.testing``) over ``SubprocessEngine``."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+
+from dsh_workflow import EngineConfig, SubagentProvider, WorkflowEngine
+from dsh_workflow._engines.subprocess import SubprocessEngine
+from dsh_workflow.testing import EngineConformance
+
+
+class TestSubprocessConformance(EngineConformance):
+    known_failures: dict[str, str] = {}
+
+    def make_engine(self, config: EngineConfig,
+                    provider: SubagentProvider) -> AbstractAsyncContextManager[WorkflowEngine]:
+        return SubprocessEngine(config, provider=provider, pool_size=1)
