@@ -13,7 +13,6 @@ import json
 import logging
 import re
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 

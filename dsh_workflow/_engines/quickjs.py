@@ -7,72 +7,24 @@ every run (hooks, caps, children, events) is :class:`~dsh_workflow._engines.host
 
 from __future__ import annotations
 
-import enum
-import json
-import uuid
 import weakref
 from collections import deque
 from types import TracebackType
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from .._config import EngineConfig
-from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import EventHub, RunInfo, WorkflowStarted
-from .._meta import parse_meta
 from .._request import WorkflowStartRequest
 from .._run import WorkflowEngine, WorkflowRun
-from .._script import RUN_HEADER, check_body
 from .._subagent import SubagentProvider
+from .admission import EngineState, admit, hosted_run
 from .host import HostedRun
 from .loop import LoopHandle
-from .runtime import RuntimeThread, body_line_offset
+from .runtime import RuntimeThread
 
-__all__ = ["QuickJSEngine", "encode_args", "resolve_provider", "resolve_total_cap"]
-
-
-class _State(enum.Enum):
-    UNOPENED = "unopened"  # constructed; start() refused
-    OPEN = "open"          # inside `async with`; start() accepted
-    CLOSED = "closed"      # the block was left; every run was disposed; start() refused
-
-
-def resolve_total_cap(value: object, ceiling: int) -> int:
-    """The per-run total-agent cap: ``value`` if given (it may only lower ``ceiling``)."""
-    if value is None:
-        return ceiling
-    if type(value) is not int or value < 1:
-        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
-                            f"max_total_agents must be a positive integer (got {value!r})")
-    if value > ceiling:
-        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
-            f"max_total_agents {value} exceeds the engine ceiling (max_total_agents={ceiling}); "
-            "a run may only lower it"))
-    return value
-
-
-def resolve_provider(value: object, default: SubagentProvider) -> SubagentProvider:
-    """The run's provider: ``value`` if given, which must have an async ``run(request)``."""
-    if value is None:
-        return default
-    if not callable(getattr(value, "run", None)):
-        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
-            f"provider must be a SubagentProvider with an async run(request) method "
-            f"(got {type(value).__name__})"))
-    return value  # type: ignore[return-value]
-
-
-def encode_args(args: Any) -> str | None:
-    """``args`` as ASCII JSON text for the runtime, or None when absent."""
-    if args is None:
-        return None
-    try:
-        return json.dumps(args, ensure_ascii=True, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
-                            f"args must be JSON data ({exc})") from None
+__all__ = ["QuickJSEngine"]
 
 
 class _WarmPool:
@@ -138,7 +90,7 @@ class QuickJSEngine(WorkflowEngine):
             raise TypeError("provider must be a SubagentProvider with an async run(request)")
         self.provider = provider
         self.events = EventHub()
-        self._state = _State.UNOPENED
+        self._state = EngineState.UNOPENED
         self._runs: set[HostedRun] = set()
         self._pool = _WarmPool(self.config)
         self._tg: TaskGroup | None = None
@@ -146,19 +98,19 @@ class QuickJSEngine(WorkflowEngine):
         self._seq = 0
 
     async def __aenter__(self) -> QuickJSEngine:
-        if self._state is not _State.UNOPENED:
+        if self._state is not EngineState.UNOPENED:
             raise RuntimeError("a QuickJSEngine can be entered only once")
         self._loop = LoopHandle()
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
         self._pool.refill()
-        self._state = _State.OPEN
+        self._state = EngineState.OPEN
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
-        self._state = _State.CLOSED
+        self._state = EngineState.CLOSED
         assert self._tg is not None
         try:
             with anyio.CancelScope(shield=True):
@@ -183,31 +135,22 @@ class QuickJSEngine(WorkflowEngine):
                 await anyio.sleep(0.005)
 
     def start(self, request: WorkflowStartRequest) -> WorkflowRun:
-        if self._state is not _State.OPEN:
+        if self._state is not EngineState.OPEN:
             raise RuntimeError(
                 "QuickJSEngine.start() called outside the engine's `async with` block; use "
                 "`async with QuickJSEngine(...) as engine:` and start runs inside it")
-        if not isinstance(request, WorkflowStartRequest):
-            raise TypeError("start() takes a WorkflowStartRequest")
-        meta = parse_meta(request.meta)
-        check_body(request.script)
-        provider = resolve_provider(request.provider, self.provider)
-        max_total = resolve_total_cap(request.max_total_agents, self.config.max_total_agents)
-        args_text = encode_args(request.args)
+        admission = admit(request, default_provider=self.provider, config=self.config)
         assert self._tg is not None and self._loop is not None
         loop = self._loop
         self._seq += 1
-        run = HostedRun(run_id=str(uuid.uuid4()), meta=meta, config=self.config,
-                        provider=provider, max_total_agents=max_total, parent=request.parent,
-                        events=self.events, task_group=self._tg,
-                        body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER))
+        run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg)
         runtime = self._pool.take()
-        runtime.assign(request.script, args_text,
+        runtime.assign(admission.script, admission.args_text,
                        lambda kind, payload: loop.post(run.report, kind, payload),
                        name=f"dsh-workflow-run-{self._seq}")
         run.attach(runtime)
         self._runs.add(run)
-        self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=meta)))
+        self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=admission.meta)))
         self._tg.start_soon(self._drive, run, name=f"dsh-workflow run {run.id}")
         return run
 

@@ -10,71 +10,26 @@ enters the sandbox, ``agent()`` calls and their answers cross the pipe protocol 
 
 from __future__ import annotations
 
-import enum
 import sys
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from ..._config import EngineConfig
 from ..._events import EventHub, RunInfo, WorkflowStarted
-from ..._meta import WorkflowMeta, parse_meta
 from ..._request import WorkflowStartRequest
 from ..._run import WorkflowEngine, WorkflowRun
-from ..._script import RUN_HEADER, check_body
 from ..._subagent import SubagentProvider
+from ..admission import EngineState, admit, hosted_run
 from ..host import HostedRun
-from ..quickjs import encode_args, resolve_provider, resolve_total_cap
-from ..runtime import body_line_offset
 from . import sandbox
 from .pool import SandboxPool
 from .process import ProcessRuntime, SandboxProcess, start_sandbox
 from .sandbox import SandboxPolicy
 
-__all__ = ["Admission", "SubprocessEngine", "admit"]
-
-
-@dataclass(frozen=True)
-class Admission:
-    """A start request that passed every start-time check."""
-
-    meta: WorkflowMeta
-    script: str
-    provider: SubagentProvider
-    max_total_agents: int
-    args_text: str | None
-    parent: Any
-
-
-def admit(request: object, *, default_provider: SubagentProvider,
-          config: EngineConfig) -> Admission:
-    """The start-time checks every engine makes, in the seam's order.
-
-    Raises ``TypeError`` for something that is not a :class:`WorkflowStartRequest`, and
-    :class:`~dsh_workflow.WorkflowError` for invalid meta (``META_INVALID``), a body that does
-    not parse (``SCRIPT_PARSE``), a bad provider, total-agent cap or args (``INVALID_ARGUMENT``).
-    Runs no script code and emits nothing.
-    """
-    if not isinstance(request, WorkflowStartRequest):
-        raise TypeError("start() takes a WorkflowStartRequest")
-    meta = parse_meta(request.meta)
-    check_body(request.script)
-    provider = resolve_provider(request.provider, default_provider)
-    max_total = resolve_total_cap(request.max_total_agents, config.max_total_agents)
-    return Admission(meta=meta, script=request.script, provider=provider,
-                     max_total_agents=max_total, args_text=encode_args(request.args),
-                     parent=request.parent)
-
-
-class _State(enum.Enum):
-    UNOPENED = "unopened"  # constructed; start() refused
-    OPEN = "open"          # inside `async with`; start() accepted
-    CLOSED = "closed"      # the block was left; every run was disposed; start() refused
+__all__ = ["SubprocessEngine"]
 
 
 class SubprocessEngine(WorkflowEngine):
@@ -110,7 +65,7 @@ class SubprocessEngine(WorkflowEngine):
         if not isinstance(self.policy, SandboxPolicy):
             raise TypeError("policy must be a SandboxPolicy")
         self.events = EventHub()
-        self._state = _State.UNOPENED
+        self._state = EngineState.UNOPENED
         self._runs: dict[HostedRun, ProcessRuntime] = {}
         self._tg: TaskGroup | None = None
         self._pool: SandboxPool | None = None
@@ -121,14 +76,14 @@ class SubprocessEngine(WorkflowEngine):
     # ---- lifecycle ------------------------------------------------------------------------
 
     async def __aenter__(self) -> SubprocessEngine:
-        if self._state is not _State.UNOPENED:
+        if self._state is not EngineState.UNOPENED:
             raise RuntimeError("a SubprocessEngine can be entered only once")
         self._argv = list(self._sandbox_command())
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
         self._pool = SandboxPool(self.pool_size, self._launch, tg)
-        self._state = _State.OPEN
+        self._state = EngineState.OPEN
         try:
             await self._pool.fill()
         except BaseException:
@@ -138,7 +93,7 @@ class SubprocessEngine(WorkflowEngine):
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> bool | None:
-        self._state = _State.CLOSED
+        self._state = EngineState.CLOSED
         assert self._tg is not None and self._pool is not None
         try:
             with anyio.CancelScope(shield=True):
@@ -152,8 +107,10 @@ class SubprocessEngine(WorkflowEngine):
                     await self._idle_drives.wait()
         finally:
             self._tg.cancel_scope.cancel()
-            suppress = await self._tg.__aexit__(exc_type, exc, tb)
-        return suppress
+            # The block's own exception is not handed to the task group, so it propagates as
+            # it was raised instead of wrapped in an exception group.
+            await self._tg.__aexit__(None, None, None)
+        return None
 
     def _sandbox_command(self) -> Sequence[str]:
         """The argv of every sandbox process (a seam for tests that need a faulty child)."""
@@ -166,16 +123,13 @@ class SubprocessEngine(WorkflowEngine):
     # ---- runs -----------------------------------------------------------------------------
 
     def start(self, request: WorkflowStartRequest) -> WorkflowRun:
-        if self._state is not _State.OPEN:
+        if self._state is not EngineState.OPEN:
             raise RuntimeError(
                 "SubprocessEngine.start() called outside the engine's `async with` block; use "
                 "`async with SubprocessEngine(...) as engine:` and start runs inside it")
         admission = admit(request, default_provider=self.provider, config=self.config)
         assert self._tg is not None and self._pool is not None
-        run = HostedRun(run_id=str(uuid.uuid4()), meta=admission.meta, config=self.config,
-                        provider=admission.provider, max_total_agents=admission.max_total_agents,
-                        parent=admission.parent, events=self.events, task_group=self._tg,
-                        body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER))
+        run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg)
         runtime = ProcessRuntime(body=admission.script, args_text=admission.args_text,
                                  config=self.config, policy=self.policy,
                                  process=self._pool.take(), launch=self._launch)
