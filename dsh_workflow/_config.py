@@ -49,6 +49,16 @@ class EngineConfig(BaseModel):
         "runtime loaded, each on its own idle thread owned by the engine) so a run starts "
         "without that millisecond; each still serves exactly one run. 0 prepares every runtime "
         "when its run starts, so no thread exists beyond the runs in flight.")
+    max_refused_calls: int = Field(
+        100, ge=1, description="agent() calls a run may have refused (bad options, a tripped "
+        "cap) before the run ends with RESOURCE_LIMIT: a script retrying a call that can never "
+        "succeed would otherwise spin forever.")
+    max_log_events: int = Field(
+        10_000, ge=1, description="phase()/log() events one run may emit; later ones are dropped "
+        "after a single notice.")
+    max_error_chars: int = Field(
+        10_000, ge=200, description="Longest error text of a result; longer text is cut with a "
+        "'[truncated: N more characters]' marker.")
     max_value_depth: int = Field(
         256, ge=8, le=512, description="Deepest nesting of a value leaving the script "
         "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+import time
 from collections.abc import Iterator
 from functools import lru_cache
 from itertools import islice
 from typing import Any
 
-from jsonschema import Draft202012Validator
+import regex
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry
 from referencing.exceptions import Unresolvable
@@ -248,9 +251,96 @@ def _canonical(schema: object) -> str:
     return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+# ---- patterns, matched under a time budget ------------------------------------------------
+#
+# A schema comes from the script and the value from a child (a model), and both are untrusted:
+# with Python's backtracking `re`, `pattern: "^(a+)+$"` against 30 characters held the event
+# loop for 45 s. jsonschema's three regex-matching keywords are therefore replaced by versions
+# that match with the `regex` package under one time budget per validation.
+
+PATTERN_BUDGET_S = 0.05
+_budget = threading.local()
+
+
+def _search(pattern: str, text: str) -> bool | None:
+    """``regex.search`` within the validation's remaining budget; None when it ran out."""
+    deadline: float = getattr(_budget, "deadline", 0.0)
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return None
+    try:
+        return regex.search(pattern, text, timeout=remaining) is not None
+    except TimeoutError:
+        return None
+
+
+def _too_slow(pattern: str) -> ValidationError:
+    return ValidationError(f"matching the pattern {pattern!r} took too long "
+                           f"(over {PATTERN_BUDGET_S:g} s per value); use a simpler pattern")
+
+
+def _pattern(validator: Any, pattern: str, instance: object, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string"):
+        found = _search(pattern, instance)  # type: ignore[arg-type]
+        if found is None:
+            yield _too_slow(pattern)
+        elif not found:
+            yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: object,
+                        schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():  # type: ignore[attr-defined]
+            found = _search(pattern, key)
+            if found is None:
+                yield _too_slow(pattern)
+                return
+            if found:
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: object,
+                           schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    declared = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = []
+    for key in instance:  # type: ignore[attr-defined]
+        if key in declared:
+            continue
+        matched = False
+        for pattern in patterns:
+            found = _search(pattern, key)
+            if found is None:
+                yield _too_slow(pattern)
+                return
+            if found:
+                matched = True
+                break
+        if not matched:
+            extras.append(key)
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)  # type: ignore[index]
+    elif additional is False and extras:
+        listed = ", ".join(repr(extra) for extra in sorted(extras))
+        yield ValidationError(f"additional properties are not allowed ({listed} unexpected)")
+
+
+_BoundedValidator = validators.extend(Draft202012Validator, {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+})
+
+
 @lru_cache(maxsize=64)
 def _compiled(canonical: str) -> Draft202012Validator:
-    return Draft202012Validator(
+    return _BoundedValidator(
         json.loads(canonical),
         registry=Registry(),  # empty and without retrieval: no network, ever
         format_checker=Draft202012Validator.FORMAT_CHECKER,
@@ -278,6 +368,7 @@ def value_violations(schema: dict[str, Any], value: object, *, limit: int = 10) 
         validator = compiled_validator(schema)
     except Exception as exc:
         return [f"schema: cannot be used for validation ({type(exc).__name__}: {_short(str(exc))})"]
+    _budget.deadline = time.monotonic() + PATTERN_BUDGET_S
     try:
         errors = list(islice(validator.iter_errors(value), max(limit, 0)))
         return [_describe(error, "value") for error in errors]

@@ -26,15 +26,18 @@ function describeKind(value) {
 }
 
 function renderThrown(value) {
+  // The error's own text, then its stack; a plain object with a message shows the message.
   try {
     if (value !== null && typeof value === 'object') {
-      const message = value.message;
       const stack = value.stack;
-      const head = _String(value);
+      const message = value.message;
+      let head = _String(value);
+      if (head === '[object Object]' && typeof message === 'string' && message !== '') {
+        head = message;
+      }
       if (typeof stack === 'string' && stack !== '') {
         return stack.indexOf(head) === 0 ? stack : head + '\n' + stack;
       }
-      if (typeof message === 'string' && message !== '') return head;
       return head;
     }
     return _String(value);
@@ -103,7 +106,8 @@ function materialize(root, rootLabel, maxDepth) {
     try {
       return value[key];
     } catch (e) {
-      if (isBoundaryError(e)) throw e;
+      // A limit hit inside a getter is that limit, not a property that failed to read.
+      if (isBoundaryError(e) || classify(e) !== null) throw e;
       throw BoundaryError(path, 'reading the value threw: ' + renderBrief(e));
     }
   }
@@ -167,9 +171,6 @@ function materialize(root, rootLabel, maxDepth) {
     return walk(root, rootLabel, 0, false);
   } catch (e) {
     if (isBoundaryError(e)) throw e;
-    if (e !== null && typeof e === 'object' && _getPrototypeOf(e) === _RangeErrorPrototype) {
-      throw BoundaryError(rootLabel, 'the value is nested too deeply to copy (stack exhausted)');
-    }
     throw e;
   }
 }

@@ -8,7 +8,10 @@
 // Security rules this file keeps (scripts share the realm with it):
 //   * every intrinsic is captured here, before script code can replace it;
 //   * runtime records are null-prototype objects and the outbox is a string, so no accessor a
-//     script installs on Object.prototype or Array.prototype ever runs inside the runtime;
+//     script installs on Object.prototype or Array.prototype runs inside the runtime's own
+//     bookkeeping (resolving a promise with a script's value still looks up its `then`);
+//   * the runtime's promises carry their own `constructor` and Promise[Symbol.species] is
+//     locked, so awaiting and chaining them never calls a replaced `then`;
 //   * the host API (args, take, settle, cancel, result, pending) never runs script code, so
 //     none of its functions is ever on the stack where a script could reach it; `start` runs
 //     the body once and refuses a second call, and `args` works only before it;
@@ -55,6 +58,18 @@ _index.test = function (s) { return _apply(_regexpTest, _index, [s]); };
 _defineProperty(_Error, 'prepareStackTrace', {
   value: undefined, writable: false, enumerable: false, configurable: false,
 });
+// The runtime awaits and chains its own promises; a script must not be able to redirect that
+// through a replaced Promise[Symbol.species] or Promise.prototype.constructor/then.
+_defineProperty(_Promise, Symbol.species, {
+  value: _Promise, writable: false, enumerable: false, configurable: false,
+});
+
+function own(promise) {
+  _defineProperty(promise, 'constructor', {
+    value: _Promise, writable: false, enumerable: false, configurable: false,
+  });
+  return promise;
+}
 
 //__BOUNDARY__
 
@@ -132,13 +147,15 @@ const agent = async function agent(prompt, opts) {
   const id = nextId++;
   const slot = _create(null);
   slot.done = false;
-  const waiter = new _Promise(function (resolve) { slot.resolve = resolve; });
+  const waiter = own(new _Promise(function (resolve) { slot.resolve = resolve; }));
+  // Everything that can fail (allocation) happens before the call is counted as pending.
+  const message = '["agent",' + id + ',' + _stringify(prompt) + ',' + optsText + ']';
+  post(message);
   pending[id] = slot;
   pendingCount++;
-  post('["agent",' + id + ',' + _stringify(prompt) + ',' + optsText + ']');
   await waiter;
-  if (slot.ok) return slot.value;
-  throw makeError(slot.code, slot.message);
+  if (slot.ok === true) return slot.value;
+  throw makeError(_String(slot.code), _String(slot.message));
 };
 
 function narrate(kind, text) {
@@ -188,8 +205,10 @@ function consoleMethod(name) {
 
 function barrier(promises, count) {
   // Resolves with the values in order once every promise fulfilled; rejects at the first
-  // rejection. Only runtime promises (from async functions below) are passed in.
-  return new _Promise(function (resolve, reject) {
+  // rejection. Only runtime promises (from async functions below) are passed in. Resolving
+  // with the array looks up `then` on it, as any promise resolution does: a `then` a script
+  // put on Array.prototype runs there, which only affects that script.
+  return own(new _Promise(function (resolve, reject) {
     const out = [];
     let remaining = count;
     if (count === 0) {
@@ -197,13 +216,13 @@ function barrier(promises, count) {
       return;
     }
     for (let i = 0; i < count; i++) {
-      _apply(_then, promises[i], [function (value) {
+      _apply(_then, own(promises[i]), [function (value) {
         setItem(out, i, value);
         remaining -= 1;
         if (remaining === 0) resolve(out);
       }, reject]);
     }
-  });
+  }));
 }
 
 async function settleThunk(fn) {
@@ -224,7 +243,7 @@ function checkItems(hook, items) {
 }
 
 function rejected(error) {
-  return new _Promise(function (resolve, reject) { reject(error); });
+  return own(new _Promise(function (resolve, reject) { reject(error); }));
 }
 
 // parallel() and pipeline() are plain functions returning the barrier promise itself: an async
@@ -345,6 +364,7 @@ function classify(e) {
     if (proto === _InternalErrorPrototype) {
       const d = _getOwnPropertyDescriptor(e, 'message');
       if (d !== undefined && d.value === 'out of memory') return 'MEMORY';
+      if (d !== undefined && d.value === 'interrupted') return 'SLICE';
     }
     if (proto === _RangeErrorPrototype) {
       const d = _getOwnPropertyDescriptor(e, 'message');
@@ -373,7 +393,8 @@ function onReturn(value) {
 
 function onThrow(e) {
   if (isFatal(e)) {
-    finish('{"ok":false,"code":' + _stringify(e.code) + ',"error":' + _stringify(e.message) + '}');
+    finish('{"ok":false,"code":' + _stringify(_String(e.code)) + ',"error":'
+      + _stringify(_String(e.message)) + '}');
     return;
   }
   const kind = classify(e);

@@ -46,6 +46,14 @@ _CODES = {code.value for code in WorkflowErrorCode}
 _FRAME = re.compile(r"<input>:(\d+):(\d+)")
 
 
+def _render(exc: BaseException) -> str:
+    """``str(exc)``, or a fixed label when even that fails."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001
+        return "[unrenderable exception]"
+
+
 class ScriptRuntime(Protocol):
     """What the host needs of a script runtime (see ``RuntimeThread`` for the contract)."""
 
@@ -106,13 +114,15 @@ class HostedRun(WorkflowRun):
         self._last_dispatch: anyio.Event | None = None
 
         self._phase: str | None = None
+        self._narrated = 0
+        self._refused = 0
         self._accepted = 0
         self._agents_started = 0
         self._stopping = False
         self._cancel_reason: str | None = None
         self._timed_out = False
         self._outcome: dict[str, Any] | None = None
-        self._protocol_error: str | None = None
+        self._fault: str | None = None
         self._result: WorkflowResult | None = None
         self._disposing = False
         self._disposed = anyio.Event()
@@ -199,7 +209,7 @@ class HostedRun(WorkflowRun):
             raise
         except Exception:  # noqa: BLE001 - a host bug must end this run, not the engine
             logger.exception("dsh-workflow: run %s failed inside the engine", self.id)
-            self._protocol_error = "the workflow engine failed while serving this run (a bug; " \
+            self._fault = "the workflow engine failed while serving this run (a bug; " \
                                    "see the host's log)"
             self._stop()
         finally:
@@ -217,7 +227,7 @@ class HostedRun(WorkflowRun):
                     return
                 if kind == "outbox" and not self._stopping:
                     await self._serve(payload)
-                if self._protocol_error is not None:
+                if self._fault is not None:
                     self._stop()
                     return
 
@@ -227,10 +237,10 @@ class HostedRun(WorkflowRun):
         try:
             messages = json.loads(text)
         except ValueError:
-            self._protocol_error = "the script runtime sent a malformed message"
+            self._fault = "the script runtime sent a malformed message"
             return
         if not isinstance(messages, list):
-            self._protocol_error = "the script runtime sent a malformed message"
+            self._fault = "the script runtime sent a malformed message"
             return
         for index, message in enumerate(messages):
             if index % 256 == 255:
@@ -238,23 +248,35 @@ class HostedRun(WorkflowRun):
             if self._stopping:
                 return
             if not (isinstance(message, list) and message and isinstance(message[0], str)):
-                self._protocol_error = "the script runtime sent a malformed message"
+                self._fault = "the script runtime sent a malformed message"
                 return
             kind = message[0]
-            if kind == "phase" and len(message) == 2 and isinstance(message[1], str):
-                self._phase = message[1]
-                self._events.emit(PhaseStarted(run=self._info, title=message[1]))
-            elif kind == "log" and len(message) == 2 and isinstance(message[1], str):
-                text = message[1]
-                if "<input>:" in text:  # a logged error's stack: show the script's own lines
-                    text = self._script_frames(text)
-                self._events.emit(LogEmitted(run=self._info, message=text))
+            if kind in ("phase", "log") and len(message) == 2 and isinstance(message[1], str):
+                self._narrate(kind, message[1])
             elif (kind == "agent" and len(message) == 4 and type(message[1]) is int
                   and isinstance(message[2], str)):
                 self._on_agent(message[1], message[2], message[3])
             else:
-                self._protocol_error = f"the script runtime sent an unknown message {kind!r}"
+                self._fault = f"the script runtime sent an unknown message {kind!r}"
                 return
+
+    def _narrate(self, kind: str, text: str) -> None:
+        if kind == "phase":
+            self._phase = text  # the current phase holds even when its event is dropped
+        self._narrated += 1
+        limit = self._config.max_log_events
+        if self._narrated > limit:
+            if self._narrated == limit + 1:
+                self._events.emit(LogEmitted(run=self._info, message=(
+                    f"[log limit reached (max_log_events={limit}): further phase() and log() "
+                    "events of this run are dropped]")))
+            return
+        if kind == "phase":
+            self._events.emit(PhaseStarted(run=self._info, title=text))
+            return
+        if "<input>:" in text:  # a logged error's stack: show the script's own lines
+            text = self._script_frames(text)
+        self._events.emit(LogEmitted(run=self._info, message=text))
 
     def _on_agent(self, call_id: int, prompt: str, raw_options: object) -> None:
         try:
@@ -271,10 +293,13 @@ class HostedRun(WorkflowRun):
         self._accepted += 1
         seq = self._accepted
         # Every field was validated above; skip pydantic's second pass on this hot path.
+        cut = self._config.max_log_chars
+        label = options.label if options.label is not None else default_label(prompt)
+        phase = options.phase if options.phase is not None else self._phase
         request = SubagentRequest.model_construct(
             prompt=prompt,
-            label=options.label if options.label is not None else default_label(prompt),
-            phase=options.phase if options.phase is not None else self._phase,
+            label=label if len(label) <= cut else label[:cut] + "…",
+            phase=phase if phase is None or len(phase) <= cut else phase[:cut] + "…",
             schema_=options.schema, model=options.model, provider=options.provider,
             parent=self._parent, run_id=self.id, seq=seq)
         call = _Call(call_id=call_id, seq=seq, request=request)
@@ -300,6 +325,13 @@ class HostedRun(WorkflowRun):
     def _refuse(self, call_id: int, code: WorkflowErrorCode | str, message: str) -> None:
         assert self._runtime is not None
         self._runtime.settle([call_id, False, str(code), message])
+        self._refused += 1
+        limit = self._config.max_refused_calls
+        if self._refused > limit and self._fault is None:
+            self._fault = (
+                f"{WorkflowErrorCode.RESOURCE_LIMIT.value}: the script kept calling agent() "
+                f"after {limit} refused calls (max_refused_calls={limit}); the last refusal was "
+                f"{code}: {message}")
 
     # ---- children -------------------------------------------------------------------------
 
@@ -350,8 +382,8 @@ class HostedRun(WorkflowRun):
             logger.warning("dsh-workflow: provider raised for %s#%d", self.id, call.seq,
                            exc_info=True)
             return [call.call_id, False, WorkflowErrorCode.AGENT_FAILED.value, (
-                f"agent() failed: the subagent provider raised {type(exc).__name__}: {exc}")], \
-                "failed"
+                "agent() failed: the subagent provider raised "
+                f"{type(exc).__name__}: {_render(exc)}")], "failed"
         return self._map_result(call, result)
 
     def _map_result(self, call: _Call, result: object) -> tuple[list[Any], AgentOutcome]:
@@ -466,6 +498,15 @@ class HostedRun(WorkflowRun):
         self._done.set()
 
     def _final_result(self) -> WorkflowResult:
+        result = self._unbounded_result()
+        cap = self._config.max_error_chars
+        if result.error is not None and len(result.error) > cap:
+            more = len(result.error) - cap
+            result = result.model_copy(update={
+                "error": result.error[:cap] + f"\n… [truncated: {more} more characters]"})
+        return result
+
+    def _unbounded_result(self) -> WorkflowResult:
         started = self._agents_started
         if self._cancel_reason is not None:
             return WorkflowResult(stop_reason="cancelled", agents_started=started,
@@ -474,9 +515,9 @@ class HostedRun(WorkflowRun):
             return WorkflowResult(stop_reason="error", agents_started=started,
                                   error=f"{WorkflowErrorCode.TIMEOUT.value}: "
                                         f"{self._timeout_message()}")
-        if self._protocol_error is not None:
+        if self._fault is not None:
             return WorkflowResult(stop_reason="error", agents_started=started,
-                                  error=self._protocol_error)
+                                  error=self._fault)
         outcome = self._outcome
         if outcome is None:
             return WorkflowResult(stop_reason="error", agents_started=started,

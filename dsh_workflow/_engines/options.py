@@ -19,6 +19,7 @@ _SUPPORTED_TEXT = ", ".join(SUPPORTED_OPTIONS)
 _NOT_SUPPORTED = ("effort", "isolation", "agentType")
 _STRING_OPTIONS = ("label", "phase", "model", "provider")
 _LABEL_CHARS = 48
+_NAME_CHARS = 256  # model and provider names
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,8 @@ def parse_agent_options(raw: object) -> AgentOptions:
     Keys are checked in order and the first offending key decides: ``effort``, ``isolation``
     and ``agentType`` are not supported, any other unknown key is not recognized (both
     ``UNSUPPORTED_OPTION``). Then ``label``/``phase``/``model``/``provider`` must be strings
-    (``INVALID_ARGUMENT``; ``null`` counts as absent) and ``schema`` must pass the schema gate
-    (``UNSUPPORTED_SCHEMA``).
+    (``INVALID_ARGUMENT``; ``null`` counts as absent; model and provider names are at most 256
+    characters) and ``schema`` must pass the schema gate (``UNSUPPORTED_SCHEMA``).
     """
     if raw is None:
         return AgentOptions()
@@ -71,6 +72,11 @@ def parse_agent_options(raw: object) -> AgentOptions:
         if key in values and not isinstance(values[key], str):
             raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
                 f'agent() option "{key}" must be a string (got {_kind(values[key])})'))
+    for key in ("model", "provider"):
+        if key in values and len(values[key]) > _NAME_CHARS:
+            raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+                f'agent() option "{key}" is {len(values[key])} characters; a {key} name is at '
+                f"most {_NAME_CHARS}"))
     schema = values.get("schema")
     if "schema" in values:
         check_agent_schema(schema)

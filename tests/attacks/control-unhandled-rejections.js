@@ -1,0 +1,7 @@
+// Attack: a flood of unhandled rejections (including rejected fatal hook errors) before a
+// normal return.
+// expect: completed 1
+for (let i = 0; i < 10000; i++) Promise.reject(new Error('unhandled ' + i));
+agent('x', {effort: 'high'});
+parallel('not an array');
+return 1;

@@ -1,0 +1,498 @@
+"""The attack corpus: every hostile script in ``tests/attacks/`` against every engine.
+
+Each ``tests/attacks/*.js`` file is a workflow body written the way a hostile (or badly broken)
+model would write it. Its leading ``//`` comment lines form a header:
+
+* ``// Attack: ...`` — what it tries (free text; any ``//`` line without a directive is prose);
+* ``// expect: <outcome>`` (exactly one) — what a careful user wants to happen:
+  ``completed <json>`` (the value), ``completed-len <n>`` (a value of length n),
+  ``error <CODE|-> [fragment ...]`` (the run ends ``error``; its text starts with ``CODE:``, or
+  for ``-`` with no engine code at all; every shell-quoted fragment occurs in it),
+  ``error SCRIPT_PARSE [fragment ...]`` (refused by ``start()``, before any run or event),
+  ``cancelled`` (with ``cancel-after``);
+* optional: ``config: {json}`` (EngineConfig overrides), ``args: {json}`` (the run's args),
+  ``cancel-after: <s>`` (the test cancels the run then), ``max-seconds: <s>`` (the run's
+  result must arrive within this wall time; default :data:`DEFAULT_MAX_SECONDS`),
+  ``max-logs: <n>``, ``max-event-chars: <n>``, ``max-error-chars: <n>`` (bounds on the run's
+  narration, on any text an event carries, on the error text);
+* ``xfail[-quickjs|-subprocess]: <reason>`` — a confirmed, reported engine problem: the test
+  runs as ``xfail(strict=True)`` on that engine (or all), so a fix turns it into a failure
+  that asks for the marker to be removed.
+
+The corpus provider plays an obedient model: a prompt ``STRUCTURED:<json>`` is answered with
+that structured value, ``DEEP:<n>`` with an object nested n levels deep, anything else with
+``"ok:" + prompt``.
+
+What one test (one file on one engine) proves:
+
+1. exactly one result (``result()`` twice gives the same object; one ``WorkflowEnded``; the
+   event contract holds: every ``AgentStarted`` paired once), with the expected stop reason,
+   value or error, and the error names the cause (the setting and its value for limits);
+2. the run ends within its time bound, and the event loop never stalls (heartbeat gap below
+   :data:`MAX_LOOP_GAP_S`) — a script must not freeze the host;
+3. no host access: nothing is written to the working directory, the environment is unchanged,
+   and a canary secret from the host's environment appears in no result, error or event;
+4. isolation: a sibling run on the same engine, holding a child while the attack runs,
+   completes with its correct value, and the intrinsics it sees before and after (and those of
+   the next run on the engine) match a pristine fingerprint — nothing leaks between runs;
+5. no leftovers: once the engine's block has exited, no engine thread and no sandbox process
+   is alive.
+
+The runtime is the target here, not the async backend, so the corpus runs on trio only (the
+conformance suite and the fault tests cover both backends); this keeps the corpus within its
+time budget on the 2-core reference machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from dsh_workflow import (
+    AgentEnded,
+    AgentStarted,
+    EngineConfig,
+    LogEmitted,
+    QuickJSEngine,
+    SubagentRequest,
+    SubagentResult,
+    WorkflowEnded,
+    WorkflowEngine,
+    WorkflowError,
+    WorkflowErrorCode,
+    WorkflowEvent,
+    WorkflowResult,
+    WorkflowRun,
+    WorkflowStarted,
+    WorkflowStartRequest,
+)
+from dsh_workflow.testing import FunctionProvider, GatedProvider
+
+ATTACKS = Path(__file__).parent / "attacks"
+META = {"name": "attack", "description": "a hostile workflow from the attack corpus"}
+#: Small limits so that every bomb trips quickly; the headers name these values.
+CORPUS_CONFIG: dict[str, Any] = {
+    "memory_limit_bytes": 16 * 1024 * 1024,
+    "stack_limit_bytes": 256 * 1024,
+    "slice_cpu_limit_s": 0.2,
+    "max_total_agents": 20,
+    "max_concurrent_agents": 4,
+    "max_prompt_chars": 200_000,
+    "dispose_grace_s": 0.5,
+    "warm_runtimes": 1,
+}
+DEFAULT_MAX_SECONDS = 4.0
+MAX_LOOP_GAP_S = 1.0
+START_CODES = {WorkflowErrorCode.SCRIPT_PARSE.value, WorkflowErrorCode.META_INVALID.value}
+CODES = {code.value for code in WorkflowErrorCode}
+DIRECTIVES = {"expect", "config", "args", "cancel-after", "max-seconds", "max-logs",
+              "max-event-chars", "max-error-chars", "xfail", "xfail-quickjs",
+              "xfail-subprocess"}
+THREAD_PREFIX = "dsh-workflow"
+
+
+def check_events(events: list[WorkflowEvent], run: WorkflowRun, result: WorkflowResult) -> None:
+    """The event contract (SPEC §3) for one run: WorkflowStarted first, WorkflowEnded exactly
+    once and last and mirroring the result; every AgentStarted (unique seq) paired by exactly
+    one later AgentEnded with the same seq, label and phase; agents_started = their count."""
+    mine = [e for e in events if e.run.id == run.id]
+    kinds = [type(e).__name__ for e in mine]
+    assert mine and isinstance(mine[0], WorkflowStarted), f"WorkflowStarted first: {kinds}"
+    ends = [e for e in mine if isinstance(e, WorkflowEnded)]
+    assert len(ends) == 1 and mine[-1] is ends[0], f"one WorkflowEnded, last: {kinds}"
+    assert (ends[0].stop_reason, ends[0].error, ends[0].agents_started) == \
+        (result.stop_reason, result.error, result.agents_started), (ends[0], result)
+    open_agents: dict[int, AgentStarted] = {}
+    seen: set[int] = set()
+    for event in mine:
+        if isinstance(event, AgentStarted):
+            assert event.seq not in seen, f"repeated seq: {event!r}"
+            seen.add(event.seq)
+            open_agents[event.seq] = event
+        elif isinstance(event, AgentEnded):
+            start = open_agents.pop(event.seq, None)
+            assert start is not None, f"AgentEnded without an open AgentStarted: {event!r}"
+            assert (event.label, event.phase) == (start.label, start.phase), (start, event)
+    assert not open_agents, f"AgentStarted never ended: {sorted(open_agents)} ({kinds})"
+    assert result.agents_started == len(seen), (result.agents_started, len(seen))
+
+# ---- engines ------------------------------------------------------------------------------
+
+EngineFactory = Callable[[EngineConfig, Any], AbstractAsyncContextManager[WorkflowEngine]]
+
+
+def _quickjs(config: EngineConfig, provider: Any) -> AbstractAsyncContextManager[WorkflowEngine]:
+    return QuickJSEngine(config, provider=provider)
+
+
+def _subprocess_engine() -> tuple[EngineFactory | None, str]:
+    if not sys.platform.startswith("linux"):
+        return None, "SubprocessEngine is checked on Linux only (/proc)"
+    try:
+        from dsh_workflow._engines.subprocess import SubprocessEngine
+    except Exception as exc:  # noqa: BLE001 - any import failure means: not available
+        return None, f"SubprocessEngine does not import: {exc!r}"
+
+    def make(config: EngineConfig, provider: Any) -> AbstractAsyncContextManager[WorkflowEngine]:
+        return SubprocessEngine(config, provider=provider, pool_size=3)
+
+    return make, ""
+
+
+_SUBPROCESS, _SUBPROCESS_SKIP = _subprocess_engine()
+ENGINES: dict[str, EngineFactory | None] = {"quickjs": _quickjs, "subprocess": _SUBPROCESS}
+
+# ---- the corpus ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attack:
+    """One corpus file and its parsed header."""
+
+    path: Path
+    description: str
+    expect: str
+    expect_arg: str
+    config: dict[str, Any] = field(default_factory=dict)
+    args: Any = None
+    cancel_after: float | None = None
+    max_seconds: float = DEFAULT_MAX_SECONDS
+    max_logs: int | None = None
+    max_event_chars: int | None = None
+    max_error_chars: int | None = None
+    xfail: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def script(self) -> str:
+        return self.path.read_text("utf-8")
+
+    @property
+    def start_time_error(self) -> bool:
+        return self.expect == "error" and self.expect_arg.split(" ", 1)[0] in START_CODES
+
+
+def parse_attack(path: Path) -> Attack:
+    """Read the header of one corpus file (see the module docstring); malformed is an error."""
+    found: dict[str, str] = {}
+    prose: list[str] = []
+    for line in path.read_text("utf-8").splitlines():
+        if not line.startswith("//"):
+            break
+        text = line[2:].strip()
+        key, sep, value = text.partition(":")
+        if sep and key.strip() in DIRECTIVES:
+            if key.strip() in found:
+                raise ValueError(f"{path.name}: directive {key.strip()!r} given twice")
+            found[key.strip()] = value.strip()
+        else:
+            prose.append(text)
+    if "expect" not in found:
+        raise ValueError(f"{path.name}: the header has no '// expect:' line")
+    if not prose or not prose[0].startswith("Attack:"):
+        raise ValueError(f"{path.name}: the header must start with '// Attack: <what it tries>'")
+    kind, _, arg = found["expect"].partition(" ")
+    if kind not in ("completed", "completed-len", "error", "cancelled"):
+        raise ValueError(f"{path.name}: unknown expectation {kind!r}")
+    if kind == "cancelled" and "cancel-after" not in found:
+        raise ValueError(f"{path.name}: 'cancelled' needs a cancel-after directive")
+    xfail = {engine: found[f"xfail-{engine}"] for engine in ENGINES if f"xfail-{engine}" in found}
+    if "xfail" in found:
+        xfail = {engine: found["xfail"] for engine in ENGINES}
+    number = lambda key: float(found[key]) if key in found else None  # noqa: E731
+    integer = lambda key: int(found[key]) if key in found else None  # noqa: E731
+    return Attack(
+        path=path, description=" ".join(prose)[len("Attack:"):].strip(), expect=kind,
+        expect_arg=arg.strip(), config=json.loads(found.get("config", "{}")),
+        args=json.loads(found["args"]) if "args" in found else None,
+        cancel_after=number("cancel-after"),
+        max_seconds=number("max-seconds") or DEFAULT_MAX_SECONDS,
+        max_logs=integer("max-logs"), max_event_chars=integer("max-event-chars"),
+        max_error_chars=integer("max-error-chars"), xfail=xfail)
+
+
+CORPUS = [parse_attack(path) for path in sorted(ATTACKS.glob("*.js"))]
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for attack in CORPUS:
+        for engine, factory in ENGINES.items():
+            marks: list[Any] = []
+            if factory is None:
+                marks.append(pytest.mark.skip(reason=_SUBPROCESS_SKIP))
+            elif engine in attack.xfail:
+                marks.append(pytest.mark.xfail(strict=True, reason=attack.xfail[engine]))
+            cases.append(pytest.param(attack, engine, id=f"{attack.name}-{engine}", marks=marks))
+    return cases
+
+
+# ---- the obedient model, the sibling, the fingerprint -----------------------------------
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def corpus_reply(request: SubagentRequest) -> SubagentResult | str:
+    """The corpus provider: obeys STRUCTURED:/DEEP: prompts, else answers ``ok:<prompt>``."""
+    if request.prompt.startswith("STRUCTURED:"):
+        return SubagentResult(structured=json.loads(request.prompt[len("STRUCTURED:"):]))
+    if request.prompt.startswith("DEEP:"):
+        return SubagentResult(structured=_deep(int(request.prompt[len("DEEP:"):])))
+    return "ok:" + request.prompt
+
+
+#: Everything a run can observe of the shared intrinsics; a leak between runs changes it.
+FINGERPRINT = """(() => {
+  const names = (o) => Reflect.ownKeys(o).map(String).sort().join(',');
+  const src = (f) => Function.prototype.toString.call(f);
+  return [names(globalThis), names(Object.prototype), names(Array.prototype),
+    names(Promise.prototype), names(Function.prototype), names(String.prototype),
+    names(Error.prototype), names(JSON), names(Promise), names(Math), names(Reflect),
+    src(JSON.stringify), src(JSON.parse), src(Promise.prototype.then), src(Array.prototype.push),
+    src(Object.defineProperty), String(src(agent).length), String(Object.isFrozen(agent)),
+    String(Object.isFrozen(Object.prototype)), typeof sharedMarker, typeof pwned,
+    String(({}).polluted), String(Math.random() < 1)];
+})()"""
+SIBLING = ("const before = " + FINGERPRINT + ";\nconst r = await agent('sibling');\n"
+           "return {r, before, after: " + FINGERPRINT + "};")
+NEXT_RUN = "return " + FINGERPRINT + ";"
+
+# ---- leftovers ----------------------------------------------------------------------------
+
+
+def engine_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX) and t.is_alive()}
+
+
+def child_pids() -> set[int]:
+    """Processes (zombies included) whose parent is this process (Linux; else empty)."""
+    found: set[int] = set()
+    if not sys.platform.startswith("linux"):
+        return found
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    stat = handle.read()
+            except OSError:
+                continue
+            if stat[stat.rfind(")") + 2:].split()[1] == me:
+                found.add(int(entry))
+    return found
+
+
+async def wait_no_leftovers(threads_before: set[threading.Thread], pids_before: set[int],
+                            timeout: float) -> tuple[list[str], list[int]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        threads = sorted(t.name for t in engine_threads() - threads_before)
+        pids = sorted(child_pids() - pids_before)
+        if (not threads and not pids) or time.monotonic() > deadline:
+            return threads, pids
+        await anyio.sleep(0.02)
+
+
+class Heartbeat:
+    """Measures the longest gap between ticks of a 10 ms sleep loop on the event loop."""
+
+    def __init__(self) -> None:
+        self.max_gap = 0.0
+
+    async def run(self) -> None:
+        last = time.monotonic()
+        while True:
+            await anyio.sleep(0.01)
+            now = time.monotonic()
+            self.max_gap = max(self.max_gap, now - last)
+            last = now
+
+
+# ---- the test -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "trio"
+
+
+def test_corpus_is_large_and_well_formed() -> None:
+    """The corpus has at least 40 attacks, each with a header the harness understands."""
+    assert len(CORPUS) >= 40, f"only {len(CORPUS)} attacks in {ATTACKS}"
+    for attack in CORPUS:
+        assert attack.description, attack.name
+        if attack.expect == "completed":
+            json.loads(attack.expect_arg)
+        elif attack.expect == "error":
+            code = shlex.split(attack.expect_arg)[0]
+            assert code == "-" or code in CODES, f"{attack.name}: unknown code {code!r}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("attack", "engine"), _cases())
+async def test_attack(attack: Attack, engine: str, tmp_path: Path,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    canary = f"canary-{os.getpid()}-{time.monotonic_ns()}"
+    monkeypatch.setenv("DSH_ATTACK_CANARY", canary)
+    monkeypatch.chdir(tmp_path)
+    environ_before = dict(os.environ)
+    threads_before, pids_before = engine_threads(), child_pids()
+    factory = ENGINES[engine]
+    assert factory is not None
+    config = EngineConfig(**{**CORPUS_CONFIG, **attack.config})
+    events: list[WorkflowEvent] = []
+    heartbeat = Heartbeat()
+
+    async with factory(config, FunctionProvider(corpus_reply)) as eng:
+        eng.events.subscribe(events.append)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(heartbeat.run)
+            gate = GatedProvider()
+            sibling = eng.start(WorkflowStartRequest(meta=META, script=SIBLING, provider=gate))
+            await gate.wait_running(1, timeout=10)
+
+            attack_run_id, attack_result = await _run_attack(eng, attack, events, config)
+
+            gate.release_all()
+            with anyio.fail_after(10):
+                sibling_result = await sibling.result()
+            await sibling.dispose()
+            with anyio.fail_after(10):
+                next_run = eng.start(WorkflowStartRequest(meta=META, script=NEXT_RUN))
+                pristine = (await next_run.result()).value
+                await next_run.dispose()
+            tg.cancel_scope.cancel()
+
+    # 4. the sibling was undisturbed and nothing leaked into it or the next run
+    assert sibling_result.stop_reason == "completed", sibling_result
+    value = sibling_result.value
+    assert value["r"] == "ok:sibling", value
+    assert value["before"] == pristine, "the next run's intrinsics differ from a fresh run's"
+    assert value["after"] == value["before"], \
+        "the attack changed what a sibling run on the same engine sees"
+    check_events(events, sibling, sibling_result)
+
+    # 2. the event loop stayed live
+    assert heartbeat.max_gap < MAX_LOOP_GAP_S, \
+        f"the event loop was blocked for {heartbeat.max_gap:.2f} s"
+
+    # 3. no host access
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "the attack wrote to the host's cwd"
+    assert dict(os.environ) == environ_before, "the attack changed the host's environment"
+    mine = [e for e in events if e.run.id == attack_run_id] if attack_run_id else []
+    assert all(canary not in repr(e) for e in mine), "a host secret reached the attack's events"
+    assert canary not in repr(attack_result), "a host secret reached the attack's result"
+
+    # 5. no leftovers
+    threads, pids = await wait_no_leftovers(threads_before, pids_before,
+                                            3 * config.slice_cpu_limit_s + 3.0)
+    assert not threads, f"engine threads left behind: {threads}"
+    assert not pids, f"sandbox processes left behind: {pids}"
+
+
+async def _run_attack(eng: WorkflowEngine, attack: Attack, events: list[WorkflowEvent],
+                      config: EngineConfig) -> tuple[str | None, WorkflowResult | None]:
+    """Start the attack and check its outcome (1, 2); returns its run id and result (None,
+    None when start() refused it)."""
+    request = WorkflowStartRequest(meta=META, script=attack.script, args=attack.args)
+    if attack.start_time_error:
+        code, *fragments = shlex.split(attack.expect_arg)
+        count = len(events)
+        with pytest.raises(WorkflowError) as info:
+            eng.start(request)
+        assert info.value.code == code, info.value
+        for fragment in fragments:
+            assert fragment in str(info.value), f"{fragment!r} missing from {info.value}"
+        assert not any(isinstance(e, WorkflowStarted) for e in events[count:]), \
+            "a refused start must emit no event"
+        return None, None
+
+    began = time.monotonic()
+    run = eng.start(request)
+    if attack.cancel_after is not None:
+        await anyio.sleep(attack.cancel_after)
+        run.cancel("the attack test cancelled the run")
+    with anyio.move_on_after(max(10.0, 3 * attack.max_seconds)):
+        result = await run.result()
+    elapsed = time.monotonic() - began
+    assert elapsed < attack.max_seconds, \
+        f"the run took {elapsed:.2f} s (bound {attack.max_seconds} s)"
+    assert await run.result() is result, "result() must give the one result"
+    with anyio.fail_after(config.dispose_grace_s + 2.0):
+        await run.dispose()
+    _check_outcome(attack, result)
+    check_events(events, run, result)
+
+    mine = [e for e in events if e.run.id == run.id]
+    if attack.max_logs is not None:
+        logs = sum(isinstance(e, LogEmitted) for e in mine)
+        assert logs <= attack.max_logs, f"{logs} log messages reached the host"
+    if attack.max_event_chars is not None:
+        longest = max(len(s) for e in mine for s in _strings(e.model_dump()))
+        assert longest <= attack.max_event_chars, f"an event carries {longest} characters"
+    if attack.max_error_chars is not None and result.error is not None:
+        assert len(result.error) <= attack.max_error_chars, \
+            f"the error text has {len(result.error)} characters"
+    return run.id, result
+
+
+def _check_outcome(attack: Attack, result: Any) -> None:
+    where = f"{attack.name}: got {result.stop_reason}, value={_short(result.value)}, " \
+            f"error={_short(result.error)}"
+    assert (result.error is None) == (result.stop_reason == "completed"), where
+    if attack.expect == "completed":
+        assert result.stop_reason == "completed", where
+        assert result.value == json.loads(attack.expect_arg), where
+    elif attack.expect == "completed-len":
+        assert result.stop_reason == "completed", where
+        assert len(result.value) == int(attack.expect_arg), where
+    elif attack.expect == "cancelled":
+        assert result.stop_reason == "cancelled", where
+    else:
+        code, *fragments = shlex.split(attack.expect_arg)
+        assert result.stop_reason == "error" and result.value is None, where
+        error = result.error
+        if code == "-":
+            assert not any(error.startswith(c + ":") for c in CODES), \
+                f"the script's own failure is reported as an engine error: {where}"
+        else:
+            assert error.startswith(code + ":"), where
+        for fragment in fragments:
+            assert fragment in error, f"{fragment!r} missing: {where}"
+        if code == WorkflowErrorCode.RESOURCE_LIMIT.value:
+            assert "null" not in error.split(":", 1)[1][:12], where
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return [""]
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 300 else text[:300] + f"... ({len(text)} chars)"
