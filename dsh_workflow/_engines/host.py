@@ -106,7 +106,7 @@ class HostedRun(WorkflowRun):
         self._wake = anyio.Event()
         self._runtime_gone = anyio.Event()
         self._done = anyio.Event()
-        self._children_changed = anyio.Event()
+        self._children_gone: anyio.Event | None = None  # set once _live empties, if awaited
         self._pump_scope: anyio.CancelScope | None = None
         self._live: set[_Call] = set()  # accepted calls not yet ended (queued or running)
         self._queue: deque[_Call] = deque()  # accepted calls waiting for a slot, in call order
@@ -149,16 +149,16 @@ class HostedRun(WorkflowRun):
             self.cancel("workflow disposed")
             with anyio.move_on_after(self._config.dispose_grace_s):
                 await self._done.wait()
-                await self._runtime_gone.wait()
-                while self._runtime is not None and self._runtime.is_alive():
-                    await anyio.sleep(0.001)  # the thread is past its last report
+                await self.wait_runtime_gone()
             self._settle()
         finally:
             self._disposed.set()
 
     async def wait_runtime_gone(self) -> None:
-        """Wait until the runtime has sent its last report (its context is released)."""
+        """Wait until the runtime has sent its last report and then exited."""
         await self._runtime_gone.wait()
+        while self._runtime is not None and self._runtime.is_alive():
+            await anyio.sleep(0.001)  # freeing its context, after its last report
 
     @property
     def ended(self) -> bool:
@@ -428,8 +428,8 @@ class HostedRun(WorkflowRun):
                 outcome=call.outcome or "cancelled"))
         if self._runtime is not None and not self._stopping:
             self._runtime.settle(call.reply)
-        changed, self._children_changed = self._children_changed, anyio.Event()
-        changed.set()
+        if not self._live and self._children_gone is not None:
+            self._children_gone.set()
 
     # ---- stopping and settling ------------------------------------------------------------
 
@@ -473,9 +473,10 @@ class HostedRun(WorkflowRun):
         for call in list(self._live):
             if call.scope is not None:
                 call.scope.cancel()
-        with anyio.move_on_after(self._config.dispose_grace_s):
-            while self._live:
-                await self._children_changed.wait()
+        if self._live:
+            self._children_gone = anyio.Event()
+            with anyio.move_on_after(self._config.dispose_grace_s):
+                await self._children_gone.wait()
 
     def _settle(self) -> None:
         """Settle the one result (idempotent); synthesizes ends for children that would not end."""

@@ -42,19 +42,20 @@ class _WarmPool:
         self._count = 0
         self._closed = False
 
-    def _new(self) -> RuntimeThread:
+    def _new(self, *, ahead: bool) -> RuntimeThread:
         self._count += 1
-        runtime = RuntimeThread(self._config, name=f"dsh-workflow-idle-{self._count}")
+        runtime = RuntimeThread(self._config, name=f"dsh-workflow-idle-{self._count}",
+                                prepare_ahead=ahead)
         runtime.launch()
         self._all.add(runtime)
         return runtime
 
     def take(self) -> RuntimeThread:
-        return self._idle.popleft() if self._idle else self._new()
+        return self._idle.popleft() if self._idle else self._new(ahead=False)
 
     def refill(self) -> None:
         while not self._closed and len(self._idle) < self._config.warm_runtimes:
-            self._idle.append(self._new())
+            self._idle.append(self._new(ahead=True))
 
     def close(self) -> None:
         self._closed = True

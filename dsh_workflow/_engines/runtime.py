@@ -162,7 +162,7 @@ class RuntimeThread:
 
     ``report(kind, payload)`` is called on the runtime thread with ``("outbox", json_text)`` for
     each batch of hook calls, in order, and exactly once with ``("end", outcome)`` as the last
-    report, after the context has been released. ``outcome`` is ``None`` when the thread was
+    report; the thread then frees the context and exits (:meth:`is_alive` turns false). ``outcome`` is ``None`` when the thread was
     stopped, else ``{"ok": True, "value": ...}`` or ``{"ok": False, "code": str | None,
     "error": str}``. A thread stopped before it was assigned reports nothing.
 
@@ -177,8 +177,9 @@ class RuntimeThread:
     """
 
     def __init__(self, config: EngineConfig, *, name: str,
-                 on_wait: Callable[[], None] | None = None) -> None:
+                 on_wait: Callable[[], None] | None = None, prepare_ahead: bool = False) -> None:
         self._config = config
+        self._prepare_ahead = prepare_ahead
         self._on_wait = on_wait
         self._assignment: _Assignment | None = None
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -213,6 +214,11 @@ class RuntimeThread:
     def _main(self) -> None:
         outcome: dict[str, Any] | None = None
         runtime: _Runtime | None = None
+        if self._prepare_ahead:
+            # Preparing a context holds the GIL for most of a millisecond, and the thread that
+            # launched this one (the event loop) is waiting to take the GIL back: a thread
+            # prepared ahead of need steps aside briefly so the loop goes on at once.
+            time.sleep(0.001)
         try:
             try:
                 runtime = _Runtime(self._config)
@@ -243,11 +249,14 @@ class RuntimeThread:
                 outcome = {"ok": False, "code": None,
                            "error": f"workflow runtime failed: {type(exc).__name__}: {exc}"}
         finally:
+            # The result goes out first (freeing a context takes a while); the thread stays
+            # alive until the context is freed, which is what dispose() waits for.
+            if self._assignment is not None:
+                self._assignment.report("end", None if self._stopped.is_set() else outcome)
+                time.sleep(0.0005)  # let the loop take the GIL for the result, not wait on us
             if runtime is not None:
                 runtime.close()
             del runtime
-            if self._assignment is not None:
-                self._assignment.report("end", None if self._stopped.is_set() else outcome)
     def _drive(self, runtime: _Runtime) -> dict[str, Any] | None:
         budget = self._config.slice_cpu_limit_s
         assignment = self._assignment
