@@ -209,8 +209,8 @@ class HostedRun(WorkflowRun):
             raise
         except Exception:  # noqa: BLE001 - a host bug must end this run, not the engine
             logger.exception("dsh-workflow: run %s failed inside the engine", self.id)
-            self._fault = "the workflow engine failed while serving this run (a bug; " \
-                                   "see the host's log)"
+            self._fault = ("the workflow engine failed while serving this run (a bug; see the "
+                           "host's log)")
             self._stop()
         finally:
             self._settle()
@@ -466,13 +466,7 @@ class HostedRun(WorkflowRun):
 
     async def _wind_down(self) -> None:
         """After the script ended (or was stopped): reap strays within the grace, then settle."""
-        self._stopping = True
-        self._drop_queue()
-        if self._runtime is not None and not self._runtime_gone.is_set():
-            self._runtime.stop()
-        for call in list(self._live):
-            if call.scope is not None:
-                call.scope.cancel()
+        self._stop()
         if self._live:
             self._children_gone = anyio.Event()
             with anyio.move_on_after(self._config.dispose_grace_s):
