@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 import traceback
-from functools import partial
 from pathlib import Path
 from typing import Any
 

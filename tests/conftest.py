@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest.register_assert_rewrite("_support")
+
 
 @pytest.fixture(
     params=[

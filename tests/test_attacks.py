@@ -51,8 +51,6 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,21 +58,17 @@ from typing import Any
 import anyio
 import pytest
 
+from _support import ENGINE_SKIPS, EngineFactory, check_events, quickjs_factory, subprocess_factory
 from dsh_workflow import (
-    AgentEnded,
-    AgentStarted,
     EngineConfig,
     LogEmitted,
-    QuickJSEngine,
     SubagentRequest,
     SubagentResult,
-    WorkflowEnded,
     WorkflowEngine,
     WorkflowError,
     WorkflowErrorCode,
     WorkflowEvent,
     WorkflowResult,
-    WorkflowRun,
     WorkflowStarted,
     WorkflowStartRequest,
 )
@@ -103,56 +97,12 @@ DIRECTIVES = {"expect", "config", "args", "cancel-after", "max-seconds", "max-lo
 THREAD_PREFIX = "dsh-workflow"
 
 
-def check_events(events: list[WorkflowEvent], run: WorkflowRun, result: WorkflowResult) -> None:
-    """The event contract (SPEC §3) for one run: WorkflowStarted first, WorkflowEnded exactly
-    once and last and mirroring the result; every AgentStarted (unique seq) paired by exactly
-    one later AgentEnded with the same seq, label and phase; agents_started = their count."""
-    mine = [e for e in events if e.run.id == run.id]
-    kinds = [type(e).__name__ for e in mine]
-    assert mine and isinstance(mine[0], WorkflowStarted), f"WorkflowStarted first: {kinds}"
-    ends = [e for e in mine if isinstance(e, WorkflowEnded)]
-    assert len(ends) == 1 and mine[-1] is ends[0], f"one WorkflowEnded, last: {kinds}"
-    assert (ends[0].stop_reason, ends[0].error, ends[0].agents_started) == \
-        (result.stop_reason, result.error, result.agents_started), (ends[0], result)
-    open_agents: dict[int, AgentStarted] = {}
-    seen: set[int] = set()
-    for event in mine:
-        if isinstance(event, AgentStarted):
-            assert event.seq not in seen, f"repeated seq: {event!r}"
-            seen.add(event.seq)
-            open_agents[event.seq] = event
-        elif isinstance(event, AgentEnded):
-            start = open_agents.pop(event.seq, None)
-            assert start is not None, f"AgentEnded without an open AgentStarted: {event!r}"
-            assert (event.label, event.phase) == (start.label, start.phase), (start, event)
-    assert not open_agents, f"AgentStarted never ended: {sorted(open_agents)} ({kinds})"
-    assert result.agents_started == len(seen), (result.agents_started, len(seen))
 
 # ---- engines ------------------------------------------------------------------------------
 
-EngineFactory = Callable[[EngineConfig, Any], AbstractAsyncContextManager[WorkflowEngine]]
-
-
-def _quickjs(config: EngineConfig, provider: Any) -> AbstractAsyncContextManager[WorkflowEngine]:
-    return QuickJSEngine(config, provider=provider)
-
-
-def _subprocess_engine() -> tuple[EngineFactory | None, str]:
-    if not sys.platform.startswith("linux"):
-        return None, "SubprocessEngine is checked on Linux only (/proc)"
-    try:
-        from dsh_workflow._engines.subprocess import SubprocessEngine
-    except Exception as exc:  # noqa: BLE001 - any import failure means: not available
-        return None, f"SubprocessEngine does not import: {exc!r}"
-
-    def make(config: EngineConfig, provider: Any) -> AbstractAsyncContextManager[WorkflowEngine]:
-        return SubprocessEngine(config, provider=provider, pool_size=3)
-
-    return make, ""
-
-
-_SUBPROCESS, _SUBPROCESS_SKIP = _subprocess_engine()
-ENGINES: dict[str, EngineFactory | None] = {"quickjs": _quickjs, "subprocess": _SUBPROCESS}
+ENGINES: dict[str, EngineFactory | None] = {"quickjs": quickjs_factory,
+                                            "subprocess": subprocess_factory(pool_size=3)}
+_SUBPROCESS_SKIP = ENGINE_SKIPS.get("subprocess", "")
 
 # ---- the corpus ---------------------------------------------------------------------------
 

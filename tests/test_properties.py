@@ -38,6 +38,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _support import check_events
 from dsh_workflow import (
     AgentEnded,
     AgentStarted,
@@ -46,12 +47,8 @@ from dsh_workflow import (
     QuickJSEngine,
     SubagentRequest,
     SubagentResult,
-    WorkflowEnded,
     WorkflowErrorCode,
     WorkflowEvent,
-    WorkflowResult,
-    WorkflowRun,
-    WorkflowStarted,
     WorkflowStartRequest,
 )
 
@@ -71,30 +68,6 @@ CONFIG = {"slice_cpu_limit_s": 0.5, "dispose_grace_s": 0.5, "max_concurrent_agen
 SCHEMA = {"type": "object", "properties": {"v": {"type": "string"}}, "required": ["v"]}
 
 
-def check_events(events: list[WorkflowEvent], run: WorkflowRun, result: WorkflowResult) -> None:
-    """The event contract (SPEC §3) for one run: WorkflowStarted first, WorkflowEnded exactly
-    once and last and mirroring the result; every AgentStarted (unique seq) paired by exactly
-    one later AgentEnded with the same seq, label and phase; agents_started = their count."""
-    mine = [e for e in events if e.run.id == run.id]
-    kinds = [type(e).__name__ for e in mine]
-    assert mine and isinstance(mine[0], WorkflowStarted), f"WorkflowStarted first: {kinds}"
-    ends = [e for e in mine if isinstance(e, WorkflowEnded)]
-    assert len(ends) == 1 and mine[-1] is ends[0], f"one WorkflowEnded, last: {kinds}"
-    assert (ends[0].stop_reason, ends[0].error, ends[0].agents_started) == \
-        (result.stop_reason, result.error, result.agents_started), (ends[0], result)
-    open_agents: dict[int, AgentStarted] = {}
-    seen: set[int] = set()
-    for event in mine:
-        if isinstance(event, AgentStarted):
-            assert event.seq not in seen, f"repeated seq: {event!r}"
-            seen.add(event.seq)
-            open_agents[event.seq] = event
-        elif isinstance(event, AgentEnded):
-            start = open_agents.pop(event.seq, None)
-            assert start is not None, f"AgentEnded without an open AgentStarted: {event!r}"
-            assert (event.label, event.phase) == (start.label, start.phase), (start, event)
-    assert not open_agents, f"AgentStarted never ended: {sorted(open_agents)} ({kinds})"
-    assert result.agents_started == len(seen), (result.agents_started, len(seen))
 
 # ---- the program ---------------------------------------------------------------------------
 
