@@ -30,7 +30,7 @@ __all__ = ["QuickJSEngine"]
 class _WarmPool:
     """Runtime threads prepared ahead of time; each is handed to exactly one run.
 
-    Preparing a runtime (a QuickJS context with the runtime loaded) costs about a millisecond
+    Preparing a runtime (a QuickJS context with the runtime loaded) costs one to two milliseconds
     of CPU, so the pool does it on idle threads before a run needs one. A thread never serves
     a second run, so nothing carries over between runs.
     """
