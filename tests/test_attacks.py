@@ -48,7 +48,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -58,7 +57,8 @@ from typing import Any
 import anyio
 import pytest
 
-from _support import ENGINE_SKIPS, EngineFactory, check_events, quickjs_factory, subprocess_factory
+from _support import (ENGINE_SKIPS, EngineFactory, check_events, child_pids, quickjs_factory,
+                      subprocess_factory)
 from dsh_workflow import (
     EngineConfig,
     LogEmitted,
@@ -232,24 +232,6 @@ NEXT_RUN = "return " + FINGERPRINT + ";"
 
 def engine_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX) and t.is_alive()}
-
-
-def child_pids() -> set[int]:
-    """Processes (zombies included) whose parent is this process (Linux; else empty)."""
-    found: set[int] = set()
-    if not sys.platform.startswith("linux"):
-        return found
-    me = str(os.getpid())
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    stat = handle.read()
-            except OSError:
-                continue
-            if stat[stat.rfind(")") + 2:].split()[1] == me:
-                found.add(int(entry))
-    return found
 
 
 async def wait_no_leftovers(threads_before: set[threading.Thread], pids_before: set[int],

@@ -23,8 +23,6 @@ process is left once the engine block has exited.
 from __future__ import annotations
 
 import math
-import os
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -35,7 +33,8 @@ from typing import Any
 import anyio
 import pytest
 
-from _support import ENGINE_SKIPS, EngineFactory, check_events, quickjs_factory, subprocess_factory
+from _support import (ENGINE_SKIPS, EngineFactory, check_events, child_pids, quickjs_factory,
+                      subprocess_factory)
 from dsh_workflow import (
     AgentEnded,
     EngineConfig,
@@ -76,21 +75,6 @@ def make_engine(request: pytest.FixtureRequest) -> EngineFactory:
 
 def engine_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name.startswith("dsh-workflow")}
-
-
-def child_pids() -> set[int]:
-    found: set[int] = set()
-    me = str(os.getpid())
-    for entry in os.listdir("/proc") if sys.platform.startswith("linux") else []:
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    stat = handle.read()
-            except OSError:
-                continue
-            if stat[stat.rfind(")") + 2:].split()[1] == me:
-                found.add(int(entry))
-    return found
 
 
 @dataclass

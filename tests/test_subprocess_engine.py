@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
+from _support import child_pids
 from dsh_workflow import (
     AgentEnded,
     AgentStarted,
@@ -58,25 +59,9 @@ class Answer:
         return SubagentResult(text=f"re: {req.prompt}")
 
 
-def children() -> list[int]:
-    """Processes (zombies included) whose parent is this test process."""
-    found = []
-    me = str(os.getpid())
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    stat = handle.read()
-            except OSError:
-                continue
-            if stat[stat.rfind(")") + 2:].split()[1] == me:
-                found.append(int(entry))
-    return found
-
-
 def gone(pid: int) -> bool:
     """True once ``pid`` no longer exists, not even as a zombie (it has been reaped)."""
-    return pid not in children()
+    return pid not in child_pids()
 
 
 async def pid_of(engine: SubprocessEngine, run: object) -> int:
@@ -232,8 +217,8 @@ async def test_leaving_the_engine_kills_and_reaps_every_process() -> None:
         begun = time.monotonic()
     assert time.monotonic() - begun < 1.5
     assert (await spinning.result()).stop_reason == "cancelled"
-    assert not any(pid in children() for pid in pids)
-    assert children() == []
+    assert not any(pid in child_pids() for pid in pids)
+    assert child_pids() == set()
 
 
 async def test_the_pool_hands_out_each_process_once_and_refills() -> None:
@@ -273,7 +258,7 @@ async def test_twenty_concurrent_runs() -> None:
             assert result.value == [f"re: {n}:{i}" for i in (1, 2, 3)]
         for run in runs:
             await run.dispose()
-    assert children() == []
+    assert child_pids() == set()
 
 
 # ---- protocol violations and crashes, through a stand-in child ----------------------------
@@ -353,7 +338,7 @@ async def test_a_misbehaving_child_ends_the_run_as_error(mode: str, fragment: st
         assert result.stop_reason == "error"
         assert fragment in (result.error or ""), result
         await run.dispose()
-        assert children() == [], "the process was killed and reaped"
+        assert child_pids() == set(), "the process was killed and reaped"
 
 
 async def test_a_stretch_past_the_slice_is_killed_by_the_engine() -> None:
