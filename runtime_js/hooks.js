@@ -5,6 +5,9 @@
 // globals and returns the host API; the host takes the API's functions and deletes the global
 // that carried it, so scripts never see it.
 //
+// Cancellation is not handled here: the host stops the runtime's thread (or process) and
+// refuses every later hook call, so nothing the script does after a cancel reaches the host.
+//
 // Security rules this file keeps (scripts share the realm with it):
 //   * every intrinsic is captured here, before script code can replace it;
 //   * runtime records are null-prototype objects and the outbox is a string, so no accessor a
@@ -12,7 +15,7 @@
 //     bookkeeping (resolving a promise with a script's value still looks up its `then`);
 //   * the runtime's promises carry their own `constructor` and Promise[Symbol.species] is
 //     locked, so awaiting and chaining them never calls a replaced `then`;
-//   * the host API (args, take, settle, cancel, result, pending) never runs script code, so
+//   * the host API (args, take, settle, result, pending) never runs script code, so
 //     none of its functions is ever on the stack where a script could reach it; `start` runs
 //     the body once and refuses a second call, and `args` works only before it;
 //   * Error.prepareStackTrace is locked to undefined, so call sites (and the functions on the
@@ -99,7 +102,6 @@ function isFatal(e) {
 // ---- state shared with the host ------------------------------------------------------------
 
 let outbox = '';
-let cancelledReason = null;
 let result = null;
 let started = false;
 let nextId = 1;
@@ -110,10 +112,6 @@ function post(text) {
   outbox = outbox === '' ? text : outbox + ',' + text;
 }
 
-function checkCancelled() {
-  if (cancelledReason !== null) throw makeError('CANCELLED', 'workflow run cancelled: ' + cancelledReason);
-}
-
 function setItem(array, index, value) {
   _defineProperty(array, index, { value: value, writable: true, enumerable: true, configurable: true });
 }
@@ -121,7 +119,6 @@ function setItem(array, index, value) {
 // ---- hooks ---------------------------------------------------------------------------------
 
 const agent = async function agent(prompt, opts) {
-  checkCancelled();
   if (typeof prompt !== 'string' || prompt === '') {
     throw makeError('INVALID_ARGUMENT', 'agent() requires a non-empty prompt string as its first '
       + 'argument (got ' + describeKind(prompt) + ')');
@@ -163,7 +160,6 @@ function narrate(kind, text) {
 }
 
 const phase = function phase(title) {
-  checkCancelled();
   if (typeof title !== 'string' || title === '') {
     throw makeError('INVALID_ARGUMENT', 'phase() requires a non-empty title string (got ' + describeKind(title) + ')');
   }
@@ -171,7 +167,6 @@ const phase = function phase(title) {
 };
 
 const log = function log(message) {
-  checkCancelled();
   if (typeof message !== 'string') {
     throw makeError('INVALID_ARGUMENT', 'log() requires a message string (got ' + describeKind(message)
       + '); build one with a template literal or JSON.stringify(value)');
@@ -194,7 +189,6 @@ function formatConsoleArg(value) {
 
 function consoleMethod(name) {
   return function () {
-    checkCancelled();
     let text = '';
     for (let i = 0; i < arguments.length; i++) {
       text += (i === 0 ? '' : ' ') + formatConsoleArg(arguments[i]);
@@ -250,7 +244,6 @@ function rejected(error) {
 // function would resolve its result through the script-visible Promise.prototype.then.
 const parallel = function parallel(thunks) {
   try {
-    checkCancelled();
     if (!_isArray(thunks)) {
       throw makeError('INVALID_ARGUMENT', 'parallel() requires an array of zero-argument functions, '
         + 'e.g. parallel(items.map(x => () => agent(...))) (got ' + describeKind(thunks) + ')');
@@ -289,7 +282,6 @@ async function runChain(stages, stageCount, item, index) {
 
 const pipeline = function pipeline(items) {
   try {
-    checkCancelled();
     if (!_isArray(items)) {
       throw makeError('INVALID_ARGUMENT', 'pipeline() requires an items array as its first argument (got '
         + describeKind(items) + ')');
@@ -443,9 +435,6 @@ return {
       }
       slot.resolve(undefined);
     }
-  },
-  cancel: function cancel(reason) {
-    if (cancelledReason === null) cancelledReason = _String(reason);
   },
   result: function getResult() { return result === null ? null : flat(result); },
   pending: function getPending() { return pendingCount; },

@@ -88,7 +88,6 @@ class _Runtime:
         self._start = ctx.eval("__dsh_rt.start")
         self._take = ctx.eval("__dsh_rt.take")
         self._settle = ctx.eval("__dsh_rt.settle")
-        self._cancel = ctx.eval("__dsh_rt.cancel")
         self._result = ctx.eval("__dsh_rt.result")
         self._pending = ctx.eval("__dsh_rt.pending")
         ctx.eval("delete globalThis.__dsh_rt")
@@ -110,9 +109,6 @@ class _Runtime:
 
     def settle(self, batch_text: str) -> None:
         self._settle(batch_text)
-
-    def cancel(self, reason: str) -> None:
-        self._cancel(reason)
 
     def result(self) -> str | None:
         return self._result()  # type: ignore[no-any-return]
@@ -139,7 +135,7 @@ class _Runtime:
     def close(self) -> None:
         # Handles keep the context alive; drop them all here, on the owning thread.
         self._args = self._start = self._take = self._settle = None  # type: ignore[assignment]
-        self._cancel = self._result = self._pending = self._body = None  # type: ignore[assignment]
+        self._result = self._pending = self._body = None  # type: ignore[assignment]
         self.ctx = None  # type: ignore[assignment]
 
 
