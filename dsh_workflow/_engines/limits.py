@@ -16,7 +16,7 @@ from .._errors import WorkflowErrorCode
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
     from .._config import EngineConfig
 
-__all__ = ["LimitExceeded", "limit_error", "translate_js_failure"]
+__all__ = ["LimitExceeded", "js_limit", "limit_error"]
 
 LimitKind = Literal["memory", "stack", "slice"]
 
@@ -56,18 +56,14 @@ def limit_error(kind: LimitKind, config: EngineConfig) -> LimitExceeded:
         "endless loop, or a promise chain that never yields)"), kind)
 
 
-def translate_js_failure(exc: quickjs.JSException, config: EngineConfig) -> dict[str, Any]:
-    """Outcome for an exception that escaped a QuickJS call on the runtime thread; a limit's
-    outcome also carries its ``kind``."""
-    text = str(exc)
-    head = text.split("\n", 1)[0].strip()
+def js_limit(exc: quickjs.JSException, config: EngineConfig) -> LimitExceeded | None:
+    """The limit an exception that escaped a QuickJS call stands for, or None if it is none."""
+    head = str(exc).split("\n", 1)[0].strip()
     if isinstance(exc, quickjs.StackOverflow) or "Maximum call stack size exceeded" in head \
             or "stack overflow" in head:
-        limit = limit_error("stack", config)
-    elif head.startswith("InternalError: interrupted"):
-        limit = limit_error("slice", config)
-    elif "out of memory" in head or head in ("", "null"):
-        limit = limit_error("memory", config)
-    else:
-        return {"ok": False, "code": None, "error": f"workflow runtime failed: {head}"}
-    return {"ok": False, "kind": limit.kind, **limit.as_outcome()}
+        return limit_error("stack", config)
+    if head.startswith("InternalError: interrupted"):
+        return limit_error("slice", config)
+    if "out of memory" in head or head in ("", "null"):
+        return limit_error("memory", config)
+    return None

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import quickjs
 
 from .._script import RUN_HEADER
-from .limits import LimitExceeded, limit_error, translate_js_failure
+from .limits import LimitExceeded, js_limit, limit_error
 
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
     from .._config import EngineConfig
@@ -231,16 +231,17 @@ class RuntimeThread:
                 runtime.load(self._assignment.body, self._assignment.args_text)
                 self._assignment.body = ""
                 outcome = self._drive(runtime)
-            except LimitExceeded as exc:
-                outcome = {"ok": False, "code": exc.code, "error": exc.message}
-                if exc.kind == "slice" and runtime is not None and runtime.near_memory_limit():
-                    outcome.update(limit_error("memory", self._config).as_outcome())
-            except quickjs.JSException as exc:
-                outcome = translate_js_failure(exc, self._config)
-                if outcome.get("kind") == "slice" and runtime is not None \
-                        and runtime.near_memory_limit():
-                    outcome.update(limit_error("memory", self._config).as_outcome())
-                outcome.pop("kind", None)
+            except (LimitExceeded, quickjs.JSException) as exc:
+                limit = exc if isinstance(exc, LimitExceeded) else js_limit(exc, self._config)
+                if limit is None:
+                    head = str(exc).split("\n", 1)[0].strip()
+                    outcome = {"ok": False, "code": None,
+                               "error": f"workflow runtime failed: {head}"}
+                else:
+                    if limit.kind == "slice" and runtime is not None \
+                            and runtime.near_memory_limit():
+                        limit = limit_error("memory", self._config)
+                    outcome = {"ok": False, **limit.as_outcome()}
             except Exception as exc:  # noqa: BLE001 - the thread must always report an end
                 outcome = {"ok": False, "code": None,
                            "error": f"workflow runtime failed: {type(exc).__name__}: {exc}"}
