@@ -14,8 +14,15 @@ from typing import Any
 import anyio
 import pytest
 
-from dsh_workflow._providers.openai import OpenAIProvider
-from dsh_workflow._subagent import SubagentRequest, Usage
+from dsh_workflow import (
+    AgentEnded,
+    EngineConfig,
+    OpenAIProvider,
+    QuickJSEngine,
+    SubagentRequest,
+    Usage,
+    WorkflowStartRequest,
+)
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 10.0}
@@ -66,6 +73,7 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.script: list[Action] = []
         self.disconnected = threading.Event()
+        self.disconnects = 0
         self.active = self.peak = 0
         self.httpd = _Server(("127.0.0.1", 0), _Handler)
         self.httpd.fake = self
@@ -145,7 +153,10 @@ def hang(handler: _Handler, body: dict[str, Any]) -> None:
             except OSError:
                 data = b""
             if not data:
-                handler.server.fake.disconnected.set()
+                fake = handler.server.fake
+                with fake.lock:
+                    fake.disconnects += 1
+                fake.disconnected.set()
                 break
     handler.close_connection = True
 
@@ -338,6 +349,32 @@ async def test_cancellation_closes_the_connection(server: FakeOpenAI) -> None:
                 await anyio.sleep(0.01)
         assert time.monotonic() - cancelled_at < 1.0
     assert not finished
+
+
+@pytest.mark.anyio
+async def test_cancelling_a_run_closes_fifty_requests_in_flight(server: FakeOpenAI) -> None:
+    server.script = [hang] * 50
+    config = EngineConfig(max_concurrent_agents=50, dispose_grace_s=2.0)
+    ended: list[str] = []
+    async with server.provider(max_connections=50) as provider:
+        async with QuickJSEngine(config, provider=provider) as engine:
+            engine.events.subscribe(
+                lambda e: ended.append(e.outcome) if isinstance(e, AgentEnded) else None)
+            run = engine.start(WorkflowStartRequest(
+                meta={"name": "fifty", "description": "fifty requests in flight"},
+                script="return await parallel(Array.from({length: 50}, "
+                       "(_, i) => () => agent('p' + i)))"))
+            with anyio.fail_after(10):
+                while len(server.requests) < 50:
+                    await anyio.sleep(0.01)
+            run.cancel("enough")
+            result = await run.result()
+            await run.dispose()
+        with anyio.fail_after(2):
+            while server.disconnects < 50:
+                await anyio.sleep(0.01)
+    assert result.stop_reason == "cancelled" and result.agents_started == 50
+    assert ended == ["cancelled"] * 50
 
 
 @pytest.mark.anyio
