@@ -176,6 +176,41 @@ async def test_many_runs_leave_no_threads_and_no_memory_growth() -> None:
     assert growth < 20, f"RSS grew by {growth:.1f} MiB over 2000 runs after warm-up"
 
 
+async def test_children_reuse_tasks_and_no_task_outlives_the_run() -> None:
+    counts: list[tuple[str, int]] = []
+    hosts: set[int] = set()
+
+    class Count:
+        async def run(self, req: SubagentRequest) -> SubagentResult:
+            counts.append((req.prompt[0], len(anyio.get_running_tasks())))
+            if req.prompt[0] == "a":
+                hosts.add(anyio.get_current_task().id)
+            await anyio.lowlevel.checkpoint()
+            return SubagentResult(text="ok")
+
+    script = """
+        for (let i = 0; i < 200; i++) await agent('a' + i)
+        await parallel(Array.from({length: 100}, (_, i) => () => agent('b' + i)))
+        for (let i = 0; i < 50; i++) await agent('c' + i)
+        return 1"""
+    config = EngineConfig(max_concurrent_agents=100)
+    async with QuickJSEngine(config, provider=Count()) as engine:
+        before = len(anyio.get_running_tasks())
+        run = engine.start(request(script))
+        assert (await run.result()).value == 1
+        await run.dispose()
+        with anyio.fail_after(1):
+            while len(anyio.get_running_tasks()) > before:
+                await anyio.sleep(0.001)
+    sequential = [n for kind, n in counts if kind == "a"]
+    assert len(hosts) == 1, "sequential children are run by one reused task, not one each"
+    assert max(sequential) == sequential[0]
+    fan_out = max(n for kind, n in counts if kind == "b")
+    after = [n for kind, n in counts if kind == "c"]
+    assert fan_out >= sequential[0] + 50, "a fan-out runs its children concurrently"
+    assert max(after) <= sequential[0] + 32, "idle child tasks beyond the parked cap must end"
+
+
 async def test_an_exception_in_the_engine_block_propagates_unwrapped() -> None:
     with pytest.raises(ValueError, match="boom"):
         async with QuickJSEngine(EngineConfig(), provider=Answer()) as engine:

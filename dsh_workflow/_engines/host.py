@@ -73,13 +73,14 @@ class _Call:
     call_id: int
     seq: int
     request: SubagentRequest
-    scope: anyio.CancelScope | None = None
     started: bool = False
     ended: bool = False
     outcome: AgentOutcome | None = None
     reply: list[Any] | None = field(default=None, repr=False)
-    after: anyio.Event | None = field(default=None, repr=False)  # the previous child's dispatch
-    dispatched: anyio.Event | None = field(default=None, repr=False)
+
+
+#: Parked child workers a run keeps for its next calls; a worker finding more parked exits.
+_MAX_PARKED_WORKERS = 32
 
 
 class HostedRun(WorkflowRun):
@@ -110,8 +111,10 @@ class HostedRun(WorkflowRun):
         self._pump_scope: anyio.CancelScope | None = None
         self._live: set[_Call] = set()  # accepted calls not yet ended (queued or running)
         self._queue: deque[_Call] = deque()  # accepted calls waiting for a slot, in call order
-        self._running = 0
-        self._last_dispatch: anyio.Event | None = None
+        self._ready: deque[_Call] = deque()  # calls given a slot, not yet taken by a worker
+        self._running = 0  # slots in use: calls ready or being run
+        self._parked: list[anyio.Event] = []  # wake-ups of idle workers
+        self._workers: set[anyio.CancelScope] = set()
 
         self._phase: str | None = None
         self._narrated = 0
@@ -292,15 +295,15 @@ class HostedRun(WorkflowRun):
             return
         self._accepted += 1
         seq = self._accepted
-        # Every field was validated above; skip pydantic's second pass on this hot path.
+        # pydantic-core validates these few fields faster than model_construct() assigns them.
         cut = self._config.max_log_chars
         label = options.label if options.label is not None else default_label(prompt)
         phase = options.phase if options.phase is not None else self._phase
-        request = SubagentRequest.model_construct(
+        request = SubagentRequest(
             prompt=prompt,
             label=label if len(label) <= cut else label[:cut] + "…",
             phase=phase if phase is None or len(phase) <= cut else phase[:cut] + "…",
-            schema_=options.schema, model=options.model, provider=options.provider,
+            schema=options.schema, model=options.model, provider=options.provider,
             parent=self._parent, run_id=self.id, seq=seq)
         call = _Call(call_id=call_id, seq=seq, request=request)
         self._live.add(call)
@@ -309,18 +312,23 @@ class HostedRun(WorkflowRun):
         else:
             self._queue.append(call)
 
-    def _admit(self, call: _Call) -> None:
-        """Give ``call`` a concurrency slot and start its child. Slots are handed out here,
-        synchronously and in call order, so the queue is FIFO whatever order the scheduler
-        runs tasks in."""
+    def _admit(self, call: _Call, *, wake: bool = True) -> None:
+        """Give ``call`` a concurrency slot and hand it to a worker. Slots are handed out here,
+        synchronously and in call order, and workers take calls from a FIFO, entering the
+        provider before they next yield, so providers are entered in call order whatever order
+        the scheduler runs tasks in. ``wake=False``: the calling worker takes it itself."""
         self._running += 1
-        call.after, call.dispatched = self._last_dispatch, anyio.Event()
-        self._last_dispatch = call.dispatched
         call.started = True
         self._agents_started += 1
-        self._events.emit(AgentStarted.model_construct(
+        self._events.emit(AgentStarted(
             run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase))
-        self._tg.start_soon(self._child, call, name=f"dsh-workflow child {self.id}#{call.seq}")
+        self._ready.append(call)
+        if not wake:
+            return
+        if self._parked:
+            self._parked.pop().set()
+        else:
+            self._tg.start_soon(self._worker, name=f"dsh-workflow children of {self.id}")
 
     def _refuse(self, call_id: int, code: WorkflowErrorCode | str, message: str) -> None:
         assert self._runtime is not None
@@ -333,21 +341,34 @@ class HostedRun(WorkflowRun):
                 f"after {limit} refused calls (max_refused_calls={limit}); the last refusal was "
                 f"{code}: {message}")
 
-    # ---- children -------------------------------------------------------------------------
+    # ---- children ----------------------------------------------------------------------
 
-    async def _child(self, call: _Call) -> None:
+    async def _worker(self) -> None:
+        """Run ready calls one after another, parking in between; ends when the run stops.
+
+        A worker is reused across calls (spawning a task per call costs more than the call
+        itself on a fast provider); its cancel scope is cancelled by :meth:`_stop`."""
+        wake: anyio.Event | None = None
+        with anyio.CancelScope() as scope:
+            self._workers.add(scope)
+            try:
+                while not self._stopping:
+                    if self._ready:
+                        await self._run_call(self._ready.popleft())
+                    elif len(self._parked) >= _MAX_PARKED_WORKERS:
+                        return
+                    else:
+                        wake = anyio.Event()
+                        self._parked.append(wake)
+                        await wake.wait()
+            finally:
+                self._workers.discard(scope)
+                if wake is not None and not wake.is_set() and wake in self._parked:
+                    self._parked.remove(wake)
+
+    async def _run_call(self, call: _Call) -> None:
         try:
-            with anyio.CancelScope() as call.scope:
-                if self._stopping:
-                    call.scope.cancel()
-                    await anyio.lowlevel.checkpoint()
-                # Providers are entered in call order even when several children start in the
-                # same scheduler batch (trio runs a batch in random order).
-                if call.after is not None and not call.after.is_set():
-                    await call.after.wait()
-                assert call.dispatched is not None
-                call.dispatched.set()
-                call.reply, call.outcome = await self._run_child(call)
+            call.reply, call.outcome = await self._run_child(call)
         except Exception:  # noqa: BLE001 - a host bug must end this call, not the engine
             logger.exception("dsh-workflow: child %s#%d failed inside the engine", self.id,
                              call.seq)
@@ -355,13 +376,13 @@ class HostedRun(WorkflowRun):
                           "agent() failed inside the workflow engine (a bug; see the host's log)"]
             call.outcome = "failed"
         finally:
-            if call.dispatched is not None:
-                call.dispatched.set()
             self._running -= 1
             self._end_call(call)
+            ticket = False  # the first call admitted here is this worker's next
             while self._queue and not self._stopping \
                     and self._running < self._config.max_concurrent_agents:
-                self._admit(self._queue.popleft())
+                self._admit(self._queue.popleft(), wake=ticket)
+                ticket = True
 
     async def _run_child(self, call: _Call) -> tuple[list[Any], AgentOutcome]:
         request = call.request
@@ -423,7 +444,7 @@ class HostedRun(WorkflowRun):
             call.reply, call.outcome = self._cancelled_reply(call), "cancelled"
         if call.started and not call.ended:
             call.ended = True
-            self._events.emit(AgentEnded.model_construct(
+            self._events.emit(AgentEnded(
                 run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase,
                 outcome=call.outcome or "cancelled"))
         if self._runtime is not None and not self._stopping:
@@ -454,15 +475,18 @@ class HostedRun(WorkflowRun):
         if self._runtime is not None:
             self._runtime.stop()
         self._drop_queue()
-        for call in list(self._live):
-            if call.scope is not None:
-                call.scope.cancel()
+        for scope in list(self._workers):
+            scope.cancel()
         if self._pump_scope is not None:
             self._pump_scope.cancel()
 
     def _drop_queue(self) -> None:
+        """End the calls no worker has begun: queued ones and ready ones."""
         while self._queue:
             self._end_call(self._queue.popleft())
+        while self._ready:
+            self._running -= 1
+            self._end_call(self._ready.popleft())
 
     async def _wind_down(self) -> None:
         """After the script ended (or was stopped): reap strays within the grace, then settle."""
@@ -478,9 +502,9 @@ class HostedRun(WorkflowRun):
             return
         self._stopping = True
         self._drop_queue()
+        for scope in list(self._workers):
+            scope.cancel()
         for call in sorted(self._live, key=lambda c: c.seq):
-            if call.scope is not None:
-                call.scope.cancel()
             if call.started and not call.ended:
                 call.ended = True
                 self._events.emit(AgentEnded(run=self._info, seq=call.seq,
