@@ -10,6 +10,8 @@ metric.
 from __future__ import annotations
 
 import math
+import queue
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -19,6 +21,7 @@ from typing import Any
 import anyio
 
 from dsh_workflow import EchoProvider, EngineConfig, QuickJSEngine, WorkflowStartRequest
+from dsh_workflow._engines.loop import LoopHandle
 
 from . import baseline as B
 from .measure import RssSampler, Ticker, now, percentile, quiesce, read_status_kb
@@ -317,7 +320,45 @@ async def s4(kind: str, ctx: Ctx) -> Samples:
     n = 1000
     samples = await timed_runs(kind, _raised_caps(n), EchoProvider(latency_s=0.0), sequential(n),
                                warmup=ctx.pick(3, 1), reps=ctx.pick(15, 2))
-    return {"sequential N=1000": {"wall_ms": samples}}
+    out: Samples = {"sequential N=1000": {"wall_ms": samples}}
+    if kind == "baseline":
+        floor = [await thread_round_trips(n) for _ in range(ctx.pick(3, 1) + ctx.pick(15, 2))]
+        out[S4_FLOOR] = {"wall_ms": floor[ctx.pick(3, 1):]}
+    return out
+
+
+S4_FLOOR = "bare round trips N=1000"
+
+
+async def thread_round_trips(n: int) -> float:
+    """Wall ms of ``n`` bare round trips between the event loop and a thread, over the primitives
+    QuickJSEngine uses (``LoopHandle.post`` one way, a ``SimpleQueue`` back) with no work on
+    either side: what any engine that keeps script code off the loop thread pays per
+    sequential ``agent()`` at the least."""
+    loop = LoopHandle()
+    inbox: queue.SimpleQueue[int] = queue.SimpleQueue()
+    done = anyio.Event()
+
+    def back(index: int) -> None:
+        if index == n:
+            done.set()
+        else:
+            inbox.put(index)
+
+    def bounce() -> None:
+        for index in range(n):
+            loop.post(back, index)
+            inbox.get()
+        loop.post(back, n)
+
+    quiesce()
+    thread = threading.Thread(target=bounce, name="bench-round-trips")
+    t0 = now()
+    thread.start()
+    await done.wait()
+    t1 = now()
+    thread.join()
+    return (t1 - t0) * 1000.0
 
 
 # ---- S5 pipeline ----------------------------------------------------------------------------
@@ -592,7 +633,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              _WALL, s3,
              targets=(Target("parallel N=1000", "wall_ms", "ratio", 3.0),
                       Target("Promise.all N=1000", "wall_ms", "ratio", 3.0))),
-    Scenario("S4", "sequential awaits", ("sequential N=1000",), _WALL, s4,
+    Scenario("S4", "sequential awaits", ("sequential N=1000", S4_FLOOR), _WALL, s4,
              targets=(Target("sequential N=1000", "wall_ms", "ratio", 4.0),)),
     Scenario("S5", "pipeline, 3 stages", ("pipeline 3x100",), _WALL, s5,
              targets=(Target("pipeline 3x100", "wall_ms", "ratio", 3.0),)),

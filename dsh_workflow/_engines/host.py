@@ -79,8 +79,12 @@ class _Call:
     reply: list[Any] | None = field(default=None, repr=False)
 
 
-#: Parked child workers a run keeps for its next calls; a worker finding more parked exits.
-_MAX_PARKED_WORKERS = 32
+#: Messages served in one go before the loop gets a turn.
+_SERVE_SLICE = 256
+
+#: Most parked child workers a run keeps for its next calls (never more than its concurrency
+#: cap); a worker that finds that many parked exits instead of parking.
+_MAX_PARKED_WORKERS = 128
 
 
 class HostedRun(WorkflowRun):
@@ -103,7 +107,10 @@ class HostedRun(WorkflowRun):
         self._header_chars = body_header_chars
         self._runtime: ScriptRuntime | None = None
 
-        self._reports: deque[tuple[str, Any]] = deque()
+        self._reports: deque[tuple[str, Any]] = deque()  # ("outbox", text), ("rest", list), ("end", …)
+        self._pump_idle = False  # the pump waits with nothing queued: report() may serve
+        self._in_report = False  # serving inside report(): no task context to spawn from
+        self._owed_workers = 0  # workers to spawn once the pump runs
         self._wake = anyio.Event()
         self._runtime_gone = anyio.Event()
         self._done = anyio.Event()
@@ -115,6 +122,7 @@ class HostedRun(WorkflowRun):
         self._running = 0  # slots in use: calls ready or being run
         self._parked: list[anyio.Event] = []  # wake-ups of idle workers
         self._workers: set[anyio.CancelScope] = set()
+        self._keep_parked = min(config.max_concurrent_agents, _MAX_PARKED_WORKERS)
 
         self._phase: str | None = None
         self._narrated = 0
@@ -175,10 +183,17 @@ class HostedRun(WorkflowRun):
         self._runtime = runtime
 
     def report(self, kind: str, payload: Any) -> None:
-        """Receive a runtime report; must be called on the event-loop thread."""
+        """Receive a runtime report; must be called on the event-loop thread.
+
+        An outbox batch that nothing is queued ahead of is served right here (up to
+        ``_SERVE_SLICE`` messages; the pump task serves the rest after yielding), which saves
+        a task switch per batch; everything else goes to the pump in order."""
         if kind == "end":
             self._outcome = payload
             self._runtime_gone.set()
+        elif kind == "outbox" and self._pump_idle and not self._stopping:
+            self._serve_now(payload)
+            return
         self._reports.append((kind, payload))
         self._wake.set()
 
@@ -222,37 +237,68 @@ class HostedRun(WorkflowRun):
 
     async def _pump(self) -> None:
         while True:
+            self._pump_idle = not self._reports
             await self._wake.wait()
+            self._pump_idle = False
             self._wake = anyio.Event()
+            while self._owed_workers and not self._stopping:
+                self._owed_workers -= 1
+                self._spawn_worker()
             while self._reports:
                 kind, payload = self._reports.popleft()
                 if kind == "end":
                     return
-                if kind == "outbox" and not self._stopping:
-                    await self._serve(payload)
+                if self._stopping:
+                    continue
+                messages = self._decode(payload) if kind == "outbox" else payload
+                start = 0
+                while messages is not None and not self._stopping:
+                    start = self._serve_slice(messages, start)
+                    if start >= len(messages):
+                        break
+                    await anyio.lowlevel.checkpoint()
                 if self._fault is not None:
                     self._stop()
                     return
 
-    async def _serve(self, text: str) -> None:
-        """Serve one outbox batch in order; yields to the loop every few hundred messages so a
-        flood of log() calls cannot monopolize it."""
+    def _serve_now(self, text: str) -> None:
+        """Serve an outbox batch from :meth:`report`; a long batch's rest goes to the pump."""
+        messages = self._decode(text)
+        if messages is not None:
+            self._in_report = True
+            try:
+                start = self._serve_slice(messages, 0)
+            finally:
+                self._in_report = False
+            if start < len(messages) and not self._stopping:
+                self._pump_idle = False
+                self._reports.append(("rest", messages[start:]))
+            if self._owed_workers or self._reports:
+                self._wake.set()
+        if self._fault is not None:
+            self._stop()
+
+    def _decode(self, text: str) -> list[Any] | None:
         try:
             messages = json.loads(text)
         except ValueError:
-            self._fault = "the script runtime sent a malformed message"
-            return
+            messages = None
         if not isinstance(messages, list):
             self._fault = "the script runtime sent a malformed message"
-            return
-        for index, message in enumerate(messages):
-            if index % 256 == 255:
-                await anyio.lowlevel.checkpoint()
+            return None
+        return messages
+
+    def _serve_slice(self, messages: list[Any], start: int) -> int:
+        """Serve ``messages`` in order from ``start``, at most ``_SERVE_SLICE`` of them (so a
+        flood of log() calls cannot monopolize the loop); returns where to go on from."""
+        end = min(len(messages), start + _SERVE_SLICE)
+        for index in range(start, end):
             if self._stopping:
-                return
+                return len(messages)
+            message = messages[index]
             if not (isinstance(message, list) and message and isinstance(message[0], str)):
                 self._fault = "the script runtime sent a malformed message"
-                return
+                return len(messages)
             kind = message[0]
             if kind in ("phase", "log") and len(message) == 2 and isinstance(message[1], str):
                 self._narrate(kind, message[1])
@@ -261,7 +307,8 @@ class HostedRun(WorkflowRun):
                 self._on_agent(message[1], message[2], message[3])
             else:
                 self._fault = f"the script runtime sent an unknown message {kind!r}"
-                return
+                return len(messages)
+        return end
 
     def _narrate(self, kind: str, text: str) -> None:
         if kind == "phase":
@@ -327,8 +374,13 @@ class HostedRun(WorkflowRun):
             return
         if self._parked:
             self._parked.pop().set()
+        elif self._in_report:
+            self._owed_workers += 1  # report() runs as a plain loop callback, outside any task
         else:
-            self._tg.start_soon(self._worker, name=f"dsh-workflow children of {self.id}")
+            self._spawn_worker()
+
+    def _spawn_worker(self) -> None:
+        self._tg.start_soon(self._worker, name=f"dsh-workflow children of {self.id}")
 
     def _refuse(self, call_id: int, code: WorkflowErrorCode | str, message: str) -> None:
         assert self._runtime is not None
@@ -355,7 +407,7 @@ class HostedRun(WorkflowRun):
                 while not self._stopping:
                     if self._ready:
                         await self._run_call(self._ready.popleft())
-                    elif len(self._parked) >= _MAX_PARKED_WORKERS:
+                    elif len(self._parked) >= self._keep_parked:
                         return
                     else:
                         wake = anyio.Event()
