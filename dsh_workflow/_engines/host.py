@@ -108,7 +108,9 @@ class HostedRun(WorkflowRun):
         self._runtime: ScriptRuntime | None = None
 
         self._reports: deque[tuple[str, Any]] = deque()  # ("outbox", text), ("rest", list), ("end", …)
-        self._pump_idle = False  # the pump waits with nothing queued: report() may serve
+        self._launched = False
+        self._serving = False  # the runtime started: reports will come and must be served
+        self._pump_busy = False  # the pump is serving: later reports queue behind it
         self._in_report = False  # serving inside report(): no task context to spawn from
         self._owed_workers = 0  # workers to spawn once the pump runs
         self._wake = anyio.Event()
@@ -182,6 +184,24 @@ class HostedRun(WorkflowRun):
         """Give the run its runtime (before :meth:`drive` starts)."""
         self._runtime = runtime
 
+    def launch(self) -> None:
+        """Start the runtime, once. An engine may call this from ``start()``, so the script
+        begins at once instead of after the drive task's first turn; :meth:`drive` calls it
+        otherwise. A runtime that fails to start ends the run with that failure."""
+        if self._launched:
+            return
+        self._launched = True
+        assert self._runtime is not None
+        if self._stopping:
+            self._runtime_gone.set()
+            return
+        try:
+            self._runtime.start()
+        except Exception as exc:  # noqa: BLE001 - e.g. no thread or process available
+            self.on_runtime_start_failed(exc)
+            return
+        self._serving = True
+
     def report(self, kind: str, payload: Any) -> None:
         """Receive a runtime report; must be called on the event-loop thread.
 
@@ -191,7 +211,13 @@ class HostedRun(WorkflowRun):
         if kind == "end":
             self._outcome = payload
             self._runtime_gone.set()
-        elif kind == "outbox" and self._pump_idle and not self._stopping:
+            if not self._pump_busy and not self._reports and not self._live:
+                # Nothing left to serve or reap: settle now, not a task switch later.
+                self._stop()
+                self._settle()
+                return
+        elif kind == "outbox" and not self._pump_busy and not self._reports \
+                and not self._stopping:
             self._serve_now(payload)
             return
         self._reports.append((kind, payload))
@@ -200,15 +226,8 @@ class HostedRun(WorkflowRun):
     async def drive(self) -> None:
         """The run's main task: start the runtime, serve its hook calls, settle the result."""
         try:
-            assert self._runtime is not None
-            if self._stopping:
-                self._runtime_gone.set()
-            else:
-                try:
-                    self._runtime.start()
-                except Exception as exc:  # noqa: BLE001 - e.g. no thread or process available
-                    self.on_runtime_start_failed(exc)
-                    return
+            self.launch()
+            if self._serving:
                 with anyio.CancelScope() as self._pump_scope:
                     if self._stopping:
                         self._pump_scope.cancel()
@@ -237,9 +256,9 @@ class HostedRun(WorkflowRun):
 
     async def _pump(self) -> None:
         while True:
-            self._pump_idle = not self._reports
+            self._pump_busy = False
             await self._wake.wait()
-            self._pump_idle = False
+            self._pump_busy = True
             self._wake = anyio.Event()
             while self._owed_workers and not self._stopping:
                 self._owed_workers -= 1
@@ -271,7 +290,6 @@ class HostedRun(WorkflowRun):
             finally:
                 self._in_report = False
             if start < len(messages) and not self._stopping:
-                self._pump_idle = False
                 self._reports.append(("rest", messages[start:]))
             if self._owed_workers or self._reports:
                 self._wake.set()

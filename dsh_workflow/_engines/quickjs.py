@@ -152,6 +152,7 @@ class QuickJSEngine(WorkflowEngine):
         run.attach(runtime)
         self._runs.add(run)
         self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=admission.meta)))
+        run.launch()  # the script starts on its thread while the loop spawns the drive task
         self._tg.start_soon(self._drive, run, name=f"dsh-workflow run {run.id}")
         return run
 
