@@ -115,6 +115,8 @@ class HostedRun(WorkflowRun):
         self._owed_workers = 0  # workers to spawn once the pump runs
         self._wake = anyio.Event()
         self._runtime_gone = anyio.Event()
+        self._runtime_exited = anyio.Event()
+        self._exit_signalled = False
         self._done = anyio.Event()
         self._children_gone: anyio.Event | None = None  # set once _live empties, if awaited
         self._pump_scope: anyio.CancelScope | None = None
@@ -170,8 +172,19 @@ class HostedRun(WorkflowRun):
     async def wait_runtime_gone(self) -> None:
         """Wait until the runtime has sent its last report and then exited."""
         await self._runtime_gone.wait()
+        if self._exit_signalled:
+            await self._runtime_exited.wait()
+        pause = 0.0001 if self._exit_signalled else 0.001
         while self._runtime is not None and self._runtime.is_alive():
-            await anyio.sleep(0.001)  # freeing its context, after its last report
+            # Freeing its context after its last report or, once it signalled, only its
+            # thread's teardown is left (which needs the GIL for a moment): poll, backing off.
+            await anyio.sleep(pause)
+            pause = min(2 * pause, 0.001)
+
+    def runtime_exited(self) -> None:
+        """Note that the runtime has released everything; call on the event-loop thread, and
+        only for a runtime attached with ``signals_exit=True``."""
+        self._runtime_exited.set()
 
     @property
     def ended(self) -> bool:
@@ -180,9 +193,12 @@ class HostedRun(WorkflowRun):
 
     # ---- wiring ---------------------------------------------------------------------------
 
-    def attach(self, runtime: ScriptRuntime) -> None:
-        """Give the run its runtime (before :meth:`drive` starts)."""
+    def attach(self, runtime: ScriptRuntime, *, signals_exit: bool = False) -> None:
+        """Give the run its runtime (before :meth:`drive` starts). ``signals_exit``: the
+        runtime calls :meth:`runtime_exited` once it has released everything after its end
+        report, always (otherwise its exit is polled)."""
         self._runtime = runtime
+        self._exit_signalled = signals_exit
 
     def launch(self) -> None:
         """Start the runtime, once. An engine may call this from ``start()``, so the script

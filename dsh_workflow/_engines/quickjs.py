@@ -148,8 +148,9 @@ class QuickJSEngine(WorkflowEngine):
         runtime = self._pool.take()
         runtime.assign(admission.script, admission.args_text,
                        lambda kind, payload: loop.post(run.report, kind, payload),
-                       name=f"dsh-workflow-run-{self._seq}")
-        run.attach(runtime)
+                       name=f"dsh-workflow-run-{self._seq}",
+                       exited=lambda: loop.post(run.runtime_exited))
+        run.attach(runtime, signals_exit=True)
         self._runs.add(run)
         self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=admission.meta)))
         run.launch()  # the script starts on its thread while the loop spawns the drive task

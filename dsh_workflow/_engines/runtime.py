@@ -142,11 +142,12 @@ class _Runtime:
 class _Assignment:
     """What a run hands its runtime thread: the body, args and where to report."""
 
-    def __init__(self, body: str, args_text: str | None,
-                 report: Callable[[str, Any], None]) -> None:
+    def __init__(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
+                 exited: Callable[[], None] | None) -> None:
         self.body = body
         self.args_text = args_text
         self.report = report
+        self.exited = exited
 
 
 class RuntimeThread:
@@ -161,6 +162,9 @@ class RuntimeThread:
     report; the thread then frees the context and exits (:meth:`is_alive` turns false). ``outcome`` is ``None`` when the thread was
     stopped, else ``{"ok": True, "value": ...}`` or ``{"ok": False, "code": str | None,
     "error": str}``. A thread stopped before it was assigned reports nothing.
+
+    ``exited()``, when given to :meth:`assign`, is called on the runtime thread as its last
+    act, once the context is freed; the thread then only returns.
 
     ``on_wait()``, when given, is called on the runtime thread each time the script has finished
     a stretch and the thread is about to wait for settlements (the sandbox child uses it to tell
@@ -187,8 +191,8 @@ class RuntimeThread:
         self._thread.start()
 
     def assign(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
-               *, name: str) -> None:
-        self._assignment = _Assignment(body, args_text, report)
+               *, name: str, exited: Callable[[], None] | None = None) -> None:
+        self._assignment = _Assignment(body, args_text, report, exited)
         self._thread.name = name
 
     def start(self) -> None:
@@ -248,12 +252,17 @@ class RuntimeThread:
         finally:
             # The result goes out first (freeing a context takes a while); the thread stays
             # alive until the context is freed, which is what dispose() waits for.
-            if self._assignment is not None:
-                self._assignment.report("end", None if self._stopped.is_set() else outcome)
-                time.sleep(0.0005)  # let the loop take the GIL for the result, not wait on us
-            if runtime is not None:
-                runtime.close()
-            del runtime
+            try:
+                if self._assignment is not None:
+                    self._assignment.report("end", None if self._stopped.is_set() else outcome)
+                    time.sleep(0.0005)  # let the loop take the GIL for the result
+                if runtime is not None:
+                    runtime.close()
+                del runtime
+            finally:
+                if self._assignment is not None and self._assignment.exited is not None:
+                    self._assignment.exited()
+
     def _drive(self, runtime: _Runtime) -> dict[str, Any] | None:
         budget = self._config.slice_cpu_limit_s
         assignment = self._assignment
