@@ -107,7 +107,8 @@ class HostedRun(WorkflowRun):
         self._header_chars = body_header_chars
         self._runtime: ScriptRuntime | None = None
 
-        self._reports: deque[tuple[str, Any]] = deque()  # ("outbox", text), ("rest", list), ("end", …)
+        # ("outbox", text), ("rest", messages not yet served), ("end", outcome), in order
+        self._reports: deque[tuple[str, Any]] = deque()
         self._launched = False
         self._serving = False  # the runtime started: reports will come and must be served
         self._pump_busy = False  # the pump is serving: later reports queue behind it
@@ -427,7 +428,7 @@ class HostedRun(WorkflowRun):
                 f"after {limit} refused calls (max_refused_calls={limit}); the last refusal was "
                 f"{code}: {message}")
 
-    # ---- children ----------------------------------------------------------------------
+    # ---- children -------------------------------------------------------------------------
 
     async def _worker(self) -> None:
         """Run ready calls one after another, parking in between; ends when the run stops.

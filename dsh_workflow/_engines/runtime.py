@@ -57,7 +57,8 @@ def _runtime_source() -> str:
                     return handle.read()
         from importlib import resources
 
-        return resources.files("dsh_workflow").joinpath("runtime_js").joinpath(name).read_text("utf-8")
+        folder = resources.files("dsh_workflow").joinpath("runtime_js")
+        return folder.joinpath(name).read_text("utf-8")
 
     hooks = read("hooks.js").replace("//__BOUNDARY__", read("boundary.js"))
     return "(function (config) {\n'use strict';\n" + hooks + "\n})"
@@ -159,9 +160,10 @@ class RuntimeThread:
 
     ``report(kind, payload)`` is called on the runtime thread with ``("outbox", json_text)`` for
     each batch of hook calls, in order, and exactly once with ``("end", outcome)`` as the last
-    report; the thread then frees the context and exits (:meth:`is_alive` turns false). ``outcome`` is ``None`` when the thread was
-    stopped, else ``{"ok": True, "value": ...}`` or ``{"ok": False, "code": str | None,
-    "error": str}``. A thread stopped before it was assigned reports nothing.
+    report; the thread then frees the context and exits (:meth:`is_alive` turns false).
+    ``outcome`` is ``None`` when the thread was stopped, else ``{"ok": True, "value": ...}`` or
+    ``{"ok": False, "code": str | None, "error": str}``. A thread stopped before it was
+    assigned reports nothing.
 
     ``exited()``, when given to :meth:`assign`, is called on the runtime thread as its last
     act, once the context is freed; the thread then only returns.
