@@ -48,7 +48,8 @@ class EngineConfig(BaseModel):
         0, ge=0, le=64, description="Script runtimes an engine keeps prepared (context created, "
         "runtime loaded, each on its own idle thread owned by the engine) so a run starts "
         "without that millisecond; each still serves exactly one run. 0 prepares every runtime "
-        "when its run starts, so no thread exists beyond the runs in flight.")
+        "when its run starts, so no thread exists beyond the runs in flight (and, for 0.1 s after "
+        "the last start, the one that starts their threads).")
     max_refused_calls: int = Field(
         100, ge=1, description="agent() calls a run may have refused (bad options, a tripped "
         "cap) before the run ends with RESOURCE_LIMIT: a script retrying a call that can never "

@@ -24,6 +24,7 @@ from dsh_workflow import (
     SubagentResult,
     WorkflowStartRequest,
 )
+from dsh_workflow._engines.launcher import ThreadLauncher
 
 pytestmark = pytest.mark.anyio
 
@@ -236,6 +237,49 @@ async def test_a_long_outbox_batch_is_served_in_order_across_loop_turns() -> Non
         assert (await run.result()).value == 1
         await run.dispose()
     assert seen == ["start 1", *(f"l{i}" for i in range(9000)), "answered"]
+
+
+def test_the_launcher_starts_in_order_on_its_own_thread_and_ends_when_idle() -> None:
+    launcher = ThreadLauncher(name="dsh-workflow-launcher-test", idle_s=0.05)
+    done = threading.Event()
+    seen: list[tuple[int, str]] = []
+    for index in range(5):
+        launcher.submit(lambda index=index: seen.append((index, threading.current_thread().name)))
+    launcher.submit(done.set)
+    assert done.wait(5)
+    assert seen == [(i, "dsh-workflow-launcher-test") for i in range(5)]
+    deadline = time.monotonic() + 5
+    while launcher.alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not launcher.alive(), "an idle launcher thread must end"
+    launcher.submit(done.clear)  # starts again on demand
+    launcher.close()
+    deadline = time.monotonic() + 5
+    while launcher.alive() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert not done.is_set() and not launcher.alive()
+    assert not [t for t in threading.enumerate() if t.name == "dsh-workflow-launcher-test"]
+
+
+async def test_a_runtime_thread_that_cannot_start_ends_its_run_with_an_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real_start = threading.Thread.start
+
+    def refuse(self: threading.Thread) -> None:
+        if self.name.startswith(("dsh-workflow-idle", "dsh-workflow-run")):
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    for warm in (0, 1):
+        async with QuickJSEngine(EngineConfig(warm_runtimes=warm), provider=Answer()) as engine:
+            run = engine.start(request("return 1"))
+            with anyio.fail_after(5):
+                result = await run.result()
+                await run.dispose()
+        assert result.stop_reason == "error"
+        assert result.error == "the script runtime could not start: can't start new thread"
+    assert run_threads() == []
 
 
 async def test_an_exception_in_the_engine_block_propagates_unwrapped() -> None:

@@ -21,6 +21,7 @@ from .._run import WorkflowEngine, WorkflowRun
 from .._subagent import SubagentProvider
 from .admission import EngineState, admit, hosted_run
 from .host import HostedRun
+from .launcher import ThreadLauncher
 from .loop import LoopHandle
 from .runtime import RuntimeThread
 
@@ -32,13 +33,15 @@ class _WarmPool:
 
     Preparing a runtime (a QuickJS context with the runtime loaded) costs one to two milliseconds
     of CPU, so the pool does it on idle threads before a run needs one. A thread never serves
-    a second run, so nothing carries over between runs.
+    a second run, so nothing carries over between runs. Threads are started by a
+    :class:`ThreadLauncher`, so neither ``start()`` nor a refill waits for a thread to boot.
     """
 
     def __init__(self, config: EngineConfig) -> None:
         self._config = config
         self._idle: deque[RuntimeThread] = deque()
         self._all: weakref.WeakSet[RuntimeThread] = weakref.WeakSet()
+        self._launcher = ThreadLauncher(name="dsh-workflow-launcher", idle_s=0.1)
         self._count = 0
         self._closed = False
 
@@ -46,12 +49,16 @@ class _WarmPool:
         self._count += 1
         runtime = RuntimeThread(self._config, name=f"dsh-workflow-idle-{self._count}",
                                 prepare_ahead=ahead)
-        runtime.launch()
+        runtime.launch(via=self._launcher.submit)
         self._all.add(runtime)
         return runtime
 
     def take(self) -> RuntimeThread:
-        return self._idle.popleft() if self._idle else self._new(ahead=False)
+        while self._idle:
+            runtime = self._idle.popleft()
+            if not runtime.failed:
+                return runtime
+        return self._new(ahead=False)
 
     def refill(self) -> None:
         while not self._closed and len(self._idle) < self._config.warm_runtimes:
@@ -61,9 +68,10 @@ class _WarmPool:
         self._closed = True
         while self._idle:
             self._idle.popleft().stop()
+        self._launcher.close()
 
     def alive(self) -> bool:
-        return any(runtime.is_alive() for runtime in list(self._all))
+        return self._launcher.alive() or any(runtime.is_alive() for runtime in list(self._all))
 
 
 class QuickJSEngine(WorkflowEngine):

@@ -187,15 +187,57 @@ class RuntimeThread:
         self._inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._lock = threading.Lock()  # guards _assignment against a failing launch
+        self._starting = False
+        self._failed: BaseException | None = None
 
-    def launch(self) -> None:
-        """Start the thread; it prepares its context and waits for :meth:`start`."""
-        self._thread.start()
+    def launch(self, via: Callable[[Callable[[], None]], None] | None = None) -> None:
+        """Start the thread; it prepares its context and waits for :meth:`start`.
+
+        ``threading.Thread.start()`` blocks until the new thread has bootstrapped; ``via``
+        (for example :meth:`ThreadLauncher.submit`) runs it elsewhere so the caller does not
+        wait, and the thread counts as alive from now on. If the thread cannot be started,
+        its run (once assigned) gets an end report saying so, then its ``exited()`` signal.
+        """
+        self._starting = True
+        if via is None:
+            self._begin()
+        else:
+            via(self._begin)
+
+    def _begin(self) -> None:
+        try:
+            self._thread.start()
+        except Exception as exc:  # noqa: BLE001 - e.g. "can't start new thread"
+            with self._lock:
+                self._failed = exc
+                assignment = self._assignment
+            if assignment is not None:
+                self._report_not_started(assignment, exc)
+        finally:
+            self._starting = False
+
+    @property
+    def failed(self) -> bool:
+        """True when the thread could not be started."""
+        return self._failed is not None
 
     def assign(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
                *, name: str, exited: Callable[[], None] | None = None) -> None:
-        self._assignment = _Assignment(body, args_text, report, exited)
+        assignment = _Assignment(body, args_text, report, exited)
+        with self._lock:
+            self._assignment = assignment
+            failed = self._failed
         self._thread.name = name
+        if failed is not None:
+            self._report_not_started(assignment, failed)
+
+    @staticmethod
+    def _report_not_started(assignment: _Assignment, exc: BaseException) -> None:
+        assignment.report("end", {"ok": False, "code": None,
+                                  "error": f"the script runtime could not start: {exc}"})
+        if assignment.exited is not None:
+            assignment.exited()
 
     def start(self) -> None:
         self._inbox.put(_BEGIN)
@@ -208,7 +250,7 @@ class RuntimeThread:
         self._inbox.put(STOP)
 
     def is_alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._starting or self._thread.is_alive()
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
