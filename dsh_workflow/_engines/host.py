@@ -231,7 +231,6 @@ class HostedRun(WorkflowRun):
             self._runtime_gone.set()
             if not self._pump_busy and not self._reports and not self._live:
                 # Nothing left to serve or reap: settle now, not a task switch later.
-                self._stop()
                 self._settle()
                 return
         elif kind == "outbox" and not self._pump_busy and not self._reports \
@@ -588,10 +587,7 @@ class HostedRun(WorkflowRun):
         """Settle the one result (idempotent); synthesizes ends for children that would not end."""
         if self._result is not None:
             return
-        self._stopping = True
-        self._drop_queue()
-        for scope in list(self._workers):
-            scope.cancel()
+        self._stop()
         for call in sorted(self._live, key=lambda c: c.seq):
             if call.started and not call.ended:
                 call.ended = True
