@@ -30,6 +30,7 @@ from ._result import StopReason as StopReason
 from ._result import WorkflowResult as WorkflowResult
 from ._run import WorkflowEngine as WorkflowEngine
 from ._run import WorkflowRun as WorkflowRun
+from ._subagent import AgentDefinition as AgentDefinition
 from ._subagent import SubagentProvider as SubagentProvider
 from ._subagent import SubagentRequest as SubagentRequest
 from ._subagent import SubagentResult as SubagentResult
@@ -39,6 +40,7 @@ from ._tool import ToolResult as ToolResult
 from ._tool import WorkflowTool as WorkflowTool
 
 __all__ = [
+    "AgentDefinition",
     "AgentEnded",
     "AgentOutcome",
     "AgentStarted",

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SubagentProvider", "SubagentRequest", "SubagentResult", "Usage"]
+__all__ = ["AgentDefinition", "Effort", "Isolation", "SubagentProvider", "SubagentRequest",
+           "SubagentResult", "Usage"]
+
+Effort = Literal["low", "medium", "high", "max"]
+"""How hard a child should think (Claude Code's ``effort`` option)."""
+
+Isolation = Literal["worktree"]
+"""Where a child works: ``"worktree"`` asks for a fresh git worktree of its own."""
 
 
 class Usage(BaseModel):
@@ -18,12 +25,32 @@ class Usage(BaseModel):
     output_tokens: int = Field(0, ge=0)
 
 
+class AgentDefinition(BaseModel):
+    """A named kind of child (Claude Code's ``agentType``), read from an agent-definition file.
+
+    ``system_prompt`` is the file's body (``""`` for the built-in ``general-purpose`` type);
+    ``model`` applies when the call names none; ``tools`` is carried for providers that give
+    children tools of their own (None: the file did not restrict them).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    system_prompt: str = ""
+    model: str | None = None
+    tools: tuple[str, ...] | None = None
+
+
 class SubagentRequest(BaseModel):
     """What one ``agent()`` call asks of a provider.
 
     ``label`` and ``phase`` are for display; ``schema`` (a JSON Schema, object-rooted) asks for
     a structured value; ``model`` and ``provider`` are the script's per-call overrides;
     ``parent`` is the opaque attribution of the start request; ``seq`` is 1-based per run.
+    ``effort``, ``agent_type`` and ``isolation`` carry Claude Code's options of the same names
+    (None when the call gave none); ``agent`` is the resolved definition of ``agent_type`` when
+    the engine has an agent registry (its model already applied to ``model``).
     """
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, arbitrary_types_allowed=True)
@@ -37,6 +64,10 @@ class SubagentRequest(BaseModel):
     parent: Any = None
     run_id: str
     seq: int
+    effort: Effort | None = None
+    agent_type: str | None = None
+    isolation: Isolation | None = None
+    agent: AgentDefinition | None = None
 
     @property
     def schema(self) -> dict[str, Any] | None:  # type: ignore[override]
