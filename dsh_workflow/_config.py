@@ -60,6 +60,11 @@ class EngineConfig(BaseModel):
     max_error_chars: int = Field(
         10_000, ge=200, description="Longest error text of a result; longer text is cut with a "
         "'[truncated: N more characters]' marker.")
+    budget_tokens: int | None = Field(
+        None, ge=1, description="Tokens (input + output, as providers report them) one run may "
+        "spend; None is unlimited. Once a run's children have reported that many, every later "
+        "agent() call, queued ones included, throws fatal BUDGET_EXCEEDED. A start request may "
+        "only lower it.")
     max_value_depth: int = Field(
         256, ge=8, le=512, description="Deepest nesting of a value leaving the script "
         "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")

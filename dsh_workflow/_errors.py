@@ -21,6 +21,8 @@ code                      raised when                                           
 ``RESOURCE_LIMIT``        memory, stack, CPU slice or another size bound exceeded      result
 ``TIMEOUT``               the run's wall-clock limit passed                            result
 ``CANCELLED``             any hook called after the run was cancelled                  hook
+``BUDGET_EXCEEDED``       ``agent()`` called (or still queued) once the run's tokens   hook
+                          reached its budget
 ========================  ==========================================================  =====
 """
 
@@ -46,6 +48,7 @@ class WorkflowErrorCode(StrEnum):
     RESOURCE_LIMIT = "RESOURCE_LIMIT"
     TIMEOUT = "TIMEOUT"
     CANCELLED = "CANCELLED"
+    BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
 
 
 class WorkflowError(Exception):

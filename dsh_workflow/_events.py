@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ._meta import WorkflowMeta
 from ._result import StopReason
+from ._subagent import Usage
 
 __all__ = [
     "AgentEnded",
@@ -54,6 +55,7 @@ class WorkflowEnded(_Event):
     stop_reason: StopReason
     error: str | None = None
     agents_started: int
+    usage: Usage = Usage()
 
 
 class PhaseStarted(_Event):
@@ -77,12 +79,14 @@ class AgentStarted(_Event):
 
 
 class AgentEnded(_Event):
-    """The end of a started child; exactly one per :class:`AgentStarted`."""
+    """The end of a started child; exactly one per :class:`AgentStarted`. ``usage`` is what its
+    provider reported (None when it reported nothing, or the child was cancelled or timed out)."""
 
     seq: int
     label: str
     phase: str | None = None
     outcome: AgentOutcome
+    usage: Usage | None = None
 
 
 WorkflowEvent = WorkflowStarted | WorkflowEnded | PhaseStarted | LogEmitted | AgentStarted | AgentEnded

@@ -19,7 +19,8 @@ class WorkflowStartRequest(BaseModel):
     reports every violation as ``META_INVALID``). ``args`` is any JSON value, copied into the
     script's ``args`` global (``None`` leaves the global ``undefined``). ``provider`` routes
     every child of this run (invisible to the script); ``max_total_agents`` may only lower
-    the engine's ceiling; ``parent`` is passed to every child request untouched.
+    the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget (SPEC §10);
+    ``parent`` is passed to every child request untouched.
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -29,4 +30,5 @@ class WorkflowStartRequest(BaseModel):
     args: Any = None
     provider: SubagentProvider | None = None
     max_total_agents: int | None = None
+    budget_tokens: int | None = None
     parent: Any = None

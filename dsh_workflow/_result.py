@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ._subagent import Usage
+
 __all__ = ["StopReason", "WorkflowResult"]
 
 StopReason = Literal["completed", "cancelled", "error"]
@@ -16,7 +18,8 @@ class WorkflowResult(BaseModel):
 
     ``error`` is present exactly when ``stop_reason`` is not ``"completed"``, and ``value`` is
     ``None`` then. ``agents_started`` counts children that actually started (not calls that
-    were refused or still queued behind the concurrency cap when the run ended).
+    were refused or still queued behind the concurrency cap when the run ended). ``usage`` sums
+    what the run's children reported (failed children included; zero when nothing was reported).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -25,6 +28,7 @@ class WorkflowResult(BaseModel):
     stop_reason: StopReason
     error: str | None = None
     agents_started: int = Field(0, ge=0)
+    usage: Usage = Usage()
 
     @model_validator(mode="after")
     def _error_iff_not_completed(self) -> WorkflowResult:

@@ -24,6 +24,15 @@ class Usage(BaseModel):
     input_tokens: int = Field(0, ge=0)
     output_tokens: int = Field(0, ge=0)
 
+    @property
+    def total_tokens(self) -> int:
+        """Input and output tokens together: what a budget counts."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(input_tokens=self.input_tokens + other.input_tokens,
+                     output_tokens=self.output_tokens + other.output_tokens)
+
 
 class AgentDefinition(BaseModel):
     """A named kind of child (Claude Code's ``agentType``), read from an agent-definition file.
@@ -51,6 +60,8 @@ class SubagentRequest(BaseModel):
     ``effort``, ``agent_type`` and ``isolation`` carry Claude Code's options of the same names
     (None when the call gave none); ``agent`` is the resolved definition of ``agent_type`` when
     the engine has an agent registry (its model already applied to ``model``).
+    ``max_output_tokens`` is the run's token budget remaining when the child starts (None when
+    the run has no budget): a provider that can limit a response's length should pass it on.
     """
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, arbitrary_types_allowed=True)
@@ -64,6 +75,7 @@ class SubagentRequest(BaseModel):
     parent: Any = None
     run_id: str
     seq: int
+    max_output_tokens: int | None = None
     effort: Effort | None = None
     agent_type: str | None = None
     isolation: Isolation | None = None

@@ -107,6 +107,8 @@ let started = false;
 let nextId = 1;
 let pendingCount = 0;
 const pending = _create(null);
+let budgetTotal = null;  // tokens the run may spend; null: unlimited
+let budgetSpent = 0;     // tokens the run's children have reported, as the host last said
 
 function post(text) {
   outbox = outbox === '' ? text : outbox + ',' + text;
@@ -312,13 +314,29 @@ const pipeline = function pipeline(items) {
   }
 };
 
+// The `budget` global: the run's token ceiling as the host enforces it (the host refuses every
+// agent() call once it is reached; these functions only let the script see it coming).
+const budgetSpentFn = function spent() { return budgetSpent; };
+const budgetRemainingFn = function remaining() {
+  if (budgetTotal === null) return Infinity;
+  return budgetTotal > budgetSpent ? budgetTotal - budgetSpent : 0;
+};
+
+function makeBudget() {
+  const b = _create(_ObjectPrototype);
+  _defineProperty(b, 'total', { value: budgetTotal, enumerable: true });
+  _defineProperty(b, 'spent', { value: budgetSpentFn, enumerable: true });
+  _defineProperty(b, 'remaining', { value: budgetRemainingFn, enumerable: true });
+  return _freeze(b);
+}
+
 // ---- globals -------------------------------------------------------------------------------
 
 function defineGlobal(name, value) {
   _defineProperty(globalThis, name, { value: value, writable: true, enumerable: false, configurable: true });
 }
 
-for (const fn of [agent, phase, log, parallel, pipeline]) _freeze(fn);
+for (const fn of [agent, phase, log, parallel, pipeline, budgetSpentFn, budgetRemainingFn]) _freeze(fn);
 defineGlobal('agent', agent);
 defineGlobal('subagent', agent);
 defineGlobal('parallel', parallel);
@@ -333,6 +351,7 @@ defineGlobal('console', _freeze({
   debug: _freeze(consoleMethod('debug')),
 }));
 defineGlobal('args', undefined);
+defineGlobal('budget', makeBudget());
 for (const name of ['WeakRef', 'FinalizationRegistry', 'Atomics', 'SharedArrayBuffer']) {
   delete globalThis[name];
 }
@@ -398,6 +417,11 @@ return {
   args: function setArgs(text) {
     if (!started) defineGlobal('args', _parse(text));
   },
+  budget: function setBudget(total) {
+    if (started) return;
+    budgetTotal = total;
+    defineGlobal('budget', makeBudget());
+  },
   start: function start(body) {
     if (started) return;
     started = true;
@@ -420,6 +444,10 @@ return {
     const batch = _parse(text);
     for (let i = 0; i < batch.length; i++) {
       const entry = batch[i];
+      if (entry[0] === 'spent') {
+        budgetSpent = entry[1];
+        continue;
+      }
       const slot = pending[entry[0]];
       if (slot === undefined || slot.done) continue;
       slot.done = true;

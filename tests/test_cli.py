@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -151,7 +152,8 @@ def test_plain_progress_lines(tmp_path: Path) -> None:
     assert lines[0].startswith("[start] cli-test (run ")
     assert lines[1:6] == ["[phase] Scan", "[log] first", "      second",
                           "[agent 1 started] the label", "[agent 1 completed] the label"]
-    assert lines[6].startswith("[done] completed in ") and lines[6].endswith("s, 1 agent")
+    assert re.fullmatch(r"\[done\] completed in [0-9.]+s, 1 agent, [1-9][0-9]* tokens", lines[6]), \
+        lines[6]
     assert len(lines) == 7
 
 
@@ -463,7 +465,7 @@ def test_plain_progress_in_process() -> None:
     assert lines[:7] == ["[start] demo (run run-1)", "[phase] Scan", "[log] two", "      lines",
                          "[agent 1 started] a", "[agent 2 started] b", "[agent 1 completed] a"]
     assert lines[7] == "[agent 2 failed] b"
-    assert lines[8].startswith("[done] completed in ") and lines[8].endswith(", 2 agents")
+    assert lines[8].startswith("[done] completed in ") and lines[8].endswith(", 2 agents, 0 tokens")
 
 
 def test_rich_progress_renders_counts_and_summary() -> None:
@@ -480,7 +482,7 @@ def test_rich_progress_renders_counts_and_summary() -> None:
     progress.finish()
     text = stream.getvalue()
     assert "1 completed" in text and "1 failed" in text and "2 started" in text
-    assert "✔ demo completed in " in text and text.rstrip().endswith("2 agents")
+    assert "✔ demo completed in " in text and text.rstrip().endswith("2 agents, 0 tokens")
 
 
 def test_make_progress_picks_by_stream() -> None:
@@ -528,3 +530,22 @@ def test_subprocess_engine_reports_script_errors(tmp_path: Path) -> None:
     done = cli("run", script, "--engine", "subprocess", "--quiet")
     assert done.returncode == 1
     assert "boom" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_budget_option_shows_tokens_and_stops_at_the_ceiling(tmp_path: Path) -> None:
+    """--budget sets the run's token budget: the final line shows spent of budget, and agent()
+    past the ceiling ends the run with BUDGET_EXCEEDED (exit 1)."""
+    script = write(tmp_path, "s.js", META_HEADER + (
+        "const out = [budget.total];\n"
+        "for (let i = 0; i < 50; i++) { out.push(await agent('word '.repeat(20))); }\n"
+        "return out.length;"))
+    done = cli("run", script, "--budget", "100")
+    assert done.returncode == 1, done.stderr
+    assert "BUDGET_EXCEEDED" in done.stderr and "budget_tokens=100" in done.stderr
+    assert re.search(r"\[done\] error in [0-9.]+s, \d+ agents?, \d+ of 100 tokens", done.stderr), \
+        done.stderr
+    ok = cli("run", write(tmp_path, "t.js", META_HEADER + "return budget.total"), "--budget",
+             "5000", "-q")
+    assert ok.returncode == 0 and json.loads(ok.stdout) == 5000
+    bad = cli("run", script, "--budget", "0")
+    assert bad.returncode == 2 and "--budget" in bad.stderr

@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "locked-down child process, for scripts treated as hostile")
     run.add_argument("--max-concurrency", type=_count, metavar="N", help="agents running at once")
     run.add_argument("--max-agents", type=_count, metavar="N", help="agents a run may start")
+    run.add_argument("--budget", type=_count, metavar="TOKENS",
+                     help="tokens (input + output) the run may spend; past it agent() throws "
+                          "BUDGET_EXCEEDED")
     run.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
                      help="wall-clock limit of the run")
     run.add_argument("--agent-timeout", type=_positive_seconds, metavar="SECONDS",
@@ -210,7 +213,8 @@ def _script_parts(path: str, meta_option: str | None) -> tuple[dict[str, Any], s
 
 def _config(ns: argparse.Namespace) -> EngineConfig:
     chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
-              "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout}
+              "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
+              "budget_tokens": ns.budget}
     try:
         return EngineConfig(**{key: value for key, value in chosen.items() if value is not None})
     except ValidationError as exc:
@@ -401,7 +405,7 @@ def command_run(ns: argparse.Namespace) -> int:
         event_log = EventLog(ns.events) if ns.events else None
     except OSError as exc:
         raise CliError(f"cannot open --events file {ns.events!r}: {exc.strerror or exc}") from None
-    progress = make_progress(sys.stderr, quiet=ns.quiet)
+    progress = make_progress(sys.stderr, quiet=ns.quiet, budget=plan.config.budget_tokens)
     previous = signal.getsignal(signal.SIGINT)
     try:
         return anyio.run(functools.partial(execute, plan, progress, event_log, as_json=ns.json),

@@ -64,7 +64,9 @@ def plural(count: int, word: str) -> str:
 class Tally:
     """What the events said so far about one run."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: int | None = None) -> None:
+        self.budget = budget
+        self.tokens = 0  # input + output tokens the children reported so far
         self.name = ""
         self.phase: str | None = None
         self.running: dict[int, str] = {}
@@ -89,8 +91,11 @@ class Tally:
         elif isinstance(event, AgentEnded):
             self.running.pop(event.seq, None)
             self.outcomes[event.outcome] = self.outcomes.get(event.outcome, 0) + 1
+            if event.usage is not None:
+                self.tokens += event.usage.total_tokens
         elif isinstance(event, WorkflowEnded):
             self.ended = event
+            self.tokens = event.usage.total_tokens
             self.ended_at = time.monotonic()
 
     def elapsed(self) -> float:
@@ -98,11 +103,19 @@ class Tally:
             return 0.0
         return (self.ended_at or time.monotonic()) - self.began
 
+    def token_text(self) -> str:
+        """``1,234 tokens``, or ``1,234 of 5,000 tokens`` under a budget."""
+        if self.budget is None:
+            return f"{self.tokens:,} tokens"
+        return f"{self.tokens:,} of {self.budget:,} tokens"
+
     def summary(self) -> str:
-        """``completed in 1.2s, 4 agents`` (the stop reason, elapsed time, agents started)."""
+        """``completed in 1.2s, 4 agents, 1,234 tokens`` (the stop reason, elapsed time, agents
+        started, tokens spent)."""
         reason = self.ended.stop_reason if self.ended else "ended"
         agents = self.ended.agents_started if self.ended else self.started
-        return f"{reason} in {format_elapsed(self.elapsed())}, {plural(agents, 'agent')}"
+        return (f"{reason} in {format_elapsed(self.elapsed())}, {plural(agents, 'agent')}, "
+                f"{self.token_text()}")
 
 
 class Progress:
@@ -140,9 +153,9 @@ class QuietProgress(Progress):
 class PlainProgress(Progress):
     """One line per event on a stream that is not a terminal."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], *, budget: int | None = None) -> None:
         self.stream = stream
-        self.tally = Tally()
+        self.tally = Tally(budget)
 
     def __call__(self, event: WorkflowEvent) -> None:
         self.tally.record(event)
@@ -174,9 +187,9 @@ class RichProgress(Progress):
 
     needs_ticks = True
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, budget: int | None = None) -> None:
         self.console = console
-        self.tally = Tally()
+        self.tally = Tally(budget)
         self.spinner = Spinner("dots", style="cyan")
         self.last_draw = 0.0
         self.live: Live | None = None  # shown from WorkflowStarted to finish()
@@ -253,6 +266,7 @@ class RichProgress(Progress):
             if tally.outcomes[outcome]:
                 text.append(f"  {tally.outcomes[outcome]} {outcome}", style="yellow")
         text.append(f"  {tally.started} started")
+        text.append(f"  ·  {tally.token_text()}", style="magenta")
         return text
 
 
@@ -279,14 +293,15 @@ class EventLog:
             file.close()
 
 
-def make_progress(stream: IO[str], *, quiet: bool) -> Progress:
-    """The reporter for ``stream``: quiet, a live panel on a terminal, else plain lines."""
+def make_progress(stream: IO[str], *, quiet: bool, budget: int | None = None) -> Progress:
+    """The reporter for ``stream``: quiet, a live panel on a terminal, else plain lines.
+    ``budget`` (tokens) is shown beside the tokens spent."""
     if quiet:
         return QuietProgress(stream)
     console = Console(file=stream, stderr=True)
     if console.is_terminal and not console.is_dumb_terminal:
-        return RichProgress(console)
-    return PlainProgress(stream)
+        return RichProgress(console, budget=budget)
+    return PlainProgress(stream, budget=budget)
 
 
 def _one_line(text: str) -> str:

@@ -22,7 +22,7 @@ from .host import HostedRun
 from .runtime import body_line_offset
 
 __all__ = ["Admission", "EngineState", "admit", "encode_args", "hosted_run",
-           "resolve_provider", "resolve_total_cap"]
+           "resolve_budget", "resolve_provider", "resolve_total_cap"]
 
 
 class EngineState(enum.Enum):
@@ -41,6 +41,7 @@ class Admission:
     max_total_agents: int
     args_text: str | None
     parent: Any
+    budget_tokens: int | None = None
 
 
 def resolve_total_cap(value: object, ceiling: int) -> int:
@@ -54,6 +55,21 @@ def resolve_total_cap(value: object, ceiling: int) -> int:
         raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
             f"max_total_agents {value} exceeds the engine ceiling (max_total_agents={ceiling}); "
             "a run may only lower it"))
+    return value
+
+
+def resolve_budget(value: object, ceiling: int | None) -> int | None:
+    """The run's token budget: ``value`` if given (it may only lower ``ceiling``; None is
+    unlimited), else ``ceiling``."""
+    if value is None:
+        return ceiling
+    if type(value) is not int or value < 1:
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                            f"budget_tokens must be a positive integer (got {value!r})")
+    if ceiling is not None and value > ceiling:
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+            f"budget_tokens {value} exceeds the engine's budget (budget_tokens={ceiling}); a "
+            "run may only lower it"))
     return value
 
 
@@ -94,9 +110,10 @@ def admit(request: object, *, default_provider: SubagentProvider,
     check_body(request.script)
     provider = resolve_provider(request.provider, default_provider)
     max_total = resolve_total_cap(request.max_total_agents, config.max_total_agents)
+    budget = resolve_budget(request.budget_tokens, config.budget_tokens)
     return Admission(meta=meta, script=request.script, provider=provider,
                      max_total_agents=max_total, args_text=encode_args(request.args),
-                     parent=request.parent)
+                     parent=request.parent, budget_tokens=budget)
 
 
 def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
@@ -104,5 +121,6 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
     """The host side of an admitted run (its runtime is attached by the engine)."""
     return HostedRun(run_id=str(uuid.uuid4()), meta=admission.meta, config=config,
                      provider=admission.provider, max_total_agents=admission.max_total_agents,
-                     parent=admission.parent, events=events, task_group=task_group,
+                     parent=admission.parent, budget_tokens=admission.budget_tokens,
+                     events=events, task_group=task_group,
                      body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER))

@@ -36,7 +36,7 @@ from .._meta import WorkflowMeta
 from .._result import WorkflowResult
 from .._run import WorkflowRun
 from .._schema import value_violations
-from .._subagent import SubagentProvider, SubagentRequest, SubagentResult
+from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 from .options import default_label, parse_agent_options
 
 __all__ = ["HostedRun", "ScriptRuntime"]
@@ -78,6 +78,7 @@ class _Call:
     ended: bool = False
     outcome: AgentOutcome | None = None
     reply: list[Any] | None = field(default=None, repr=False)
+    usage: Usage | None = None  # what the provider reported, once it returned
 
 
 #: Messages served in one go before the loop gets a turn.
@@ -93,7 +94,7 @@ class HostedRun(WorkflowRun):
 
     def __init__(self, *, run_id: str, meta: WorkflowMeta, config: EngineConfig,
                  provider: SubagentProvider, max_total_agents: int, parent: Any,
-                 events: EventHub, task_group: TaskGroup, body_line_offset: int = 0,
+                 events: EventHub, budget_tokens: int | None = None, task_group: TaskGroup, body_line_offset: int = 0,
                  body_header_chars: int = 0) -> None:
         self.id = run_id
         self.meta = meta
@@ -135,6 +136,9 @@ class HostedRun(WorkflowRun):
         self._refused = 0
         self._accepted = 0
         self._agents_started = 0
+        self._budget = budget_tokens  # None: unlimited
+        self._input_tokens = 0
+        self._output_tokens = 0
         self._stopping = False
         self._cancel_reason: str | None = None
         self._timed_out = False
@@ -187,6 +191,11 @@ class HostedRun(WorkflowRun):
         """Note that the runtime has released everything; call on the event-loop thread, and
         only for a runtime attached with ``signals_exit=True``."""
         self._runtime_exited.set()
+
+    @property
+    def budget_tokens(self) -> int | None:
+        """The run's token budget (None: unlimited), for the runtime's ``budget`` global."""
+        return self._budget
 
     @property
     def ended(self) -> bool:
@@ -369,6 +378,9 @@ class HostedRun(WorkflowRun):
         except WorkflowError as exc:
             self._refuse(call_id, exc.code, exc.message)
             return
+        if self._budget_spent():
+            self._refuse(call_id, WorkflowErrorCode.BUDGET_EXCEEDED, self._budget_message())
+            return
         if self._accepted >= self._max_total:
             self._refuse(call_id, WorkflowErrorCode.AGENT_CAP, (
                 f"agent() refused: this run reached its total agent cap (max_total_agents="
@@ -402,6 +414,9 @@ class HostedRun(WorkflowRun):
         self._running += 1
         call.started = True
         self._agents_started += 1
+        if self._budget is not None:
+            remaining = self._budget - self._input_tokens - self._output_tokens
+            call.request = call.request.model_copy(update={"max_output_tokens": remaining})
         self._events.emit(AgentStarted(
             run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase))
         self._ready.append(call)
@@ -482,6 +497,8 @@ class HostedRun(WorkflowRun):
                     result = await self._provider.run(request)
                 if timer.cancelled_caught:
                     return [call.call_id, True, None], "timeout"
+            if isinstance(result, SubagentResult):
+                call.usage = result.usage
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # noqa: BLE001 - a provider fault is reported, not propagated
@@ -529,15 +546,53 @@ class HostedRun(WorkflowRun):
         self._live.discard(call)
         if call.reply is None:
             call.reply, call.outcome = self._cancelled_reply(call), "cancelled"
+        spent_changed = self._count_usage(call.usage)
         if call.started and not call.ended:
             call.ended = True
             self._events.emit(AgentEnded(
                 run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase,
-                outcome=call.outcome or "cancelled"))
+                outcome=call.outcome or "cancelled", usage=call.usage))
         if self._runtime is not None and not self._stopping:
+            if spent_changed:
+                # The script's budget.spent() is current before it sees this child's value.
+                self._runtime.settle(["spent", self._input_tokens + self._output_tokens])
             self._runtime.settle(call.reply)
+        if spent_changed and self._budget_spent():
+            self._refuse_queued()
         if not self._live and self._children_gone is not None:
             self._children_gone.set()
+
+    # ---- usage and budget -----------------------------------------------------------------
+
+    def _count_usage(self, usage: Usage | None) -> bool:
+        """Add a child's reported usage to the run's totals; True when the tokens spent grew."""
+        if usage is None:
+            return False
+        self._input_tokens += usage.input_tokens
+        self._output_tokens += usage.output_tokens
+        return usage.input_tokens + usage.output_tokens > 0
+
+    def _budget_spent(self) -> bool:
+        return self._budget is not None and \
+            self._input_tokens + self._output_tokens >= self._budget
+
+    def _budget_message(self) -> str:
+        return (f"agent() refused: this run has spent its token budget (budget_tokens="
+                f"{self._budget}; spent {self._input_tokens + self._output_tokens} tokens) — "
+                "no further agents can start; return what the run has so far, or raise "
+                "budget_tokens")
+
+    def _refuse_queued(self) -> None:
+        """The ceiling was reached: every call still waiting for a slot throws
+        ``BUDGET_EXCEEDED`` instead of starting."""
+        while self._queue:
+            call = self._queue.popleft()
+            call.reply = [call.call_id, False, WorkflowErrorCode.BUDGET_EXCEEDED.value,
+                          self._budget_message()]
+            self._end_call(call)
+
+    def _usage(self) -> Usage:
+        return Usage(input_tokens=self._input_tokens, output_tokens=self._output_tokens)
 
     # ---- stopping and settling ------------------------------------------------------------
 
@@ -597,11 +652,14 @@ class HostedRun(WorkflowRun):
         self._result = self._final_result()
         self._events.emit(WorkflowEnded(run=self._info, stop_reason=self._result.stop_reason,
                                         error=self._result.error,
-                                        agents_started=self._result.agents_started))
+                                        agents_started=self._result.agents_started,
+                                        usage=self._result.usage))
         self._done.set()
 
     def _final_result(self) -> WorkflowResult:
         result = self._unbounded_result()
+        if self._input_tokens or self._output_tokens:
+            result = result.model_copy(update={"usage": self._usage()})
         cap = self._config.max_error_chars
         if result.error is not None and len(result.error) > cap:
             more = len(result.error) - cap

@@ -157,7 +157,8 @@ class QuickJSEngine(WorkflowEngine):
         runtime.assign(admission.script, admission.args_text,
                        lambda kind, payload: loop.post(run.report, kind, payload),
                        name=f"dsh-workflow-run-{self._seq}",
-                       exited=lambda: loop.post(run.runtime_exited))
+                       exited=lambda: loop.post(run.runtime_exited),
+                       budget_tokens=admission.budget_tokens)
         run.attach(runtime, signals_exit=True)
         self._runs.add(run)
         self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=admission.meta)))

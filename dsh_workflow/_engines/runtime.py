@@ -86,6 +86,7 @@ class _Runtime:
         })
         ctx.eval("globalThis.__dsh_rt = " + _runtime_source() + "(" + js_config + ");")
         self._args = ctx.eval("__dsh_rt.args")
+        self._budget = ctx.eval("__dsh_rt.budget")
         self._start = ctx.eval("__dsh_rt.start")
         self._take = ctx.eval("__dsh_rt.take")
         self._settle = ctx.eval("__dsh_rt.settle")
@@ -95,10 +96,13 @@ class _Runtime:
         self._body: Any = None
         self.ctx = ctx
 
-    def load(self, body: str, args_text: str | None) -> None:
-        """Install ``args`` and compile the body (checked beforehand: nothing of it runs)."""
+    def load(self, body: str, args_text: str | None, budget_tokens: int | None = None) -> None:
+        """Install ``args`` and ``budget``, and compile the body (checked beforehand: nothing of
+        it runs)."""
         if args_text is not None:
             self._args(args_text)
+        if budget_tokens is not None:
+            self._budget(budget_tokens)
         self.ctx.set_time_limit(self.config.slice_cpu_limit_s)
         self._body = self.ctx.eval("\n" * body_line_offset() + RUN_HEADER + body + "\n})")
 
@@ -135,7 +139,8 @@ class _Runtime:
 
     def close(self) -> None:
         # Handles keep the context alive; drop them all here, on the owning thread.
-        self._args = self._start = self._take = self._settle = None  # type: ignore[assignment]
+        self._args = self._budget = None  # type: ignore[assignment]
+        self._start = self._take = self._settle = None  # type: ignore[assignment]
         self._result = self._pending = self._body = None  # type: ignore[assignment]
         self.ctx = None  # type: ignore[assignment]
 
@@ -144,9 +149,10 @@ class _Assignment:
     """What a run hands its runtime thread: the body, args and where to report."""
 
     def __init__(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
-                 exited: Callable[[], None] | None) -> None:
+                 exited: Callable[[], None] | None, budget_tokens: int | None = None) -> None:
         self.body = body
         self.args_text = args_text
+        self.budget_tokens = budget_tokens
         self.report = report
         self.exited = exited
 
@@ -172,7 +178,8 @@ class RuntimeThread:
     a stretch and the thread is about to wait for settlements (the sandbox child uses it to tell
     its parent that the script is idle).
 
-    Settlements are ``[id, True, value]`` or ``[id, False, code, message]`` lists put with
+    Settlements are ``[id, True, value]`` or ``[id, False, code, message]`` lists (or
+    ``["spent", tokens]``, the run's spend for its ``budget`` global) put with
     :meth:`settle`; :meth:`stop` ends the thread at the next point where it waits or finishes
     a stretch (a stretch is never interrupted from outside; it ends within
     ``slice_cpu_limit_s``).
@@ -223,8 +230,9 @@ class RuntimeThread:
         return self._failed is not None
 
     def assign(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
-               *, name: str, exited: Callable[[], None] | None = None) -> None:
-        assignment = _Assignment(body, args_text, report, exited)
+               *, name: str, exited: Callable[[], None] | None = None,
+               budget_tokens: int | None = None) -> None:
+        assignment = _Assignment(body, args_text, report, exited, budget_tokens)
         with self._lock:
             self._assignment = assignment
             failed = self._failed
@@ -276,7 +284,8 @@ class RuntimeThread:
                 if failure is not None:
                     raise failure
                 assert runtime is not None and self._assignment is not None
-                runtime.load(self._assignment.body, self._assignment.args_text)
+                runtime.load(self._assignment.body, self._assignment.args_text,
+                             self._assignment.budget_tokens)
                 self._assignment.body = ""
                 outcome = self._drive(runtime)
             except (LimitExceeded, quickjs.JSException) as exc:

@@ -52,6 +52,10 @@ is the previous stage's result (the item itself for the first stage). No barrier
 so prefer it for multi-stage work. A stage that throws makes its item null and skips the item's \
 remaining stages.
 - phase(title) marks progress; log(message) and console.log/info/warn/error narrate.
+- budget: the run's token budget (input + output tokens the children report): budget.total \
+(null when unlimited), budget.spent(), budget.remaining() (Infinity when unlimited: not JSON, do \
+not return it raw). Once spent reaches total, every later agent() call, queued ones too, throws \
+fatal BUDGET_EXCEEDED; running children finish. Check remaining() before starting costly work.
 
 Errors: hook misuse (bad arguments, unknown options, an invalid schema), a tripped cap and \
 cancellation throw a fatal error {name: "WorkflowError", code, message} that ends the script \

@@ -36,8 +36,9 @@ class ToolResult(BaseModel):
     ``text`` is what the model reads. ``is_error`` is true for refused arguments, start
     errors, and runs that did not complete. ``data`` is machine-readable:
 
-    * completed: ``{"run_id", "agents_started", "result"}`` with the whole value (never cut);
-    * run cancelled / failed: ``{"run_id", "agents_started", "stop_reason", "error"}``;
+    * completed: ``{"run_id", "agents_started", "usage", "result"}`` with the whole value
+      (never cut); ``usage`` is ``{"input_tokens", "output_tokens"}`` summed over the children;
+    * run cancelled / failed: ``{"run_id", "agents_started", "usage", "stop_reason", "error"}``;
     * start error: ``{"error_code": <WorkflowErrorCode value>}``;
     * refused arguments: ``{"error_code": "INVALID_ARGS"}``.
     """
@@ -262,8 +263,10 @@ class WorkflowTool:
                                       self._max_result_chars)
             return ToolResult(text=text, data={"run_id": run.id,
                                                "agents_started": result.agents_started,
+                                               "usage": result.usage.model_dump(),
                                                "result": result.value})
         data = {"run_id": run.id, "agents_started": result.agents_started,
+                "usage": result.usage.model_dump(),
                 "stop_reason": result.stop_reason, "error": result.error}
         if result.stop_reason == "cancelled":
             text = texts.cancelled_text(result.error)

@@ -154,8 +154,9 @@ def _serve(channel: _Channel, runtime: Any) -> NoReturn:
                 continue
             kind, value = frame
             if kind == protocol.RUN and not started:
-                body, args_text = value
-                runtime.assign(body, args_text, _report(channel), name="dsh-workflow-sandbox")
+                body, args_text, budget_tokens = value
+                runtime.assign(body, args_text, _report(channel), name="dsh-workflow-sandbox",
+                               budget_tokens=budget_tokens)
                 started = True
                 runtime.start()
             elif kind == protocol.SETTLE and started:

@@ -132,7 +132,8 @@ class SubprocessEngine(WorkflowEngine):
         run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg)
         runtime = ProcessRuntime(body=admission.script, args_text=admission.args_text,
                                  config=self.config, policy=self.policy,
-                                 process=self._pool.take(), launch=self._launch)
+                                 process=self._pool.take(), launch=self._launch,
+                                 budget_tokens=admission.budget_tokens)
         run.attach(runtime)
         self._runs[run] = runtime
         self._idle_drives = anyio.Event()

@@ -135,12 +135,14 @@ class ProcessRuntime:
 
     def __init__(self, *, body: str, args_text: str | None, config: EngineConfig,
                  policy: SandboxPolicy, process: SandboxProcess | None,
-                 launch: Callable[[], Awaitable[SandboxProcess]]) -> None:
+                 launch: Callable[[], Awaitable[SandboxProcess]],
+                 budget_tokens: int | None = None) -> None:
         self._config = config
         self._policy = policy
         self._process = process
         self._launch = launch
-        self._run_frame: bytes | None = protocol.encode(protocol.RUN, [body, args_text])
+        self._run_frame: bytes | None = protocol.encode(protocol.RUN,
+                                                               [body, args_text, budget_tokens])
         self._frames: deque[bytes] = deque()
         self._writer_wake = anyio.Event()
         self._watch_wake = anyio.Event()
