@@ -55,8 +55,7 @@ _GIT_KILL_GRACE_S = 1.0
 # Variables that would point git at another repository than the folder it runs in.
 _GIT_LOCATION_VARS = (
     "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX", "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX",
 )  # fmt: skip
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
