@@ -379,3 +379,21 @@ async def test_removal_copes_with_a_locked_entry_whose_folder_lost_its_git_file(
         (Path(worktree.path) / ".git").unlink()
         assert "locked initializing" in git(repo, "worktree", "list", "--porcelain")
     assert_nothing_left(repo, worktrees)
+
+
+@pytest.mark.anyio
+async def test_engine_run_outside_a_repository_fails_clearly(
+        tmp_path: Path, worktrees: Path, engine_factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    inner = CommandProvider([sys.executable, "-c", "print('never')"], cwd=plain, worktree_dir=worktrees)
+    async with engine_factory(EngineConfig(), Isolating(inner)) as engine:
+        run = engine.start(WorkflowStartRequest(
+            meta={"name": "isolated", "description": "one isolated agent"},
+            script="return await agent('task')"))
+        result = await run.result()
+    assert result.stop_reason == "error" and result.error is not None
+    assert "AGENT_FAILED" in result.error, result.error
+    assert "WorktreeError" in result.error and f"{plain} is not inside one" in result.error
+    assert list(worktrees.iterdir()) == []
