@@ -15,7 +15,12 @@ import anyio
 import pytest
 from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
 
-from dsh_workflow import EngineConfig, SubagentRequest, SubagentResult, WorkflowStartRequest
+from dsh_workflow import (
+    EngineConfig,
+    SubagentRequest,
+    SubagentResult,
+    WorkflowStartRequest,
+)
 from dsh_workflow._providers.command import CommandProvider
 from dsh_workflow._providers.worktree import LOCK_NAME, WorktreeError
 
@@ -124,7 +129,7 @@ async def test_without_isolation_no_worktree_is_made(repo: Path, worktrees: Path
 
 
 def kept_path(text: str) -> Path:
-    head, sep, rest = text.rpartition("\n\nWorktree with changes kept at ")
+    _, sep, rest = text.rpartition("\n\nWorktree with changes kept at ")
     assert sep, text
     path, _, commit = rest.partition(" (detached from commit ")
     assert commit.endswith(").")

@@ -13,7 +13,6 @@ from typing import Any
 
 import anyio
 import pytest
-
 from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
 
 from dsh_workflow import (
@@ -624,10 +623,9 @@ async def test_default_pool_lets_64_requests_reach_the_server_at_once(server: Fa
     async def one(i: int) -> None:
         results[i] = (await provider.run(request(f"p{i}"))).text
 
-    async with server.provider() as provider:
-        async with anyio.create_task_group() as tg:
-            for i in range(64):
-                tg.start_soon(one, i)
+    async with server.provider() as provider, anyio.create_task_group() as tg:
+        for i in range(64):
+            tg.start_soon(one, i)
     assert results == {i: f"echo:p{i}" for i in range(64)}
     assert server.peak == 64
 
@@ -640,13 +638,13 @@ async def test_engine_with_64_concurrent_agents_gets_64_requests_in_flight(
     if factory is None:
         pytest.skip(ENGINE_SKIPS["subprocess"])
     server.script = [gather_then_echo(64)] * 64
-    async with server.provider() as provider:
-        async with factory(EngineConfig(max_concurrent_agents=64), provider) as eng:
-            run = eng.start(WorkflowStartRequest(
-                meta={"name": "wide", "description": "64 agents at once"},
-                script="return await parallel(Array.from({length: 64}, "
-                       "(_, i) => () => agent('p' + i)))"))
-            result = await run.result()
+    config = EngineConfig(max_concurrent_agents=64)
+    async with server.provider() as provider, factory(config, provider) as eng:
+        run = eng.start(WorkflowStartRequest(
+            meta={"name": "wide", "description": "64 agents at once"},
+            script="return await parallel(Array.from({length: 64}, "
+                   "(_, i) => () => agent('p' + i)))"))
+        result = await run.result()
     assert result.stop_reason == "completed"
     assert result.value == [f"echo:p{i}" for i in range(64)]
     assert server.peak == 64
