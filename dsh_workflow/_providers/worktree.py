@@ -14,8 +14,9 @@ Contract of :func:`fresh_worktree`:
   untracked files; ignored files do not count) or ``HEAD`` no longer is the base commit (the
   child committed or checked out something else).
 - **Removal.** On leaving the ``async with`` block the worktree is removed — ``git worktree
-  remove --force --force``, then whatever is left of the folder, ``git worktree unlock`` (a
-  creation cut short leaves the entry locked) and ``git worktree prune`` — unless
+  remove --force --force``; if that fails (a creation cut short), whatever is left of the
+  folder, then ``git worktree unlock`` (such an entry may still be locked) and ``git worktree
+  prune`` — unless
   :meth:`Worktree.keep` was called and the block ended without an exception. So cancellation,
   also in the middle of ``git worktree add``, always removes it: nothing is left behind, neither
   a worktree entry nor a folder. Removal is shielded from cancellation and bounded in time.
@@ -160,7 +161,7 @@ async def _repository_lock(common_dir: str) -> AsyncIterator[None]:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise
             await anyio.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, 0.02)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
@@ -192,7 +193,9 @@ async def _locate(directory: str) -> tuple[str, str, str, str]:
 async def _remove(worktree: Worktree) -> None:
     """Remove the worktree, its folder and its entry; tolerant of every half-created state."""
     async with _repository_lock(worktree.common_dir):
-        await run_git(["worktree", "remove", "--force", "--force", worktree.path], worktree.repo)
+        removed = await run_git(["worktree", "remove", "--force", "--force", worktree.path], worktree.repo)
+        if removed.returncode == 0 and not os.path.lexists(worktree.path):
+            return
         if os.path.lexists(worktree.path):
             await anyio.to_thread.run_sync(shutil.rmtree, worktree.path, True)
         await run_git(["worktree", "unlock", worktree.path], worktree.repo)
