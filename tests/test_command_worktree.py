@@ -402,3 +402,15 @@ async def test_engine_run_outside_a_repository_fails_clearly(
     assert "AGENT_FAILED" in result.error, result.error
     assert "WorktreeError" in result.error and f"{plain} is not inside one" in result.error
     assert list(worktrees.iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_folder_missing_from_the_commit_is_an_error(repo: Path, worktrees: Path) -> None:
+    untracked = repo / "scratch"
+    untracked.mkdir()
+    (untracked / "notes.txt").write_text("not committed")
+    with pytest.raises(WorktreeError, match="is not in commit"):
+        await provider("print('never')", repo, worktrees, cwd=untracked).run(request())
+    untracked.joinpath("notes.txt").unlink()
+    untracked.rmdir()
+    assert_nothing_left(repo, worktrees)

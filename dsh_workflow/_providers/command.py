@@ -29,7 +29,8 @@ Contract of :class:`CommandProvider`:
   (detached from commit <sha>)."`` is appended to the text (after the schema was checked, so
   ``structured`` is unaffected) — or to ``error`` when the child failed. On cancellation the
   worktree is always removed, after the child's processes are gone. Not inside a git
-  repository (or one without commits) raises ``WorktreeError``: the run cannot give the child
+  repository (or one without commits, or in a folder its ``HEAD`` commit lacks) raises
+  ``WorktreeError``: the run cannot give the child
   the isolation it asked for, and running it in the shared tree instead could clobber other
   children's work, so it is a configuration fault (fatal ``AGENT_FAILED``), not a child failure.
 - **Output.** Exit status 0: stdout, decoded as UTF-8 with ``errors="replace"``, is the text.

@@ -9,7 +9,8 @@ Contract of :func:`fresh_worktree`:
   temporary folder, so the repository's own tree stays clean), checked out with
   ``git worktree add --detach`` at the commit ``HEAD`` names when the child starts: no branch is
   created, and uncommitted changes of the main tree are not in it. The child runs in the same
-  subfolder of it as ``directory`` is of the repository.
+  subfolder of it as ``directory`` is of the repository; a folder the commit lacks (e.g. an
+  untracked one) raises :class:`WorktreeError`.
 - **Changed** means ``git status --porcelain`` prints anything (modified, staged, deleted or new
   untracked files; ignored files do not count) or ``HEAD`` no longer is the base commit (the
   child committed or checked out something else).
@@ -225,6 +226,10 @@ async def fresh_worktree(
             added = await run_git(["worktree", "add", "--detach", path, base], toplevel)
         if added.returncode != 0:
             raise WorktreeError(_failure(f"git worktree add {path} failed", added))
+        if not os.path.isdir(worktree.cwd):
+            raise WorktreeError(
+                f"isolation 'worktree': {directory} is not in commit {base} of {toplevel} "
+                f"(only committed folders exist in a fresh worktree)")
         yield worktree
         failed = False
     finally:
