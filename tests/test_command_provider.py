@@ -290,3 +290,54 @@ def test_parse_structured_reply() -> None:
     assert value is None and "not valid JSON" in problems[0]
     value, problems = parse_structured_reply('{"m": 1}', SCHEMA)
     assert value == {"m": 1} and problems and "'n' is a required property" in problems[0]
+
+
+# -- Claude Code options: effort, agent definitions (SPEC §16) ----------------------------------
+
+SHOW_OPTIONS = """
+import json, os, sys
+keys = ["DSH_WORKFLOW_EFFORT", "DSH_WORKFLOW_AGENT_TYPE", "DSH_WORKFLOW_SYSTEM_PROMPT",
+        "DSH_WORKFLOW_AGENT_TOOLS", "DSH_WORKFLOW_MODEL", "DSH_WORKFLOW_WORKTREE"]
+print(json.dumps({"argv": sys.argv[1:], "env": {k: os.environ.get(k) for k in keys}}))
+"""
+
+
+@pytest.mark.anyio
+async def test_effort_and_agent_definition_reach_the_command() -> None:
+    from dsh_workflow import AgentDefinition
+
+    agent = AgentDefinition(name="reviewer", system_prompt="You review.\nBe brief {effort}.",
+                            model="big-model", tools=("Read", "Grep"))
+    provider = CommandProvider([sys.executable, "-c", SHOW_OPTIONS, "--effort={effort}",
+                                "{model}", "{agent_type}", "{system_prompt}", "{other} {}"])
+    result = await provider.run(request(effort="max", agent_type="reviewer", agent=agent,
+                                        model="big-model"))
+    shown = json.loads(result.text or "")
+    assert shown["argv"] == ["--effort=max", "big-model", "reviewer",
+                             "You review.\nBe brief {effort}.", "{other} {}"]
+    assert shown["env"] == {
+        "DSH_WORKFLOW_EFFORT": "max",
+        "DSH_WORKFLOW_AGENT_TYPE": "reviewer",
+        "DSH_WORKFLOW_SYSTEM_PROMPT": "You review.\nBe brief {effort}.",
+        "DSH_WORKFLOW_AGENT_TOOLS": '["Read", "Grep"]',
+        "DSH_WORKFLOW_MODEL": "big-model",
+        "DSH_WORKFLOW_WORKTREE": None,
+    }
+
+
+@pytest.mark.anyio
+async def test_absent_options_are_empty_placeholders_and_no_variables() -> None:
+    from dsh_workflow import AgentDefinition
+
+    provider = CommandProvider([sys.executable, "-c", SHOW_OPTIONS, "--effort={effort}",
+                                "[{system_prompt}]", "[{agent_type}]"])
+    plain = json.loads((await provider.run(request())).text or "")
+    assert plain["argv"] == ["--effort=", "[]", "[]"]
+    assert set(plain["env"].values()) == {None}
+    general = AgentDefinition(name="general-purpose")
+    typed = json.loads((await provider.run(request(agent_type="general-purpose",
+                                                   agent=general))).text or "")
+    assert typed["argv"] == ["--effort=", "[]", "[general-purpose]"]
+    assert typed["env"]["DSH_WORKFLOW_AGENT_TYPE"] == "general-purpose"
+    assert typed["env"]["DSH_WORKFLOW_SYSTEM_PROMPT"] is None
+    assert typed["env"]["DSH_WORKFLOW_AGENT_TOOLS"] is None

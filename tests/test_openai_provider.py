@@ -13,8 +13,10 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
 
 from dsh_workflow import (
+    AgentDefinition,
     AgentEnded,
     EngineConfig,
     OpenAIProvider,
@@ -486,3 +488,173 @@ def test_missing_model_is_value_error(clean_env: pytest.MonkeyPatch) -> None:
 def test_invalid_settings(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         OpenAIProvider(model="m", **options)
+
+
+# -- Claude Code options: effort, agent definitions, isolation (SPEC §16) -----------------------
+
+REVIEWER = AgentDefinition(name="reviewer", description="reviews", system_prompt="You review code.")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("effort", "sent"), [("low", "low"), ("medium", "medium"),
+                                              ("high", "high"), ("max", "high")])
+async def test_effort_is_sent_as_reasoning_effort(server: FakeOpenAI, effort: str, sent: str) -> None:
+    async with server.provider() as provider:
+        result = await provider.run(request(effort=effort))
+    assert result.stop_reason == "completed"
+    assert server.requests[0]["body"]["reasoning_effort"] == sent
+
+
+@pytest.mark.anyio
+async def test_no_effort_sends_no_reasoning_effort(server: FakeOpenAI) -> None:
+    async with server.provider() as provider:
+        await provider.run(request())
+    assert "reasoning_effort" not in server.requests[0]["body"]
+
+
+def rejects_effort(handler: _Handler, body: dict[str, Any]) -> None:
+    """A server without reasoning support: any request carrying reasoning_effort is a 400."""
+    if "reasoning_effort" in body:
+        handler.send_json(400, {"error": {"message": "Unrecognized request argument supplied: "
+                                          "reasoning_effort", "type": "invalid_request_error",
+                                          "param": "reasoning_effort"}})
+    else:
+        chat_echo(handler, body)
+
+
+@pytest.mark.anyio
+async def test_rejected_effort_is_retried_without_and_dropped_for_that_model(server: FakeOpenAI) -> None:
+    server.script = [rejects_effort] * 10
+    async with server.provider() as provider:
+        first = await provider.run(request("a", effort="high"))
+        second = await provider.run(request("b", effort="low", schema=SCHEMA))
+        other = await provider.run(request("c", effort="high", model="other-model"))
+    assert first.stop_reason == "completed" and first.text == "echo:a"
+    assert second.stop_reason == "error"  # "echo:b" is no JSON; the repair goes without effort too
+    assert other.stop_reason == "completed"
+    sent = [(r["body"]["model"], r["body"].get("reasoning_effort")) for r in server.requests]
+    assert sent == [("test-model", "high"), ("test-model", None),  # rejected, retried once without
+                    ("test-model", None), ("test-model", None),    # no longer sent for that model
+                    ("other-model", "high"), ("other-model", None)]  # another model is tried anew
+
+
+@pytest.mark.anyio
+async def test_effort_rejected_as_422_by_a_validating_server(server: FakeOpenAI) -> None:
+    detail = {"detail": [{"loc": ["body", "reasoning_effort"], "msg": "Extra inputs are not permitted"}]}
+    server.script = [lambda handler, body: handler.send_json(422, detail)]
+    async with server.provider() as provider:
+        result = await provider.run(request(effort="medium"))
+    assert result.stop_reason == "completed"
+    assert [r["body"].get("reasoning_effort") for r in server.requests] == ["medium", None]
+
+
+@pytest.mark.anyio
+async def test_effort_fallback_happens_once(server: FakeOpenAI) -> None:
+    naming = status(400, "reasoning_effort is not supported with this model")
+    server.script = [naming, naming]
+    async with server.provider() as provider:
+        result = await provider.run(request(effort="high"))
+    assert result.stop_reason == "error" and "HTTP 400" in (result.error or "")
+    assert len(server.requests) == 2
+
+
+@pytest.mark.anyio
+async def test_other_400_with_effort_is_not_retried(server: FakeOpenAI) -> None:
+    server.script = [status(400, "maximum context length exceeded")]
+    async with server.provider() as provider:
+        result = await provider.run(request(effort="high"))
+        again = await provider.run(request(effort="high"))
+    assert result.stop_reason == "error" and "maximum context length" in (result.error or "")
+    assert again.stop_reason == "completed"
+    assert [r["body"].get("reasoning_effort") for r in server.requests] == ["high", "high"]
+
+
+@pytest.mark.anyio
+async def test_agent_system_prompt_is_a_system_message(server: FakeOpenAI) -> None:
+    server.script = [chat('{"n": "x"}'), chat('{"n": 1}')]
+    async with server.provider() as provider:
+        result = await provider.run(request("review this", agent=REVIEWER, agent_type="reviewer",
+                                            schema=SCHEMA))
+    assert result.stop_reason == "completed" and result.structured == {"n": 1}
+    system = {"role": "system", "content": "You review code."}
+    first, repair = (r["body"]["messages"] for r in server.requests)
+    assert first == [system, {"role": "user", "content": "review this"}]
+    assert repair[:3] == [system, {"role": "user", "content": "review this"},
+                          {"role": "assistant", "content": '{"n": "x"}'}]
+
+
+@pytest.mark.anyio
+async def test_agent_without_system_prompt_and_isolation_change_nothing(server: FakeOpenAI) -> None:
+    general = AgentDefinition(name="general-purpose")
+    async with server.provider() as provider:
+        result = await provider.run(request("hi", agent=general, agent_type="general-purpose",
+                                            isolation="worktree"))
+    assert result.stop_reason == "completed" and result.text == "echo:hi"
+    assert server.requests[0]["body"] == {"model": "test-model",
+                                          "messages": [{"role": "user", "content": "hi"}]}
+
+
+# -- the connection pool does not throttle the engine ----------------------------------------
+
+
+def gather_then_echo(count: int) -> Action:
+    """Hold each request until ``count`` are in flight at once (or 3 s pass), then echo."""
+
+    def action(handler: _Handler, body: dict[str, Any]) -> None:
+        fake = handler.server.fake
+        with fake.lock:
+            fake.active += 1
+            fake.peak = max(fake.peak, fake.active)
+        deadline = time.monotonic() + 3.0
+        while fake.active < count and fake.peak < count and time.monotonic() < deadline:
+            time.sleep(0.005)
+        with fake.lock:
+            fake.active -= 1
+        chat_echo(handler, body)
+
+    return action
+
+
+@pytest.mark.anyio
+async def test_default_pool_lets_64_requests_reach_the_server_at_once(server: FakeOpenAI) -> None:
+    server.script = [gather_then_echo(64)] * 64
+    results: dict[int, str | None] = {}
+
+    async def one(i: int) -> None:
+        results[i] = (await provider.run(request(f"p{i}"))).text
+
+    async with server.provider() as provider, anyio.create_task_group() as tg:
+        for i in range(64):
+            tg.start_soon(one, i)
+    assert results == {i: f"echo:p{i}" for i in range(64)}
+    assert server.peak == 64
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("engine", ["quickjs", "subprocess"])
+async def test_engine_with_64_concurrent_agents_gets_64_requests_in_flight(
+        server: FakeOpenAI, engine: str) -> None:
+    factory = quickjs_factory if engine == "quickjs" else subprocess_factory(1)
+    if factory is None:
+        pytest.skip(ENGINE_SKIPS["subprocess"])
+    server.script = [gather_then_echo(64)] * 64
+    config = EngineConfig(max_concurrent_agents=64)
+    async with server.provider() as provider, factory(config, provider) as eng:
+        run = eng.start(WorkflowStartRequest(
+            meta={"name": "wide", "description": "64 agents at once"},
+            script="return await parallel(Array.from({length: 64}, "
+                   "(_, i) => () => agent('p' + i)))"))
+        result = await run.result()
+    assert result.stop_reason == "completed"
+    assert result.value == [f"echo:p{i}" for i in range(64)]
+    assert server.peak == 64
+
+
+@pytest.mark.anyio
+async def test_waiting_for_a_pooled_connection_has_no_timeout(server: FakeOpenAI) -> None:
+    # httpcore re-arms its pool wait whenever a connection it was promised turns out busy, so a
+    # pool timeout is hard to provoke from outside; the setting itself is the contract here.
+    async with server.provider(max_connections=2, timeout_s=0.5) as provider:
+        timeout = provider._client.timeout  # type: ignore[union-attr]
+        assert timeout.pool is None
+        assert (timeout.connect, timeout.read, timeout.write) == (0.5, 0.5, 0.5)

@@ -7,9 +7,32 @@ Contract of :class:`CommandProvider`:
 - **Environment.** Explicit, never inherited: exactly the ``env`` mapping given (default: only
   ``PATH``, copied from the host), plus ``DSH_WORKFLOW_LABEL``, ``DSH_WORKFLOW_RUN_ID``,
   ``DSH_WORKFLOW_SEQ`` and, when set on the request, ``DSH_WORKFLOW_PHASE``,
-  ``DSH_WORKFLOW_MODEL`` and ``DSH_WORKFLOW_SCHEMA`` (the schema as JSON text), so a wrapper
-  script can pass them on to the real agent. (The OS limits one variable's size, 128 KiB on
-  Linux; a larger schema makes the start fail with ``OSError``.)
+  ``DSH_WORKFLOW_MODEL``, ``DSH_WORKFLOW_SCHEMA`` (the schema as JSON text),
+  ``DSH_WORKFLOW_EFFORT`` (``low``, ``medium``, ``high`` or ``max``, passed as given: the command
+  maps it to its agent's own setting), ``DSH_WORKFLOW_AGENT_TYPE``, and from the resolved agent
+  definition ``DSH_WORKFLOW_SYSTEM_PROMPT`` (when not empty) and ``DSH_WORKFLOW_AGENT_TOOLS``
+  (a JSON array, when the definition restricts tools), so a wrapper script can pass them on to
+  the real agent. The definition's model arrives as ``DSH_WORKFLOW_MODEL``: the engine has
+  already applied it to ``request.model``. An isolated child also gets ``DSH_WORKFLOW_WORKTREE``.
+  (The OS limits one variable's size, 128 KiB on Linux; a larger schema or system prompt makes
+  the start fail with ``OSError``.)
+- **Argv placeholders.** In every ``argv`` element the exact texts ``{effort}``, ``{model}``,
+  ``{agent_type}`` and ``{system_prompt}`` are replaced by the request's values (the empty
+  string when absent), in one pass, so a value is never itself expanded; any other brace text is
+  left as it is. E.g. ``["my-agent", "--effort={effort}"]``. For a flag that must disappear
+  when the value is absent, use a wrapper script and the environment variables instead.
+- **Isolation.** A request with ``isolation="worktree"`` runs in a fresh detached git worktree
+  of the repository the provider's ``cwd`` (default: the host's working directory) lies in, in
+  the same subfolder, under ``worktree_dir`` (default: the system's temporary folder); see
+  :mod:`.worktree` for what "changed" means and how removal works. Afterwards an unchanged
+  worktree is removed; a changed one is kept, and ``"\n\nWorktree with changes kept at <path>
+  (detached from commit <sha>)."`` is appended to the text (after the schema was checked, so
+  ``structured`` is unaffected) — or to ``error`` when the child failed. On cancellation the
+  worktree is always removed, after the child's processes are gone. Not inside a git
+  repository (or one without commits, or in a folder its ``HEAD`` commit lacks) raises
+  ``WorktreeError``: the run cannot give the child
+  the isolation it asked for, and running it in the shared tree instead could clobber other
+  children's work, so it is a configuration fault (fatal ``AGENT_FAILED``), not a child failure.
 - **Output.** Exit status 0: stdout, decoded as UTF-8 with ``errors="replace"``, is the text.
   With a schema, stdout must be one JSON value (surrounding whitespace and one Markdown code
   fence are tolerated) that satisfies the schema; it becomes ``structured``.
@@ -19,7 +42,8 @@ Contract of :class:`CommandProvider`:
   characters of stderr. Memory is bounded: stdout is kept up to ``max_output_bytes`` (the child
   is killed when it writes more) and stderr only as a tail.
 - **Raises** ``OSError`` only when the command cannot be started at all (missing executable, no
-  permission): that is a configuration fault, which the engine makes fatal ``AGENT_FAILED``.
+  permission), and ``WorktreeError`` as said above: configuration faults, which the engine makes
+  fatal ``AGENT_FAILED``.
 - **Cleanup and cancellation.** On cancellation, timeout or overflow the whole process group is
   sent SIGTERM, then SIGKILL after ``kill_grace_s``, and the child is reaped before ``run``
   returns or re-raises; cancellation always propagates. When the child exits by itself, any
@@ -34,7 +58,6 @@ import math
 import os
 import re
 import signal
-import sys
 from collections.abc import Mapping, Sequence
 from subprocess import PIPE
 from typing import Any
@@ -44,11 +67,14 @@ import anyio.abc
 
 from .._schema import value_violations
 from .._subagent import SubagentRequest, SubagentResult
+from .procgroup import terminate_group
+from .worktree import Worktree, fresh_worktree, kept_note, worktree_env
 
 __all__ = ["CommandProvider", "parse_structured_reply"]
 
 _STDERR_TAIL_CHARS = 2000
 _STDERR_KEEP_BYTES = 4 * _STDERR_TAIL_CHARS
+_PLACEHOLDER = re.compile(r"\{(effort|model|agent_type|system_prompt)\}")
 _FENCE = re.compile(r"\A```[\w+-]*[ \t]*\r?\n(.*?)\r?\n?```\Z", re.DOTALL)
 
 
@@ -79,7 +105,8 @@ class CommandProvider:
 
     See the module docstring for the full contract (environment, failures, cleanup).
     ``timeout_s=None`` means no limit of the provider's own (the engine's ``agent_timeout_s``
-    still applies through cancellation).
+    still applies through cancellation). ``cwd`` is where children run (default: the host's
+    working directory); ``worktree_dir`` is where isolated children's worktrees are created.
     """
 
     def __init__(
@@ -91,6 +118,7 @@ class CommandProvider:
         timeout_s: float | None = None,
         max_output_bytes: int = 10_000_000,
         kill_grace_s: float = 2.0,
+        worktree_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if isinstance(argv, str | bytes) or not argv or not all(isinstance(a, str) for a in argv):
             raise ValueError("argv must be a non-empty sequence of strings")
@@ -106,16 +134,32 @@ class CommandProvider:
         self.timeout_s = timeout_s
         self.max_output_bytes = max_output_bytes
         self.kill_grace_s = kill_grace_s
+        self.worktree_dir = worktree_dir
 
     async def run(self, request: SubagentRequest) -> SubagentResult:
         """Run the command for one child; see the module docstring."""
+        if request.isolation != "worktree":
+            return await self._run_command(request, self.cwd, {})
+        directory = self.cwd if self.cwd is not None else os.getcwd()
+        async with fresh_worktree(directory, parent_dir=self.worktree_dir, tag=str(request.seq)) as worktree:
+            result = await self._run_command(request, worktree.cwd, worktree_env(worktree))
+            if not await worktree.changed():
+                return result
+            worktree.keep()
+            return _with_kept_note(result, worktree)
+
+    async def _run_command(
+        self, request: SubagentRequest, cwd: str | os.PathLike[str] | None, extra_env: Mapping[str, str]
+    ) -> SubagentResult:
+        env = self._child_env(request)
+        env.update(extra_env)
         process = await anyio.open_process(
-            list(self.argv),
+            self._argv(request),
             stdin=PIPE,
             stdout=PIPE,
             stderr=PIPE,
-            cwd=self.cwd,
-            env=self._child_env(request),
+            cwd=cwd,
+            env=env,
             start_new_session=True,
         )
         stdout, stderr = bytearray(), bytearray()
@@ -139,10 +183,10 @@ class CommandProvider:
                     tg.start_soon(_read_tail, process, stderr)
                     await process.wait()
                     # The child is done; whatever it left in its group must not hold the pipes open.
-                    await _terminate_group(process, self.kill_grace_s)
+                    await terminate_group(process, self.kill_grace_s)
         finally:
             with anyio.CancelScope(shield=True):
-                await _terminate_group(process, self.kill_grace_s)
+                await terminate_group(process, self.kill_grace_s)
                 await process.aclose()
         return self._result(request, process.returncode, stdout, stderr, overflow, scope.cancelled_caught)
 
@@ -151,12 +195,30 @@ class CommandProvider:
         env["DSH_WORKFLOW_LABEL"] = request.label
         env["DSH_WORKFLOW_RUN_ID"] = request.run_id
         env["DSH_WORKFLOW_SEQ"] = str(request.seq)
-        for key, value in (("PHASE", request.phase), ("MODEL", request.model)):
+        agent = request.agent
+        for key, value in (
+            ("PHASE", request.phase),
+            ("MODEL", request.model),
+            ("EFFORT", request.effort),
+            ("AGENT_TYPE", request.agent_type),
+            ("SYSTEM_PROMPT", agent.system_prompt if agent is not None and agent.system_prompt else None),
+        ):
             if value is not None:
                 env[f"DSH_WORKFLOW_{key}"] = value
         if request.schema is not None:
             env["DSH_WORKFLOW_SCHEMA"] = json.dumps(request.schema, ensure_ascii=False)
+        if agent is not None and agent.tools is not None:
+            env["DSH_WORKFLOW_AGENT_TOOLS"] = json.dumps(list(agent.tools), ensure_ascii=False)
         return env
+
+    def _argv(self, request: SubagentRequest) -> list[str]:
+        values = {
+            "effort": request.effort or "",
+            "model": request.model or "",
+            "agent_type": request.agent_type or "",
+            "system_prompt": request.agent.system_prompt if request.agent is not None else "",
+        }
+        return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in self.argv]
 
     def _result(
         self,
@@ -184,6 +246,13 @@ class CommandProvider:
                 error="command output does not satisfy the schema: " + "; ".join(violations),
             )
         return SubagentResult(stop_reason="completed", text=text, structured=value)
+
+
+def _with_kept_note(result: SubagentResult, worktree: Worktree) -> SubagentResult:
+    note = kept_note(worktree)
+    if result.stop_reason == "completed":
+        return result.model_copy(update={"text": f"{result.text or ''}\n\n{note}"})
+    return result.model_copy(update={"error": f"{result.error or 'the child failed'}; {note}"})
 
 
 def _failure(reason: str, stderr: bytearray) -> SubagentResult:
@@ -222,63 +291,3 @@ async def _read_tail(process: anyio.abc.Process, tail: bytearray) -> None:
         tail.extend(chunk)
         if len(tail) > 2 * _STDERR_KEEP_BYTES:
             del tail[:-_STDERR_KEEP_BYTES]
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to the group; False when no process of the group is left."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        # A member we may not signal (it changed its credentials): nothing more we can do.
-        return False
-    return True
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether the group has a member that is not a zombie.
-
-    Orphans are reparented to PID 1, which in some containers never reaps them; a zombie still
-    counts for ``killpg`` but is dead, so on Linux ``/proc`` decides.
-    """
-    if not _signal_group(pgid, 0):
-        return False
-    if not sys.platform.startswith("linux"):
-        return True
-    try:
-        entries = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
-    except OSError:
-        return True
-    for name in entries:
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read().rpartition(b")")[2].split()
-        except OSError:
-            continue  # gone meanwhile
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-async def _terminate_group(process: anyio.abc.Process, grace_s: float) -> None:
-    """SIGTERM the child's process group, SIGKILL it after ``grace_s``, and reap the child.
-
-    Returns at once when no live process is left in the group. The child is the group leader
-    (``start_new_session``), so the group id is its pid, which cannot be reused while any member
-    of the group exists.
-    """
-    pgid = process.pid
-    if not _group_alive(pgid):
-        return
-    _signal_group(pgid, signal.SIGTERM)
-    with anyio.move_on_after(grace_s):
-        await process.wait()
-        while _group_alive(pgid):
-            await anyio.sleep(0.02)
-    if _group_alive(pgid):
-        _signal_group(pgid, signal.SIGKILL)
-    await process.wait()
-    with anyio.move_on_after(1.0):  # SIGKILL is delivered asynchronously; let it land
-        while _group_alive(pgid):
-            await anyio.sleep(0.01)

@@ -479,6 +479,10 @@ class EchoProvider:
     ``latency_s`` (finite, >= 0) is slept with ``anyio.sleep`` before answering, so
     cancellation arrives as the running backend's own (trio or asyncio). Never raises except
     through cancellation; ``ValueError`` at construction for an invalid ``latency_s``.
+
+    ``effort``, ``agent_type``, ``agent`` (its system prompt included) and ``isolation`` are
+    ignored: the answer depends on the prompt and the schema alone, so scripts written for other
+    providers run offline unchanged and give the same answers (it has no filesystem to isolate).
     """
 
     def __init__(self, latency_s: float = 0.0) -> None:

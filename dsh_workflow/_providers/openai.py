@@ -2,9 +2,12 @@
 
 Contract of :class:`OpenAIProvider`:
 
-- **Lifecycle.** An async context manager owning one shared ``httpx.AsyncClient`` whose
-  connection pool is capped at ``max_connections`` (set it to the engine's
-  ``max_concurrent_agents``). The client is closed on exit. ``run`` outside the ``async with``
+- **Lifecycle.** An async context manager owning one shared ``httpx.AsyncClient``. Its
+  connection pool is unbounded by default (``max_connections=None``): how many children run at
+  once is the engine's ``max_concurrent_agents``, and the provider must not throttle below it.
+  ``max_connections=N`` caps the pool (e.g. for a server that allows N connections); a request
+  then waits for a free connection without that wait counting against ``timeout_s``, which
+  bounds each connect, write and read. The client is closed on exit. ``run`` outside the ``async with``
   block raises ``RuntimeError`` (a programming error, which the engine reports as fatal
   ``AGENT_FAILED``); a provider is entered once.
 - **Configuration.** Each value comes from its argument, else from the environment:
@@ -14,12 +17,22 @@ Contract of :class:`OpenAIProvider`:
   ``DSH_WORKFLOW_OPENAI_MODEL`` then ``OPENAI_MODEL``. Empty variables count as unset. A missing
   model or an invalid setting raises ``ValueError`` at construction. ``request.model`` overrides
   the model for one call.
-- **One child.** ``POST {base_url}/chat/completions`` with the prompt as the only user message;
-  the reply's message content is the text. With ``request.schema`` the request carries a
+- **One child.** ``POST {base_url}/chat/completions`` with the prompt as the user message,
+  preceded by a system message holding the agent definition's system prompt when the request
+  carries a definition with a non-empty one (``request.agent``; the definition's model reaches
+  the provider as ``request.model``, already applied by the engine). The reply's message
+  content is the text. With ``request.schema`` the request carries a
   ``json_schema`` response format (``strict: false``, so any JSON Schema is accepted); the reply
   is parsed as JSON (one Markdown fence tolerated) and validated with the project's validator.
   An invalid value gets exactly one repair request (the conversation plus the assistant's reply
   and a user message quoting the violations); still invalid is an ordinary failure.
+- **Effort.** ``request.effort`` is sent as ``reasoning_effort``: ``low``, ``medium`` and
+  ``high`` as they are, ``max`` as ``high`` (the highest value the API accepts). When the
+  endpoint rejects it — HTTP 400 (or 422) whose body names ``reasoning_effort`` — the request is
+  retried once without it, and the provider stops sending it for that model (as the request's
+  model string) for the rest of its life.
+- **Ignored.** ``isolation`` (there is no filesystem to isolate: the child only talks to the
+  API) and ``agent.tools`` (children get no tools).
 - **Retries.** Connection errors, timeouts, HTTP 429 and 5xx are retried up to ``max_retries``
   times with exponential backoff and jitter (``backoff_base_s * 2**n``, at most
   ``backoff_max_s``); a ``Retry-After`` (or ``retry-after-ms``) header is honoured, capped by
@@ -54,10 +67,24 @@ __all__ = ["OpenAIProvider"]
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _RETRYABLE_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 _MAX_SERVER_MESSAGE = 500
+_EFFORT_PARAMETER = "reasoning_effort"
+_REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
 
 
 class _CallFailed(Exception):
     """Internal: one child's HTTP exchange failed for an ordinary reason (``args[0]``)."""
+
+
+class _Rejected(_CallFailed):
+    """Internal: the server refused the request with a status that is not retried."""
+
+    def __init__(self, message: str, status: int, body: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+    def names_parameter(self, name: str) -> bool:
+        return self.status in (400, 422) and name in self.body
 
 
 class _Tally:
@@ -102,7 +129,7 @@ class OpenAIProvider:
         model: str | None = None,
         max_retries: int = 4,
         timeout_s: float = 120.0,
-        max_connections: int = 16,
+        max_connections: int | None = None,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
         extra_headers: Mapping[str, str] | None = None,
@@ -122,8 +149,10 @@ class OpenAIProvider:
             raise ValueError(f"base_url must be an http(s) URL, got {base!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-            raise ValueError(f"max_connections must be an integer >= 1, got {max_connections!r}")
+        if max_connections is not None and (
+            isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1
+        ):
+            raise ValueError(f"max_connections must be an integer >= 1 or None, got {max_connections!r}")
         for name, value in (("timeout_s", timeout_s), ("backoff_max_s", backoff_max_s)):
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
@@ -144,6 +173,7 @@ class OpenAIProvider:
         self._headers.update(extra_headers or {})
         self._client: httpx.AsyncClient | None = None
         self._entered = False
+        self._effort_rejected: set[str] = set()  # models whose endpoint refused reasoning_effort
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"
@@ -155,9 +185,9 @@ class OpenAIProvider:
         limits = httpx.Limits(
             max_connections=self.max_connections, max_keepalive_connections=self.max_connections
         )
-        self._client = httpx.AsyncClient(
-            headers=self._headers, timeout=httpx.Timeout(self.timeout_s), limits=limits
-        )
+        # Waiting for a pooled connection is throttling, not slowness of the server: no pool timeout.
+        timeout = httpx.Timeout(self.timeout_s, pool=None)
+        self._client = httpx.AsyncClient(headers=self._headers, timeout=timeout, limits=limits)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -172,17 +202,21 @@ class OpenAIProvider:
             raise RuntimeError("OpenAIProvider.run() called outside its 'async with' block")
         model = request.model or self.model
         schema = request.schema
-        messages: list[dict[str, str]] = [{"role": "user", "content": request.prompt}]
+        messages: list[dict[str, str]] = []
+        if request.agent is not None and request.agent.system_prompt:
+            messages.append({"role": "system", "content": request.agent.system_prompt})
+        messages.append({"role": "user", "content": request.prompt})
+        effort = _REASONING_EFFORT[request.effort] if request.effort is not None else None
         tally = _Tally()
         try:
-            reply = await self._complete(client, model, messages, schema, tally)
+            reply = await self._complete(client, model, messages, schema, effort, tally)
             if schema is None:
                 return SubagentResult(stop_reason="completed", text=reply, usage=tally.usage())
             value, violations = parse_structured_reply(reply, schema)
             if violations:
                 messages.append({"role": "assistant", "content": reply})
                 messages.append({"role": "user", "content": _repair_prompt(violations)})
-                reply = await self._complete(client, model, messages, schema, tally)
+                reply = await self._complete(client, model, messages, schema, effort, tally)
                 value, violations = parse_structured_reply(reply, schema)
         except _CallFailed as failed:
             return SubagentResult(stop_reason="error", error=str(failed), usage=tally.usage())
@@ -202,6 +236,7 @@ class OpenAIProvider:
         model: str,
         messages: list[dict[str, str]],
         schema: dict[str, Any] | None,
+        effort: str | None,
         tally: _Tally,
     ) -> str:
         body: dict[str, Any] = {"model": model, "messages": messages}
@@ -210,7 +245,16 @@ class OpenAIProvider:
                 "type": "json_schema",
                 "json_schema": {"name": "result", "schema": schema, "strict": False},
             }
-        data = await self._post(client, json.dumps(body).encode("ascii"))
+        if effort is not None and model not in self._effort_rejected:
+            body[_EFFORT_PARAMETER] = effort
+        try:
+            data = await self._post(client, json.dumps(body).encode("ascii"))
+        except _Rejected as rejected:
+            if _EFFORT_PARAMETER not in body or not rejected.names_parameter(_EFFORT_PARAMETER):
+                raise
+            self._effort_rejected.add(model)
+            del body[_EFFORT_PARAMETER]
+            data = await self._post(client, json.dumps(body).encode("ascii"))
         tally.add(data.get("usage"))
         try:
             choice = data["choices"][0]
@@ -246,7 +290,7 @@ class OpenAIProvider:
                     return self._decode(response)
                 problem = f"HTTP {status} from {self._url}: {_server_message(response)}"
                 if status != 429 and status < 500:
-                    raise _CallFailed(problem)
+                    raise _Rejected(problem, status, response.text)
                 retry_after = _retry_after(response.headers)
             if attempt + 1 < attempts:
                 await anyio.sleep(self._delay(attempt, retry_after))
