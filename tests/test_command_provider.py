@@ -341,3 +341,57 @@ async def test_absent_options_are_empty_placeholders_and_no_variables() -> None:
     assert typed["env"]["DSH_WORKFLOW_AGENT_TYPE"] == "general-purpose"
     assert typed["env"]["DSH_WORKFLOW_SYSTEM_PROMPT"] is None
     assert typed["env"]["DSH_WORKFLOW_AGENT_TOOLS"] is None
+
+
+# ---- usage and the output limit (budgets) -------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_usage_line_on_stderr_becomes_the_result_usage() -> None:
+    provider = python("""
+        import sys
+        sys.stdin.read()
+        print("warming up", file=sys.stderr)
+        print('dsh-workflow-usage: {"input_tokens": 1, "output_tokens": 1}', file=sys.stderr)
+        print('dsh-workflow-usage: {"input_tokens": 12, "output_tokens": 34}', file=sys.stderr)
+        print("done")
+    """)
+    result = await provider.run(request())
+    assert result.stop_reason == "completed" and result.text == "done\n"
+    assert result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (12, 34)
+
+
+@pytest.mark.anyio
+async def test_usage_of_a_failed_child_counts_and_bad_lines_are_ignored() -> None:
+    failing = python("""
+        import sys
+        print('dsh-workflow-usage: {"input_tokens": 5}', file=sys.stderr)
+        sys.exit(3)
+    """)
+    result = await failing.run(request())
+    assert result.stop_reason == "error" and result.usage is not None
+    assert result.usage.input_tokens == 5
+    for line in ('dsh-workflow-usage: {"input_tokens": -1}', "dsh-workflow-usage: not json",
+                 'say dsh-workflow-usage: {"input_tokens": 3}'):
+        bad = python(f"""
+            import sys
+            print({line!r}, file=sys.stderr)
+            print("ok")
+        """)
+        assert (await bad.run(request())).usage is None, line
+    silent = python("print('no usage')")
+    assert (await silent.run(request())).usage is None
+
+
+@pytest.mark.anyio
+async def test_max_output_tokens_reaches_the_command() -> None:
+    provider = CommandProvider([sys.executable, "-c",
+                                "import os; print(os.environ.get('DSH_WORKFLOW_MAX_OUTPUT_TOKENS'),"
+                                " end='|')", "{max_output_tokens}"])
+    with_limit = await provider.run(request(max_output_tokens=321))
+    assert with_limit.text == "321|"
+    argv = CommandProvider([sys.executable, "-c", "import sys; print(sys.argv[1:])",
+                            "--max={max_output_tokens}"])
+    assert (await argv.run(request(max_output_tokens=9))).text.strip() == "['--max=9']"
+    assert (await argv.run(request())).text.strip() == "['--max=']"

@@ -658,3 +658,69 @@ async def test_waiting_for_a_pooled_connection_has_no_timeout(server: FakeOpenAI
         timeout = provider._client.timeout  # type: ignore[union-attr]
         assert timeout.pool is None
         assert (timeout.connect, timeout.read, timeout.write) == (0.5, 0.5, 0.5)
+
+
+# ---- the output-token limit (budgets) ----------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_max_output_tokens_is_sent_as_max_tokens(server: FakeOpenAI) -> None:
+    async with server.provider() as provider:
+        await provider.run(request("a", max_output_tokens=700))
+        await provider.run(request("b"))
+    assert server.requests[0]["body"]["max_tokens"] == 700
+    assert "max_tokens" not in server.requests[1]["body"]
+    assert "max_completion_tokens" not in server.requests[1]["body"]
+
+
+@pytest.mark.anyio
+async def test_repair_request_gets_what_the_first_answer_left(server: FakeOpenAI) -> None:
+    server.script = [chat("not json", usage=(10, 40)), chat('{"n": 1}', usage=(10, 5))]
+    async with server.provider() as provider:
+        result = await provider.run(request("a", schema=SCHEMA, max_output_tokens=100))
+    assert result.stop_reason == "completed" and result.structured == {"n": 1}
+    assert [r["body"]["max_tokens"] for r in server.requests] == [100, 60]
+
+
+def wants_new_limit_name(handler: _Handler, body: dict[str, Any]) -> None:
+    """A reasoning-model endpoint: max_tokens is refused in favour of max_completion_tokens."""
+    if "max_tokens" in body:
+        handler.send_json(400, {"error": {
+            "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                       "Use 'max_completion_tokens' instead.",
+            "type": "invalid_request_error", "param": "max_tokens"}})
+    else:
+        chat_echo(handler, body)
+
+
+@pytest.mark.anyio
+async def test_rejected_max_tokens_is_renamed_for_that_model(server: FakeOpenAI) -> None:
+    server.script = [wants_new_limit_name] * 5
+    async with server.provider() as provider:
+        first = await provider.run(request("a", max_output_tokens=50))
+        second = await provider.run(request("b", max_output_tokens=30))
+    assert first.stop_reason == "completed" and second.stop_reason == "completed"
+    sent = [(r["body"].get("max_tokens"), r["body"].get("max_completion_tokens"))
+            for r in server.requests]
+    assert sent == [(50, None), (None, 50), (None, 30)]
+
+
+@pytest.mark.anyio
+async def test_engine_budget_reaches_the_server_as_the_output_limit(server: FakeOpenAI) -> None:
+    """End to end: a run with budget_tokens=100 against a real local server. Each answer
+    reports 3 + 5 tokens, so the server sees the budget left at each child's start; once the
+    budget is spent the script's next call throws BUDGET_EXCEEDED."""
+    from dsh_workflow import EngineConfig, WorkflowStartRequest
+
+    async with server.provider() as provider:
+        async with QuickJSEngine(EngineConfig(budget_tokens=20), provider=provider) as engine:
+            run = engine.start(WorkflowStartRequest(
+                meta={"name": "budget", "description": "budget"},
+                script="const out = [];\n"
+                       "try { for (let i = 0; i < 5; i++) out.push(await agent('p' + i)); }\n"
+                       "catch (e) { out.push(e.code); }\nreturn out;"))
+            result = await run.result()
+            await run.dispose()
+    assert result.value == ["echo:p0", "echo:p1", "echo:p2", "BUDGET_EXCEEDED"]
+    assert [r["body"]["max_tokens"] for r in server.requests] == [20, 12, 4]
+    assert result.usage.total_tokens == 24

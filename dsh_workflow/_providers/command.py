@@ -14,10 +14,16 @@ Contract of :class:`CommandProvider`:
   (a JSON array, when the definition restricts tools), so a wrapper script can pass them on to
   the real agent. The definition's model arrives as ``DSH_WORKFLOW_MODEL``: the engine has
   already applied it to ``request.model``. An isolated child also gets ``DSH_WORKFLOW_WORKTREE``.
+  Under a token budget, ``DSH_WORKFLOW_MAX_OUTPUT_TOKENS`` is the budget left at the child's
+  start (pass it on as the agent's output limit).
+- **Usage.** A command reports its token usage with a line on stderr,
+  ``dsh-workflow-usage: {"input_tokens": N, "output_tokens": M}``; the last such line in the
+  stderr tail becomes the result's ``usage`` (also for a failed child), which budgets count.
+  No such line means no usage reported; a malformed one is ignored.
   (The OS limits one variable's size, 128 KiB on Linux; a larger schema or system prompt makes
   the start fail with ``OSError``.)
 - **Argv placeholders.** In every ``argv`` element the exact texts ``{effort}``, ``{model}``,
-  ``{agent_type}`` and ``{system_prompt}`` are replaced by the request's values (the empty
+  ``{agent_type}``, ``{system_prompt}`` and ``{max_output_tokens}`` are replaced by the request's values (the empty
   string when absent), in one pass, so a value is never itself expanded; any other brace text is
   left as it is. E.g. ``["my-agent", "--effort={effort}"]``. For a flag that must disappear
   when the value is absent, use a wrapper script and the environment variables instead.
@@ -66,7 +72,7 @@ import anyio
 import anyio.abc
 
 from .._schema import value_violations
-from .._subagent import SubagentRequest, SubagentResult
+from .._subagent import SubagentRequest, SubagentResult, Usage
 from .procgroup import terminate_group
 from .worktree import Worktree, fresh_worktree, kept_note, worktree_env
 
@@ -74,7 +80,8 @@ __all__ = ["CommandProvider", "parse_structured_reply"]
 
 _STDERR_TAIL_CHARS = 2000
 _STDERR_KEEP_BYTES = 4 * _STDERR_TAIL_CHARS
-_PLACEHOLDER = re.compile(r"\{(effort|model|agent_type|system_prompt)\}")
+_PLACEHOLDER = re.compile(r"\{(effort|model|agent_type|system_prompt|max_output_tokens)\}")
+_USAGE_MARKER = b"dsh-workflow-usage:"
 _FENCE = re.compile(r"\A```[\w+-]*[ \t]*\r?\n(.*?)\r?\n?```\Z", re.DOTALL)
 
 
@@ -188,7 +195,10 @@ class CommandProvider:
             with anyio.CancelScope(shield=True):
                 await terminate_group(process, self.kill_grace_s)
                 await process.aclose()
-        return self._result(request, process.returncode, stdout, stderr, overflow, scope.cancelled_caught)
+        result = self._result(request, process.returncode, stdout, stderr, overflow,
+                              scope.cancelled_caught)
+        usage = _reported_usage(stderr)
+        return result if usage is None else result.model_copy(update={"usage": usage})
 
     def _child_env(self, request: SubagentRequest) -> dict[str, str]:
         env = dict(self.env)
@@ -202,6 +212,8 @@ class CommandProvider:
             ("EFFORT", request.effort),
             ("AGENT_TYPE", request.agent_type),
             ("SYSTEM_PROMPT", agent.system_prompt if agent is not None and agent.system_prompt else None),
+            ("MAX_OUTPUT_TOKENS", None if request.max_output_tokens is None
+             else str(request.max_output_tokens)),
         ):
             if value is not None:
                 env[f"DSH_WORKFLOW_{key}"] = value
@@ -217,6 +229,8 @@ class CommandProvider:
             "model": request.model or "",
             "agent_type": request.agent_type or "",
             "system_prompt": request.agent.system_prompt if request.agent is not None else "",
+            "max_output_tokens": "" if request.max_output_tokens is None
+            else str(request.max_output_tokens),
         }
         return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in self.argv]
 
@@ -246,6 +260,18 @@ class CommandProvider:
                 error="command output does not satisfy the schema: " + "; ".join(violations),
             )
         return SubagentResult(stop_reason="completed", text=text, structured=value)
+
+
+def _reported_usage(stderr: bytearray) -> Usage | None:
+    """The usage of the last ``dsh-workflow-usage:`` line in the stderr tail, or None."""
+    at = stderr.rfind(_USAGE_MARKER)
+    if at < 0 or (at > 0 and stderr[at - 1] not in b"\r\n"):
+        return None
+    line = bytes(stderr[at + len(_USAGE_MARKER):]).split(b"\n", 1)[0]
+    try:
+        return Usage.model_validate_json(line)
+    except ValueError:
+        return None
 
 
 def _with_kept_note(result: SubagentResult, worktree: Worktree) -> SubagentResult:

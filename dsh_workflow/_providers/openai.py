@@ -31,6 +31,12 @@ Contract of :class:`OpenAIProvider`:
   endpoint rejects it — HTTP 400 (or 422) whose body names ``reasoning_effort`` — the request is
   retried once without it, and the provider stops sending it for that model (as the request's
   model string) for the rest of its life.
+- **Output limit.** ``request.max_output_tokens`` (the run's token budget left when the child
+  starts; None without a budget) is sent as ``max_tokens``, the output-token limit every
+  OpenAI-compatible server knows; a repair request gets what the first answer left of it. An
+  endpoint that rejects ``max_tokens`` (HTTP 400/422 naming it, as OpenAI's reasoning models
+  do) gets the request again with ``max_completion_tokens`` instead, and that model keeps
+  getting the newer name.
 - **Ignored.** ``isolation`` (there is no filesystem to isolate: the child only talks to the
   API) and ``agent.tools`` (children get no tools).
 - **Retries.** Connection errors, timeouts, HTTP 429 and 5xx are retried up to ``max_retries``
@@ -68,6 +74,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _RETRYABLE_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 _MAX_SERVER_MESSAGE = 500
 _EFFORT_PARAMETER = "reasoning_effort"
+_LIMIT_PARAMETER = "max_tokens"
+_NEW_LIMIT_PARAMETER = "max_completion_tokens"
 _REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
 
 
@@ -174,6 +182,7 @@ class OpenAIProvider:
         self._client: httpx.AsyncClient | None = None
         self._entered = False
         self._effort_rejected: set[str] = set()  # models whose endpoint refused reasoning_effort
+        self._limit_renamed: set[str] = set()  # models that take max_completion_tokens instead
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"
@@ -208,15 +217,17 @@ class OpenAIProvider:
         messages.append({"role": "user", "content": request.prompt})
         effort = _REASONING_EFFORT[request.effort] if request.effort is not None else None
         tally = _Tally()
+        limit = request.max_output_tokens
         try:
-            reply = await self._complete(client, model, messages, schema, effort, tally)
+            reply = await self._complete(client, model, messages, schema, effort, tally, limit)
             if schema is None:
                 return SubagentResult(stop_reason="completed", text=reply, usage=tally.usage())
             value, violations = parse_structured_reply(reply, schema)
             if violations:
                 messages.append({"role": "assistant", "content": reply})
                 messages.append({"role": "user", "content": _repair_prompt(violations)})
-                reply = await self._complete(client, model, messages, schema, effort, tally)
+                left = None if limit is None else max(1, limit - tally.output)
+                reply = await self._complete(client, model, messages, schema, effort, tally, left)
                 value, violations = parse_structured_reply(reply, schema)
         except _CallFailed as failed:
             return SubagentResult(stop_reason="error", error=str(failed), usage=tally.usage())
@@ -238,8 +249,12 @@ class OpenAIProvider:
         schema: dict[str, Any] | None,
         effort: str | None,
         tally: _Tally,
+        limit: int | None = None,
     ) -> str:
         body: dict[str, Any] = {"model": model, "messages": messages}
+        if limit is not None:
+            renamed = model in self._limit_renamed
+            body[_NEW_LIMIT_PARAMETER if renamed else _LIMIT_PARAMETER] = max(1, limit)
         if schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -247,14 +262,7 @@ class OpenAIProvider:
             }
         if effort is not None and model not in self._effort_rejected:
             body[_EFFORT_PARAMETER] = effort
-        try:
-            data = await self._post(client, json.dumps(body).encode("ascii"))
-        except _Rejected as rejected:
-            if _EFFORT_PARAMETER not in body or not rejected.names_parameter(_EFFORT_PARAMETER):
-                raise
-            self._effort_rejected.add(model)
-            del body[_EFFORT_PARAMETER]
-            data = await self._post(client, json.dumps(body).encode("ascii"))
+        data = await self._post_adapting(client, model, body)
         tally.add(data.get("usage"))
         try:
             choice = data["choices"][0]
@@ -271,6 +279,25 @@ class OpenAIProvider:
             raise _CallFailed(f"the model refused: {message['refusal']}")
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         raise _CallFailed(f"the response has no text content (finish_reason={finish!r})")
+
+    async def _post_adapting(self, client: httpx.AsyncClient, model: str,
+                             body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body``; when the endpoint rejects a parameter it may not know
+        (``reasoning_effort``, ``max_tokens``), adapt the body once per parameter and remember
+        it for ``model``."""
+        for _ in range(3):
+            try:
+                return await self._post(client, json.dumps(body).encode("ascii"))
+            except _Rejected as rejected:
+                if _EFFORT_PARAMETER in body and rejected.names_parameter(_EFFORT_PARAMETER):
+                    self._effort_rejected.add(model)
+                    del body[_EFFORT_PARAMETER]
+                elif _LIMIT_PARAMETER in body and rejected.names_parameter(_LIMIT_PARAMETER):
+                    self._limit_renamed.add(model)
+                    body[_NEW_LIMIT_PARAMETER] = body.pop(_LIMIT_PARAMETER)
+                else:
+                    raise
+        return await self._post(client, json.dumps(body).encode("ascii"))
 
     async def _post(self, client: httpx.AsyncClient, body: bytes) -> dict[str, Any]:
         """POST with retries; returns the decoded JSON object or raises ``_CallFailed``."""
