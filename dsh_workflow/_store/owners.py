@@ -1,0 +1,107 @@
+"""Who owns a running run, and whether that owner is still alive.
+
+Every store that creates runs holds an *owner lock*: a file ``<token>.lock`` in the folder
+``<database>-owners/`` beside the database, locked with ``flock(LOCK_EX)`` for as long as the
+store is open. The kernel drops an ``flock`` when the process dies, however it dies (``kill -9``
+included), so any process on the same machine can tell a live owner from a dead one by trying
+the lock without blocking: it fails while the owner lives and succeeds once it is gone.
+
+A lock file is created under a temporary name, locked, and only then renamed to its final name,
+so a checker never sees an unlocked final file of a live owner. A checker that takes the lock of
+a dead owner removes the file; a missing file also means a dead owner.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import threading
+import uuid
+
+__all__ = ["OwnerLock", "owner_alive", "owners_dir"]
+
+HOST = socket.gethostname()
+
+
+def owners_dir(db_path: str) -> str:
+    """The folder holding the owner locks of the store at ``db_path``."""
+    return db_path + "-owners"
+
+
+class OwnerLock:
+    """This process's owner lock for one store; taken by :meth:`acquire`, dropped by :meth:`release`.
+
+    Thread-safe. ``token`` is the name recorded in each run the store creates.
+    """
+
+    def __init__(self, db_path: str) -> None:
+        self._dir = owners_dir(db_path)
+        self.token = uuid.uuid4().hex
+        self._fd: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock (idempotent); raises ``OSError`` when the folder cannot be written."""
+        with self._lock:
+            if self._fd is not None:
+                return
+            os.makedirs(self._dir, exist_ok=True)
+            final = os.path.join(self._dir, f"{self.token}.lock")
+            temp = final + ".tmp"
+            fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.write(fd, f"{os.getpid()} {HOST}\n".encode())
+                os.rename(temp, final)
+            except BaseException:
+                os.close(fd)
+                _unlink(temp)
+                raise
+            self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock and remove its file (idempotent). Runs still marked ``running`` with
+        this token read as ``interrupted`` afterwards."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+            if fd is None:
+                return
+            _unlink(os.path.join(self._dir, f"{self.token}.lock"))
+            os.close(fd)
+
+
+def owner_alive(db_path: str, token: str) -> bool:
+    """Whether the store that holds owner ``token`` is still alive (on this machine).
+
+    Never blocks. A dead owner's lock file is removed on the way.
+    """
+    path = os.path.join(owners_dir(db_path), f"{token}.lock")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell (permissions): never declare a run dead on a guess
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return True
+        _unlink(path)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

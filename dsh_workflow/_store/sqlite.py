@@ -1,0 +1,483 @@
+"""``SQLiteRunStore``: the embedded run store, one SQLite file in WAL mode."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+import anyio
+import anyio.to_thread
+import sniffio
+
+from .._engines.loop import LoopHandle
+from .._subagent import Usage
+from .models import (FinalStatus, JournalEntry, JournalKind, RunRecord, RunStatus, RunStoreError,
+                     StoredEvent)
+from .owners import HOST, OwnerLock, owner_alive
+from .schema import connect, migrate, store_error
+from .writer import Waiter, Writer
+
+__all__ = ["SQLiteRunStore"]
+
+logger = logging.getLogger("dsh_workflow.store")
+
+T = TypeVar("T")
+Synchronous = Literal["NORMAL", "FULL"]
+
+_FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
+_RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
+                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens")
+_READ_POOL = 4
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+class SQLiteRunStore:
+    """The embedded :class:`RunStore`: one SQLite file (stdlib ``sqlite3``) in WAL mode.
+
+    ``path`` is the database file (created with its folder's permissions if missing); beside it
+    SQLite keeps ``<path>-wal`` and ``<path>-shm``, and the store keeps ``<path>-owners/`` (one
+    lock file per process that owns running runs). Several processes on one machine may use
+    the same file at once; network file systems are not supported (their locks are unreliable).
+
+    Durability: with ``synchronous="NORMAL"`` (the default) a committed write survives the death
+    of the process (``kill -9``) but the last commits may be lost on power loss or an OS crash;
+    ``synchronous="FULL"`` syncs the log to disk on every commit, so commits survive power loss
+    too, at the price of one ``fsync`` per transaction (concurrent commits still share one).
+
+    Bounds: a write waits at most ``busy_timeout_s`` for another process's write lock, and every
+    call waits at most ``timeout_s`` for its answer; past either it raises
+    :class:`RunStoreError`, as it does for a read-only, full, corrupt or foreign file.
+
+    Threads: all writes run on one writer thread per store (started by the first write or
+    :meth:`open`, ended by :meth:`aclose`); reads run on anyio worker threads with their own
+    connections. Use ``async with SQLiteRunStore(path) as store:`` so the thread and the
+    ownership of its runs end with the block.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "NORMAL",
+                 busy_timeout_s: float = 5.0, timeout_s: float = 30.0) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        if not busy_timeout_s > 0 or not timeout_s > 0:
+            raise ValueError("busy_timeout_s and timeout_s must be positive")
+        self._path = os.path.abspath(os.fspath(path))
+        self._synchronous = synchronous
+        self._busy_timeout_s = float(busy_timeout_s)
+        self._timeout_s = float(timeout_s)
+        self._owner = OwnerLock(self._path)
+        self._writer = Writer(self._path, connect=self._connect, on_connect=self._prepare,
+                              on_rollback=self._forget_writes, on_error=self._deferred_failure,
+                              busy_timeout_s=self._busy_timeout_s)
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._event_seq: dict[str, int] = {}  # writer thread only: last event seq per run
+        self._dead_owners: set[str] = set()
+        self._deferred: RunStoreError | None = None
+        self._handle: tuple[object, LoopHandle] | None = None
+        self._opened = False
+        self._closed = False
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The database file (absolute)."""
+        return self._path
+
+    @property
+    def synchronous(self) -> Synchronous:
+        return self._synchronous
+
+    async def __aenter__(self) -> SQLiteRunStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        """Create or upgrade the file and start the writer thread; idempotent."""
+        if not self._opened:
+            await self._write(_noop)
+            self._opened = True
+
+    async def aclose(self) -> None:
+        """Commit everything queued, end the writer thread, close every connection and release
+        ownership (runs still ``running`` then read ``interrupted``). Idempotent; bounded by
+        ``timeout_s``. A queued write that failed was already logged; it is not raised here."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            waiter = Waiter(self._loop_handle())
+            if self._writer.stop(waiter):
+                with anyio.move_on_after(self._timeout_s):
+                    await waiter.event.wait()
+                thread = self._writer.thread
+                if thread is not None:
+                    await anyio.to_thread.run_sync(thread.join, self._timeout_s)
+                    if thread.is_alive():
+                        logger.warning("run store %s: the writer thread did not end within "
+                                       "%g s", self._path, self._timeout_s)
+        finally:
+            with self._readers_lock:
+                readers, self._readers = self._readers, []
+            for conn in readers:
+                conn.close()
+            self._owner.release()
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    async def create_run(self, run_id: str, *, meta: Mapping[str, Any], script: str,
+                         args: Any = None, resumed_from: str | None = None,
+                         created_at: float | None = None) -> RunRecord:
+        """Record a new ``running`` run owned by this store; returns it once committed.
+
+        Raises :class:`RunStoreError` when ``run_id`` is taken or ``resumed_from`` names no run
+        of this store.
+        """
+        record = RunRecord(id=run_id, meta=dict(meta), script=script, args=args,
+                           created_at=time.time() if created_at is None else created_at,
+                           resumed_from=resumed_from, owner_pid=os.getpid(), owner_host=HOST)
+        row = (record.id, _dumps(record.meta), record.script,
+               None if args is None else _dumps(args), record.created_at, resumed_from,
+               self._owner.token, record.owner_pid, record.owner_host)
+
+        def job(conn: sqlite3.Connection) -> RunRecord:
+            self._owner.acquire()
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+                raise RunStoreError(self._path, f"a run with id {run_id!r} already exists")
+            if resumed_from is not None and not conn.execute(
+                    "SELECT 1 FROM runs WHERE id = ?", (resumed_from,)).fetchone():
+                raise RunStoreError(self._path, f"resumed_from {resumed_from!r}: no such run")
+            conn.execute("INSERT INTO runs (id, meta, script, args, created_at, status, "
+                         "resumed_from, owner, owner_pid, owner_host) "
+                         "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)", row)
+            return record
+
+        return await self._write(job)
+
+    def post_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> None:
+        """Queue ``events`` (JSON objects) for the run, in order, and return at once.
+
+        Each gets the next ``seq`` of the run (1-based) and the time of this call. Raises
+        ``TypeError``/``ValueError`` at once for data that is not JSON; a storage failure is
+        logged and raised by the next :meth:`flush`.
+        """
+        self._writer.submit(self._events_job(run_id, events))
+
+    async def append_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> None:
+        """Like :meth:`post_events`, but returns once the events are committed."""
+        await self._write(self._events_job(run_id, events))
+
+    def post_journal(self, entries: Sequence[JournalEntry]) -> None:
+        """Queue journal entries and return at once (a storage failure: see :meth:`post_events`).
+
+        Meant for values that need not be durable before use (``clock``/``random``); since
+        writes commit in order, they are durable once any later write has returned.
+        """
+        self._writer.submit(self._journal_job(entries))
+
+    async def commit_journal(self, entries: Sequence[JournalEntry]) -> None:
+        """Return only once ``entries`` are committed: they survive ``kill -9`` (and power loss
+        with ``synchronous="FULL"``). Entries of concurrent callers share one transaction.
+
+        Raises :class:`RunStoreError` when an entry's ``(run_id, kind, seq)`` is already
+        journaled or its run is unknown. If the caller is cancelled while waiting, the entries
+        may still be committed.
+        """
+        await self._write(self._journal_job(entries))
+
+    async def flush(self) -> None:
+        """Return once every write queued before this call is committed.
+
+        Raises the first failure of a queued (``post_*``) write since the last flush.
+        """
+        await self._write(_noop)
+        error, self._deferred = self._deferred, None
+        if error is not None:
+            raise RunStoreError(error.path, error.reason)
+
+    async def finish_run(self, run_id: str, *, status: FinalStatus,
+                         result: Mapping[str, Any] | None = None, agents: int = 0,
+                         replayed: int = 0, usage: Usage | None = None,
+                         ended_at: float | None = None) -> RunRecord:
+        """End a ``running`` run: its final status, result (the ``WorkflowResult`` as JSON data)
+        and counts. Returns the stored record once committed.
+
+        Raises :class:`RunStoreError` when the run is unknown or no longer ``running``.
+        """
+        if status not in _FINAL:
+            raise ValueError(f"a run finishes as one of {sorted(_FINAL)}, not {status!r}")
+        if agents < 0 or replayed < 0:
+            raise ValueError("agents and replayed must not be negative")
+        usage = usage or Usage()
+        values = (status, None if result is None else _dumps(dict(result)),
+                  time.time() if ended_at is None else ended_at, agents, replayed,
+                  usage.input_tokens, usage.output_tokens, run_id)
+
+        def job(conn: sqlite3.Connection) -> RunRecord:
+            cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
+                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ? "
+                                  "WHERE id = ? AND status = 'running'", values)
+            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
+                               (run_id,)).fetchone()
+            if row is None:
+                raise RunStoreError(self._path, f"no such run: {run_id!r}")
+            if cursor.rowcount == 0:
+                raise RunStoreError(self._path, f"run {run_id!r} is not running (it is "
+                                                f"{row[6]})")
+            self._event_seq.pop(run_id, None)
+            return _record(row)
+
+        return await self._write(job)
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or None. A ``running`` run whose owner process died reads ``interrupted``
+        (and is marked so in the file)."""
+        await self.open()
+        return await self._read_async(lambda conn: self._get_run(conn, run_id))
+
+    def get_run_sync(self, run_id: str) -> RunRecord | None:
+        """:meth:`get_run` on the calling thread: one primary-key read (WAL readers do not wait
+        for writers), for checks that must be synchronous. The store must be open."""
+        if not self._opened:
+            raise RunStoreError(self._path, "the store is not open (use 'async with' or "
+                                            "'await store.open()' first)")
+        return self._read(lambda conn: self._get_run(conn, run_id))
+
+    async def list_runs(self, *, limit: int | None = None,
+                        status: RunStatus | None = None) -> list[RunRecord]:
+        """Runs newest first (by ``created_at``, then creation order), at most ``limit``,
+        optionally only those whose (liveness-checked) status is ``status``."""
+        await self.open()
+
+        def read(conn: sqlite3.Connection) -> list[RunRecord]:
+            sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+            params: tuple[Any, ...] = ()
+            if status in ("running", "interrupted"):
+                sql += " WHERE status IN ('running', 'interrupted')"
+            elif status is not None:
+                sql += " WHERE status = ?"
+                params = (status,)
+            sql += " ORDER BY created_at DESC, n DESC"
+            if limit is not None and status not in ("running", "interrupted"):
+                sql += " LIMIT ?"
+                params += (limit,)
+            records = self._reconcile(conn.execute(sql, params).fetchall())
+            if status is not None:
+                records = [record for record in records if record.status == status]
+            return records if limit is None else records[:limit]
+
+        return await self._read_async(read)
+
+    async def events(self, run_id: str, *, after: int = 0,
+                     limit: int | None = None) -> list[StoredEvent]:
+        """The run's committed events with ``seq > after``, in order (at most ``limit``)."""
+        await self.open()
+
+        def read(conn: sqlite3.Connection) -> list[StoredEvent]:
+            rows = conn.execute("SELECT seq, at, data FROM events WHERE run_id = ? AND seq > ? "
+                                "ORDER BY seq LIMIT ?",
+                                (run_id, after, -1 if limit is None else limit)).fetchall()
+            return [StoredEvent(run_id=run_id, seq=seq, at=at, data=json.loads(data))
+                    for seq, at, data in rows]
+
+        return await self._read_async(read)
+
+    async def journal(self, run_id: str, *,
+                      kind: JournalKind | None = None) -> list[JournalEntry]:
+        """The run's committed journal entries ordered by ``seq`` (then kind), optionally only
+        those of one ``kind``."""
+        await self.open()
+
+        def read(conn: sqlite3.Connection) -> list[JournalEntry]:
+            sql = ("SELECT kind, seq, key, text, structured, number, input_tokens, output_tokens "
+                   "FROM journal WHERE run_id = ?")
+            params: tuple[Any, ...] = (run_id,)
+            if kind is not None:
+                sql += " AND kind = ?"
+                params += (kind,)
+            rows = conn.execute(sql + " ORDER BY seq, kind", params).fetchall()
+            return [JournalEntry(
+                run_id=run_id, kind=k, seq=seq, key=key, text=text,
+                structured=None if structured is None else json.loads(structured),
+                number=number,
+                usage=None if tin is None else Usage(input_tokens=tin, output_tokens=tout or 0))
+                for k, seq, key, text, structured, number, tin, tout in rows]
+
+        return await self._read_async(read)
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        return connect(self._path, synchronous=self._synchronous,
+                       busy_timeout_s=self._busy_timeout_s)
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        migrate(conn, self._path)
+
+    def _forget_writes(self) -> None:
+        self._event_seq.clear()
+
+    def _deferred_failure(self, error: RunStoreError) -> None:
+        if self._deferred is None:
+            logger.warning("run store %s: a queued write failed: %s", self._path, error.reason)
+            self._deferred = error
+
+    def _loop_handle(self) -> LoopHandle:
+        if sniffio.current_async_library() == "trio":
+            import trio
+
+            key: object = trio.lowlevel.current_trio_token()
+        else:
+            import asyncio
+
+            key = asyncio.get_running_loop()
+        cached = self._handle
+        if cached is None or cached[0] is not key:
+            cached = self._handle = (key, LoopHandle())
+        return cached[1]
+
+    async def _write(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        waiter = Waiter(self._loop_handle())
+        self._writer.submit(job, waiter)
+        with anyio.move_on_after(self._timeout_s):
+            await waiter.event.wait()
+        if not waiter.event.is_set():
+            raise RunStoreError(self._path, f"no answer from the writer within "
+                                            f"{self._timeout_s:g} s")
+        if waiter.error is not None:
+            raise RunStoreError(waiter.error.path, waiter.error.reason)
+        return waiter.result  # type: ignore[no-any-return]
+
+    def _events_job(self, run_id: str,
+                    events: Sequence[Mapping[str, Any]]) -> Callable[[sqlite3.Connection], None]:
+        at = time.time()
+        data = [_dumps(dict(event)) for event in events]
+
+        def job(conn: sqlite3.Connection) -> None:
+            last = self._event_seq.get(run_id)
+            if last is None:
+                last = conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE run_id = ?",
+                                    (run_id,)).fetchone()[0]
+            conn.executemany("INSERT INTO events (run_id, seq, at, data) VALUES (?, ?, ?, ?)",
+                             [(run_id, last + i, at, text) for i, text in enumerate(data, 1)])
+            self._event_seq[run_id] = last + len(data)
+
+        return job
+
+    def _journal_job(self,
+                     entries: Sequence[JournalEntry]) -> Callable[[sqlite3.Connection], None]:
+        rows = [(e.run_id, e.kind, e.seq, e.key, e.text,
+                 None if e.structured is None else _dumps(e.structured), e.number,
+                 None if e.usage is None else e.usage.input_tokens,
+                 None if e.usage is None else e.usage.output_tokens) for e in entries]
+
+        def job(conn: sqlite3.Connection) -> None:
+            conn.executemany("INSERT INTO journal (run_id, kind, seq, key, text, structured, "
+                             "number, input_tokens, output_tokens) "
+                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+        return job
+
+    def _get_run(self, conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
+        row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None else self._reconcile([row])[0]
+
+    def _reconcile(self, rows: list[tuple[Any, ...]]) -> list[RunRecord]:
+        """Records from rows, with ``running`` runs of dead owners read as ``interrupted``; each
+        dead owner found is marked in the file by a quiet queued write."""
+        now = time.time()
+        found_dead: list[str] = []
+        records = []
+        for row in rows:
+            record = _record(row)
+            owner = row[9]
+            if record.status == "running" and owner is not None and self._owner_dead(
+                    owner, record.owner_host):
+                if owner not in found_dead:
+                    found_dead.append(owner)
+                record = record.model_copy(update={"status": "interrupted", "ended_at": now})
+            records.append(record)
+        for owner in found_dead:
+            self._mark_interrupted(owner, now)
+        return records
+
+    def _owner_dead(self, owner: str, host: str | None) -> bool:
+        if owner in self._dead_owners:
+            return True
+        if owner == self._owner.token and self._owner.held:
+            return False
+        if host != HOST:
+            return False  # another machine's process: its liveness cannot be seen from here
+        if owner_alive(self._path, owner):
+            return False
+        self._dead_owners.add(owner)
+        return True
+
+    def _mark_interrupted(self, owner: str, now: float) -> None:
+        def job(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE runs SET status = 'interrupted', ended_at = ? "
+                         "WHERE owner = ? AND status = 'running'", (now, owner))
+
+        try:
+            self._writer.submit(job, quiet=True)
+        except RunStoreError:
+            pass  # closed: the next reader marks it
+
+    async def _read_async(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with anyio.move_on_after(self._timeout_s) as scope:
+            return await anyio.to_thread.run_sync(self._read, fn, abandon_on_cancel=True)
+        assert scope.cancelled_caught
+        raise RunStoreError(self._path, f"a read got no answer within {self._timeout_s:g} s")
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise RunStoreError(self._path, "the store is closed")
+        with self._readers_lock:
+            conn = self._readers.pop() if self._readers else None
+        keep = False
+        try:
+            if conn is None:
+                conn = self._connect()
+            result = fn(conn)
+            keep = True
+            return result
+        except RunStoreError:
+            keep = True
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise store_error(self._path, exc, busy_timeout_s=self._busy_timeout_s) from exc
+        finally:
+            if conn is not None:
+                with self._readers_lock:
+                    if keep and len(self._readers) < _READ_POOL and not self._closed:
+                        self._readers.append(conn)
+                        conn = None
+                if conn is not None:
+                    conn.close()
+
+
+def _noop(conn: sqlite3.Connection) -> None:
+    return None
+
+
+def _record(row: tuple[Any, ...]) -> RunRecord:
+    (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
+     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens) = row
+    return RunRecord(id=run_id, meta=json.loads(meta), script=script,
+                     args=None if args is None else json.loads(args), created_at=created_at,
+                     ended_at=ended_at, status=status,
+                     result=None if result is None else json.loads(result),
+                     resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
+                     agents=agents, replayed=replayed,
+                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
