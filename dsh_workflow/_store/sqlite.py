@@ -19,6 +19,7 @@ from .._engines.loop import LoopHandle
 from .._subagent import Usage
 from .models import (FinalStatus, JournalEntry, JournalKind, RunRecord, RunStatus, RunStoreError,
                      StoredEvent)
+from .bulk import insert_rows
 from .owners import HOST, OwnerLock, owner_alive
 from .schema import connect, migrate, store_error
 from .writer import Waiter, Writer
@@ -33,6 +34,9 @@ Synchronous = Literal["NORMAL", "FULL"]
 _FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 _RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
                 "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens")
+_EVENT_COLUMNS = ("run_id", "seq", "at", "data")
+_JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
+                    "input_tokens", "output_tokens")
 _READ_POOL = 4
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
@@ -73,13 +77,16 @@ class SQLiteRunStore:
         self._owner = OwnerLock(self._path)
         self._writer = Writer(self._path, connect=self._connect, on_connect=self._prepare,
                               on_rollback=self._forget_writes, on_error=self._deferred_failure,
-                              busy_timeout_s=self._busy_timeout_s)
+                              bulk={"events": self._insert_events,
+                                    "journal": self._insert_journal},
+                              busy_timeout_s=self._busy_timeout_s, timeout_s=self._timeout_s)
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._event_seq: dict[str, int] = {}  # writer thread only: last event seq per run
         self._dead_owners: set[str] = set()
         self._deferred: RunStoreError | None = None
         self._handle: tuple[object, LoopHandle] | None = None
+        self._open_tick: _Tick | None = None
         self._opened = False
         self._closed = False
 
@@ -115,16 +122,16 @@ class SQLiteRunStore:
             return
         self._closed = True
         try:
+            self._seal()
             waiter = Waiter(self._loop_handle())
             if self._writer.stop(waiter):
                 with anyio.move_on_after(self._timeout_s):
                     await waiter.event.wait()
-                thread = self._writer.thread
-                if thread is not None:
-                    await anyio.to_thread.run_sync(thread.join, self._timeout_s)
-                    if thread.is_alive():
-                        logger.warning("run store %s: the writer thread did not end within "
-                                       "%g s", self._path, self._timeout_s)
+            for thread in self._writer.threads:
+                await anyio.to_thread.run_sync(thread.join, self._timeout_s)
+                if thread.is_alive():
+                    logger.warning("run store %s: the %s thread did not end within %g s",
+                                   self._path, thread.name, self._timeout_s)
         finally:
             with self._readers_lock:
                 readers, self._readers = self._readers, []
@@ -170,11 +177,13 @@ class SQLiteRunStore:
         ``TypeError``/``ValueError`` at once for data that is not JSON; a storage failure is
         logged and raised by the next :meth:`flush`.
         """
-        self._writer.submit(self._events_job(run_id, events))
+        self._tick().events.append(self._events_payload(run_id, events))
 
     async def append_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> None:
         """Like :meth:`post_events`, but returns once the events are committed."""
-        await self._write(self._events_job(run_id, events))
+        tick = self._tick()
+        tick.events.append(self._events_payload(run_id, events))
+        await self._wait(tick.waiter_for_events())
 
     def post_journal(self, entries: Sequence[JournalEntry]) -> None:
         """Queue journal entries and return at once (a storage failure: see :meth:`post_events`).
@@ -182,7 +191,7 @@ class SQLiteRunStore:
         Meant for values that need not be durable before use (``clock``/``random``); since
         writes commit in order, they are durable once any later write has returned.
         """
-        self._writer.submit(self._journal_job(entries))
+        self._tick().journal.extend(_journal_rows(entries))
 
     async def commit_journal(self, entries: Sequence[JournalEntry]) -> None:
         """Return only once ``entries`` are committed: they survive ``kill -9`` (and power loss
@@ -192,7 +201,9 @@ class SQLiteRunStore:
         journaled or its run is unknown. If the caller is cancelled while waiting, the entries
         may still be committed.
         """
-        await self._write(self._journal_job(entries))
+        tick = self._tick()
+        tick.journal.extend(_journal_rows(entries))
+        await self._wait(tick.waiter_for_journal())
 
     async def flush(self) -> None:
         """Return once every write queued before this call is committed.
@@ -347,47 +358,74 @@ class SQLiteRunStore:
             cached = self._handle = (key, LoopHandle())
         return cached[1]
 
+    def _tick(self) -> _Tick:
+        """The bulk writes of the current loop iteration, handed to the writer as one when the
+        loop gets round to the callback posted here (or earlier, by the next other write)."""
+        tick = self._open_tick
+        if tick is None:
+            handle = self._loop_handle()
+            tick = self._open_tick = _Tick(handle)
+            handle.post(self._seal, tick)
+        return tick
+
+    def _seal(self, tick: _Tick | None = None) -> None:
+        """Submit the open tick's writes (if ``tick`` is given: only if it is still open)."""
+        open_tick = self._open_tick
+        if open_tick is None or (tick is not None and tick is not open_tick):
+            return
+        self._open_tick = None
+        try:
+            if open_tick.events:
+                self._writer.submit_bulk("events", open_tick.events, open_tick.events_waiter)
+        except RunStoreError as exc:
+            self._fail_unqueued(open_tick.events_waiter, exc)
+        try:
+            if open_tick.journal:
+                self._writer.submit_bulk("journal", open_tick.journal, open_tick.journal_waiter)
+        except RunStoreError as exc:
+            self._fail_unqueued(open_tick.journal_waiter, exc)
+
+    def _fail_unqueued(self, waiter: Waiter | None, error: RunStoreError) -> None:
+        if waiter is not None:
+            waiter.fail_now(error)
+        else:
+            self._deferred_failure(error)
+
     async def _write(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        self._seal()  # whatever was posted before this write goes before it
         waiter = Waiter(self._loop_handle())
         self._writer.submit(job, waiter)
-        with anyio.move_on_after(self._timeout_s):
-            await waiter.event.wait()
-        if not waiter.event.is_set():
-            raise RunStoreError(self._path, f"no answer from the writer within "
-                                            f"{self._timeout_s:g} s")
+        return await self._wait(waiter)  # type: ignore[no-any-return]
+
+    async def _wait(self, waiter: Waiter) -> Any:
+        # No cancel scope per caller: the writer's watchdog bounds every wait (cheaper when a
+        # thousand callers share one waiter).
+        await waiter.event.wait()
         if waiter.error is not None:
             raise RunStoreError(waiter.error.path, waiter.error.reason)
-        return waiter.result  # type: ignore[no-any-return]
+        return waiter.result
 
-    def _events_job(self, run_id: str,
-                    events: Sequence[Mapping[str, Any]]) -> Callable[[sqlite3.Connection], None]:
-        at = time.time()
-        data = [_dumps(dict(event)) for event in events]
+    @staticmethod
+    def _events_payload(run_id: str, events: Sequence[Mapping[str, Any]]
+                        ) -> tuple[str, float, list[str]]:
+        return run_id, time.time(), [_dumps(dict(event)) for event in events]
 
-        def job(conn: sqlite3.Connection) -> None:
+    def _insert_events(self, conn: sqlite3.Connection,
+                       ticks: list[list[tuple[str, float, list[str]]]]) -> None:
+        rows = []
+        for run_id, at, data in (payload for tick in ticks for payload in tick):
             last = self._event_seq.get(run_id)
             if last is None:
                 last = conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE run_id = ?",
                                     (run_id,)).fetchone()[0]
-            conn.executemany("INSERT INTO events (run_id, seq, at, data) VALUES (?, ?, ?, ?)",
-                             [(run_id, last + i, at, text) for i, text in enumerate(data, 1)])
+            rows.extend((run_id, last + i, at, text) for i, text in enumerate(data, 1))
             self._event_seq[run_id] = last + len(data)
+        insert_rows(conn, "events", _EVENT_COLUMNS, rows)
 
-        return job
-
-    def _journal_job(self,
-                     entries: Sequence[JournalEntry]) -> Callable[[sqlite3.Connection], None]:
-        rows = [(e.run_id, e.kind, e.seq, e.key, e.text,
-                 None if e.structured is None else _dumps(e.structured), e.number,
-                 None if e.usage is None else e.usage.input_tokens,
-                 None if e.usage is None else e.usage.output_tokens) for e in entries]
-
-        def job(conn: sqlite3.Connection) -> None:
-            conn.executemany("INSERT INTO journal (run_id, kind, seq, key, text, structured, "
-                             "number, input_tokens, output_tokens) "
-                             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-
-        return job
+    @staticmethod
+    def _insert_journal(conn: sqlite3.Connection, ticks: list[list[tuple[Any, ...]]]) -> None:
+        insert_rows(conn, "journal", _JOURNAL_COLUMNS,
+                    ticks[0] if len(ticks) == 1 else [row for tick in ticks for row in tick])
 
     def _get_run(self, conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
         row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -465,6 +503,37 @@ class SQLiteRunStore:
                         conn = None
                 if conn is not None:
                     conn.close()
+
+
+class _Tick:
+    """Bulk writes made in one loop iteration: they go to the writer as one item per kind, and
+    the callers that wait for them share one waiter per kind."""
+
+    __slots__ = ("events", "events_waiter", "handle", "journal", "journal_waiter")
+
+    def __init__(self, handle: LoopHandle) -> None:
+        self.handle = handle
+        self.events: list[tuple[str, float, list[str]]] = []
+        self.journal: list[tuple[Any, ...]] = []
+        self.events_waiter: Waiter | None = None
+        self.journal_waiter: Waiter | None = None
+
+    def waiter_for_events(self) -> Waiter:
+        if self.events_waiter is None:
+            self.events_waiter = Waiter(self.handle)
+        return self.events_waiter
+
+    def waiter_for_journal(self) -> Waiter:
+        if self.journal_waiter is None:
+            self.journal_waiter = Waiter(self.handle)
+        return self.journal_waiter
+
+
+def _journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[Any, ...]]:
+    return [(e.run_id, e.kind, e.seq, e.key, e.text,
+             None if e.structured is None else _dumps(e.structured), e.number,
+             None if e.usage is None else e.usage.input_tokens,
+             None if e.usage is None else e.usage.output_tokens) for e in entries]
 
 
 def _noop(conn: sqlite3.Connection) -> None:

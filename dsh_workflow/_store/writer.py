@@ -7,6 +7,11 @@ loop for the whole batch. So a thousand callers that commit at once cost one tra
 caller is woken only once its data is committed. Jobs run in queue order (FIFO), so anything
 queued before a committed job is committed too.
 
+Plain inserts travel as *bulk* items instead of callables: the rows of all bulk items of one
+kind that follow each other in a batch are handed to that kind's inserter together, so a batch of
+a thousand journal entries costs a few statements rather than a thousand (see ``bulk.py``).
+Bulk rows are written before the next callable job runs, so queue order holds.
+
 When a job raises, the batch is rolled back and its jobs are run again one transaction each, so
 one bad job fails alone. When ``BEGIN`` or ``COMMIT`` fails (locked, disk full, I/O error), the
 whole batch fails with that error. When the connection cannot even be opened, every queued job
@@ -16,11 +21,13 @@ the store for good).
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -40,32 +47,56 @@ Job = Callable[[sqlite3.Connection], Any]
 
 
 class Waiter:
-    """The loop side of one job: set once the job's transaction committed (or failed).
+    """The loop side of one job: set once the job's transaction committed or failed, or once
+    the writer's ``timeout_s`` passed without either (whichever comes first settles it).
 
     Create it on the event loop (it captures ``handle``); read ``result`` / ``error`` after
-    ``event`` is set.
+    ``event`` is set. Any number of tasks may wait on one waiter.
     """
 
-    __slots__ = ("error", "event", "handle", "result")
+    __slots__ = ("_claim", "error", "event", "handle", "result")
 
     def __init__(self, handle: LoopHandle) -> None:
         self.handle = handle
         self.event = anyio.Event()
         self.result: Any = None
         self.error: RunStoreError | None = None
+        self._claim = threading.Lock()
+
+    def claim(self) -> bool:
+        """True exactly once: for whoever settles this waiter."""
+        return self._claim.acquire(blocking=False)
+
+    @property
+    def settled(self) -> bool:
+        return self._claim.locked()
+
+    def fail_now(self, error: RunStoreError) -> None:
+        """Settle with ``error`` on the loop thread (when the job could not even be queued)."""
+        if self.claim():
+            self.error = error
+            self.event.set()
 
 
 class _Item:
-    __slots__ = ("fn", "quiet", "waiter")
+    __slots__ = ("fn", "kind", "payload", "quiet", "waiter")
 
-    def __init__(self, fn: Job | None, waiter: Waiter | None, quiet: bool) -> None:
+    def __init__(self, fn: Job | None, waiter: Waiter | None, quiet: bool,
+                 kind: str | None = None, payload: Any = None) -> None:
         self.fn = fn
         self.waiter = waiter
         self.quiet = quiet
+        self.kind = kind
+        self.payload = payload
 
 
 class Writer:
     """One store's writer thread (started on the first job, ended by :meth:`stop`).
+
+    ``bulk[kind](conn, payloads)`` writes the payloads of consecutive bulk items of ``kind``;
+    A waiter not settled within ``timeout_s`` of its submission is failed by the writer's
+    watchdog thread (checked every ``min(timeout_s, 1)`` s), so a writer stuck in the file
+    system cannot hang its callers.
 
     ``on_connect(conn)`` prepares a new connection (schema migration) on the writer thread;
     ``on_rollback()`` is told whenever a transaction was rolled back (so caches of what was
@@ -77,13 +108,19 @@ class Writer:
                  on_connect: Callable[[sqlite3.Connection], None],
                  on_rollback: Callable[[], None],
                  on_error: Callable[[RunStoreError], None],
-                 busy_timeout_s: float) -> None:
+                 bulk: Mapping[str, Callable[[sqlite3.Connection, list[Any]], None]],
+                 busy_timeout_s: float, timeout_s: float) -> None:
         self._path = path
         self._connect = connect
         self._on_connect = on_connect
         self._on_rollback = on_rollback
         self._on_error = on_error
+        self._bulk = dict(bulk)
         self._busy_timeout_s = busy_timeout_s
+        self._timeout_s = timeout_s
+        self._watched: collections.deque[tuple[float, Waiter]] = collections.deque()
+        self._watchdog: threading.Thread | None = None
+        self._watch_stop = threading.Event()
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -91,8 +128,9 @@ class Writer:
         self._closed = False
 
     @property
-    def thread(self) -> threading.Thread | None:
-        return self._thread
+    def threads(self) -> list[threading.Thread]:
+        """The writer and watchdog threads (to join after :meth:`stop`)."""
+        return [t for t in (self._thread, self._watchdog) if t is not None]
 
     def submit(self, fn: Job, waiter: Waiter | None = None, *, quiet: bool = False) -> None:
         """Queue ``fn`` to run on the writer thread inside a transaction; never blocks.
@@ -100,6 +138,12 @@ class Writer:
         Raises :class:`RunStoreError` once the writer was stopped.
         """
         self._put(_Item(fn, waiter, quiet))
+
+    def submit_bulk(self, kind: str, payload: Any, waiter: Waiter | None = None) -> None:
+        """Queue ``payload`` for the ``kind`` inserter; never blocks (see :meth:`submit`)."""
+        if kind not in self._bulk:
+            raise ValueError(f"no bulk inserter for {kind!r}")
+        self._put(_Item(None, waiter, False, kind, payload))
 
     def stop(self, waiter: Waiter) -> bool:
         """Let the thread finish every queued job, then end; ``waiter`` is set when it has.
@@ -111,6 +155,7 @@ class Writer:
             if self._closed:
                 raise RunStoreError(self._path, "the store is closed")
             self._closed = True
+            self._watch_stop.set()
             if not self._alive:
                 return False
             self._queue.put(_Item(None, waiter, False))
@@ -125,7 +170,31 @@ class Writer:
                                                 daemon=True)
                 self._alive = True
                 self._thread.start()
+            if item.waiter is not None:
+                self._watched.append((time.monotonic() + self._timeout_s, item.waiter))
+                if self._watchdog is None:
+                    self._watchdog = threading.Thread(target=self._watch,
+                                                      name="dsh-workflow-store-watchdog",
+                                                      daemon=True)
+                    self._watchdog.start()
             self._queue.put(item)
+
+    def _watch(self) -> None:
+        period = min(self._timeout_s, 1.0)
+        while not self._watch_stop.wait(period):
+            now = time.monotonic()
+            expired: list[Waiter] = []
+            with self._lock:
+                watched = self._watched
+                while watched and (watched[0][1].settled or watched[0][0] <= now):
+                    deadline, waiter = watched.popleft()
+                    if deadline <= now:
+                        expired.append(waiter)
+            for waiter in expired:
+                if waiter.claim():
+                    waiter.error = RunStoreError(
+                        self._path, f"no answer from the writer within {self._timeout_s:g} s")
+                    waiter.handle.post(_wake, [waiter])
 
     # ---- the thread -------------------------------------------------------------------------
 
@@ -165,7 +234,7 @@ class Writer:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            stop = batch[-1] if batch[-1].fn is None else None
+            stop = batch[-1] if batch[-1].fn is None and batch[-1].kind is None else None
             jobs = batch[:-1] if stop is not None else batch
             if jobs:
                 self._run_batch(conn, jobs)
@@ -174,13 +243,21 @@ class Writer:
                 return
 
     def _run_batch(self, conn: sqlite3.Connection, jobs: list[_Item]) -> None:
-        results: list[Any] = []
+        results: list[Any] = [None] * len(jobs)
+        pending: dict[str, list[Any]] = {}
         stage = "begin"
         try:
             conn.execute("BEGIN IMMEDIATE")
             stage = "jobs"
-            for item in jobs:
-                results.append(item.fn(conn))  # type: ignore[misc]
+            for index, item in enumerate(jobs):
+                if item.kind is not None:
+                    pending.setdefault(item.kind, []).append(item.payload)
+                    continue
+                if pending:
+                    self._write_bulk(conn, pending)
+                results[index] = item.fn(conn)  # type: ignore[misc]
+            if pending:
+                self._write_bulk(conn, pending)
             stage = "commit"
             conn.execute("COMMIT")
         except Exception as exc:  # noqa: BLE001
@@ -192,6 +269,11 @@ class Writer:
             self._finish(jobs, store_error(self._path, exc, busy_timeout_s=self._busy_timeout_s))
             return
         self._finish(jobs, None, results)
+
+    def _write_bulk(self, conn: sqlite3.Connection, pending: dict[str, list[Any]]) -> None:
+        for kind, payloads in pending.items():
+            self._bulk[kind](conn, payloads)
+        pending.clear()
 
     def _rollback(self, conn: sqlite3.Connection) -> None:
         try:
@@ -213,6 +295,8 @@ class Writer:
                 elif error is not None:
                     logger.debug("run store %s: %s", self._path, error.reason)
                 continue
+            if not waiter.claim():
+                continue  # the watchdog failed it already
             if error is not None:
                 waiter.error = error
             elif results is not None:
