@@ -38,7 +38,31 @@ _EVENT_COLUMNS = ("run_id", "seq", "at", "data")
 _JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
                     "input_tokens", "output_tokens")
 _READ_POOL = 4
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def _text(value: str) -> str | bytes:
+    """A string as SQLite can hold it. A lone surrogate (which JSON text from a script may
+    carry) is not UTF-8, so such a string is kept as its ``surrogatepass`` bytes instead."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def _untext(value: str | bytes) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
+def _dumps(value: Any) -> str | bytes:
+    return _text(_encode(value))
+
+
+def _loads(value: str | bytes) -> Any:
+    return json.loads(_untext(value))
 
 
 class SQLiteRunStore:
@@ -101,8 +125,18 @@ class SQLiteRunStore:
     def synchronous(self) -> Synchronous:
         return self._synchronous
 
+    @property
+    def transactions(self) -> int:
+        """Write transactions this store has committed (group commit makes it far smaller than
+        the number of writes)."""
+        return self._writer.transactions
+
     async def __aenter__(self) -> SQLiteRunStore:
-        await self.open()
+        try:
+            await self.open()
+        except BaseException:
+            await self.aclose()
+            raise
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -152,7 +186,7 @@ class SQLiteRunStore:
         record = RunRecord(id=run_id, meta=dict(meta), script=script, args=args,
                            created_at=time.time() if created_at is None else created_at,
                            resumed_from=resumed_from, owner_pid=os.getpid(), owner_host=HOST)
-        row = (record.id, _dumps(record.meta), record.script,
+        row = (record.id, _dumps(record.meta), _text(record.script),
                None if args is None else _dumps(args), record.created_at, resumed_from,
                self._owner.token, record.owner_pid, record.owner_host)
 
@@ -299,7 +333,7 @@ class SQLiteRunStore:
             rows = conn.execute("SELECT seq, at, data FROM events WHERE run_id = ? AND seq > ? "
                                 "ORDER BY seq LIMIT ?",
                                 (run_id, after, -1 if limit is None else limit)).fetchall()
-            return [StoredEvent(run_id=run_id, seq=seq, at=at, data=json.loads(data))
+            return [StoredEvent(run_id=run_id, seq=seq, at=at, data=_loads(data))
                     for seq, at, data in rows]
 
         return await self._read_async(read)
@@ -319,8 +353,9 @@ class SQLiteRunStore:
                 params += (kind,)
             rows = conn.execute(sql + " ORDER BY seq, kind", params).fetchall()
             return [JournalEntry(
-                run_id=run_id, kind=k, seq=seq, key=key, text=text,
-                structured=None if structured is None else json.loads(structured),
+                run_id=run_id, kind=k, seq=seq, key=key,
+                text=None if text is None else _untext(text),
+                structured=None if structured is None else _loads(structured),
                 number=number,
                 usage=None if tin is None else Usage(input_tokens=tin, output_tokens=tout or 0))
                 for k, seq, key, text, structured, number, tin, tout in rows]
@@ -407,11 +442,11 @@ class SQLiteRunStore:
 
     @staticmethod
     def _events_payload(run_id: str, events: Sequence[Mapping[str, Any]]
-                        ) -> tuple[str, float, list[str]]:
+                        ) -> tuple[str, float, list[str | bytes]]:
         return run_id, time.time(), [_dumps(dict(event)) for event in events]
 
     def _insert_events(self, conn: sqlite3.Connection,
-                       ticks: list[list[tuple[str, float, list[str]]]]) -> None:
+                       ticks: list[list[tuple[str, float, list[str | bytes]]]]) -> None:
         rows = []
         for run_id, at, data in (payload for tick in ticks for payload in tick):
             last = self._event_seq.get(run_id)
@@ -513,7 +548,7 @@ class _Tick:
 
     def __init__(self, handle: LoopHandle) -> None:
         self.handle = handle
-        self.events: list[tuple[str, float, list[str]]] = []
+        self.events: list[tuple[str, float, list[str | bytes]]] = []
         self.journal: list[tuple[Any, ...]] = []
         self.events_waiter: Waiter | None = None
         self.journal_waiter: Waiter | None = None
@@ -530,7 +565,7 @@ class _Tick:
 
 
 def _journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[Any, ...]]:
-    return [(e.run_id, e.kind, e.seq, e.key, e.text,
+    return [(e.run_id, e.kind, e.seq, e.key, None if e.text is None else _text(e.text),
              None if e.structured is None else _dumps(e.structured), e.number,
              None if e.usage is None else e.usage.input_tokens,
              None if e.usage is None else e.usage.output_tokens) for e in entries]
@@ -543,10 +578,10 @@ def _noop(conn: sqlite3.Connection) -> None:
 def _record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
      owner_pid, owner_host, agents, replayed, input_tokens, output_tokens) = row
-    return RunRecord(id=run_id, meta=json.loads(meta), script=script,
-                     args=None if args is None else json.loads(args), created_at=created_at,
+    return RunRecord(id=run_id, meta=_loads(meta), script=_untext(script),
+                     args=None if args is None else _loads(args), created_at=created_at,
                      ended_at=ended_at, status=status,
-                     result=None if result is None else json.loads(result),
+                     result=None if result is None else _loads(result),
                      resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
                      agents=agents, replayed=replayed,
                      usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))

@@ -126,6 +126,8 @@ class Writer:
         self._thread: threading.Thread | None = None
         self._alive = False
         self._closed = False
+        self.transactions = 0
+        """Transactions committed so far (written by the writer thread only)."""
 
     @property
     def threads(self) -> list[threading.Thread]:
@@ -166,7 +168,7 @@ class Writer:
             if self._closed:
                 raise RunStoreError(self._path, "the store is closed")
             if not self._alive:
-                self._thread = threading.Thread(target=self._main, name="dsh-workflow-store",
+                self._thread = threading.Thread(target=self._main, name=f"dsh-workflow-store {self._path}",
                                                 daemon=True)
                 self._alive = True
                 self._thread.start()
@@ -174,7 +176,7 @@ class Writer:
                 self._watched.append((time.monotonic() + self._timeout_s, item.waiter))
                 if self._watchdog is None:
                     self._watchdog = threading.Thread(target=self._watch,
-                                                      name="dsh-workflow-store-watchdog",
+                                                      name=f"dsh-workflow-store-watchdog {self._path}",
                                                       daemon=True)
                     self._watchdog.start()
             self._queue.put(item)
@@ -190,6 +192,9 @@ class Writer:
                     deadline, waiter = watched.popleft()
                     if deadline <= now:
                         expired.append(waiter)
+                if not watched and not self._alive:
+                    self._watchdog = None  # nothing to guard; the next waiter starts another
+                    return
             for waiter in expired:
                 if waiter.claim():
                     waiter.error = RunStoreError(
@@ -260,6 +265,7 @@ class Writer:
                 self._write_bulk(conn, pending)
             stage = "commit"
             conn.execute("COMMIT")
+            self.transactions += 1
         except Exception as exc:  # noqa: BLE001
             self._rollback(conn)
             if stage == "jobs" and len(jobs) > 1:
