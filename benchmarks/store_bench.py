@@ -9,8 +9,10 @@ What it times, each against the same shape of work with no store ("nothing"):
 - ``fanout``: what a zero-latency fan-out of N agents adds in total: per child two events
   (started, ended) and one journal commit, plus create/finish of the run and a final flush.
 
-Prints median / min / max over the repetitions, in ms and µs per item. Timings are indicative
-(the machine is shared); they are never asserted.
+Prints, per case, the median wall time (with min-max) and the median CPU time of the whole
+process (every thread: the loop and the store's writer), for "nothing" and with the store, and
+what the store adds per item. CPU time is the steadier figure on a shared machine. Timings are
+indicative; they are never asserted.
 """
 
 from __future__ import annotations
@@ -85,15 +87,19 @@ async def _fanout_nothing(n: int) -> None:
             tg.start_soon(child, seq)
 
 
-async def _time(fn: Callable[[], Awaitable[None]]) -> float:
+async def _time(fn: Callable[[], Awaitable[None]]) -> tuple[float, float]:
     gc.collect()
+    cpu = time.process_time()
     start = time.perf_counter()
     await fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
-async def measure(n: int, reps: int, synchronous: str) -> dict[str, dict[str, list[float]]]:
-    out: dict[str, dict[str, list[float]]] = {}
+Samples = dict[str, list[tuple[float, float]]]
+
+
+async def measure(n: int, reps: int, synchronous: str) -> dict[str, Samples]:
+    out: dict[str, Samples] = {}
     with tempfile.TemporaryDirectory() as folder:
         async with SQLiteRunStore(os.path.join(folder, "runs.sqlite3"),
                                   synchronous=synchronous) as store:  # type: ignore[arg-type]
@@ -128,17 +134,20 @@ def main() -> None:
     backends = ["trio", "asyncio"] if ns.backend == "both" else [ns.backend]
     syncs = ["NORMAL", "FULL"] if ns.synchronous == "both" else [ns.synchronous]
     print(f"n = {ns.n}, {ns.reps} repetitions, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'backend':8} {'sync':7} {'case':8} {'nothing ms':>11} {'store ms (min-max)':>24}"
-          f" {'added µs/item':>14}")
+    print(f"{'backend':8} {'sync':7} {'case':8} {'nothing ms':>10} {'store ms (min-max)':>24}"
+          f" {'+µs/item':>9} | {'cpu: nothing':>12} {'store':>7} {'+µs/item':>9}")
     for backend in backends:
         for sync in syncs:
             figures = anyio.run(measure, ns.n, ns.reps, sync, backend=backend)
             for case, slot in figures.items():
-                base = statistics.median(slot["nothing"]) * 1e3
-                cost = statistics.median(slot["store"]) * 1e3
-                low, high = min(slot["store"]) * 1e3, max(slot["store"]) * 1e3
-                print(f"{backend:8} {sync:7} {case:8} {base:11.2f} "
-                      f"{cost:9.2f} ({low:6.2f}-{high:6.2f}) {(cost - base) * 1e3 / ns.n:14.1f}")
+                wall = [w * 1e3 for w, _ in slot["store"]]
+                base = statistics.median(w for w, _ in slot["nothing"]) * 1e3
+                cost = statistics.median(wall)
+                cpu_base = statistics.median(c for _, c in slot["nothing"]) * 1e3
+                cpu_cost = statistics.median(c for _, c in slot["store"]) * 1e3
+                print(f"{backend:8} {sync:7} {case:8} {base:10.2f} {cost:9.2f} "
+                      f"({min(wall):6.2f}-{max(wall):6.2f}) {(cost - base) * 1e3 / ns.n:9.1f} | "
+                      f"{cpu_base:12.2f} {cpu_cost:7.2f} {(cpu_cost - cpu_base) * 1e3 / ns.n:9.1f}")
 
 
 if __name__ == "__main__":

@@ -587,3 +587,18 @@ def test_records_are_frozen() -> None:
     with pytest.raises(ValueError):
         record.status = "completed"  # type: ignore[misc]
     assert json.loads(record.model_dump_json())["status"] == "running"
+
+
+async def test_events_may_be_pydantic_models(db: str) -> None:
+    from dsh_workflow import AgentEnded, RunInfo, WorkflowMeta
+
+    event = AgentEnded(run=RunInfo(id="r", meta=WorkflowMeta(**META)), seq=3, label="c",
+                       outcome="completed")
+    async with SQLiteRunStore(db) as store:
+        await store.create_run("r", meta=META, script="s")
+        await store.append_events("r", [event, {"plain": True}])
+        stored = await store.events("r")
+        assert stored[0].data == json.loads(event.model_dump_json())
+        assert stored[1].data == {"plain": True}
+        with pytest.raises(TypeError):
+            store.post_events("r", [[1, 2]])  # type: ignore[list-item]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic import BaseModel
+
 from .._subagent import Usage
 from .models import FinalStatus, JournalEntry, JournalKind, RunRecord, RunStatus, StoredEvent
 
@@ -42,13 +44,15 @@ class RunStore(Protocol):
         ``resumed_from`` must name a run of this store.
         """
 
-    def post_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> None:
-        """Queue events (JSON objects) for the run, in order; returns at once.
+    def post_events(self, run_id: str, events: Sequence[Mapping[str, Any] | BaseModel]) -> None:
+        """Queue events (JSON objects: mappings or pydantic models) for the run, in order;
+        returns at once. Call it on the event loop thread.
 
         A failure is logged and raised by the next :meth:`flush`.
         """
 
-    async def append_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> None:
+    async def append_events(self, run_id: str,
+                            events: Sequence[Mapping[str, Any] | BaseModel]) -> None:
         """Like :meth:`post_events`, but returns once they are committed."""
 
     def post_journal(self, entries: Sequence[JournalEntry]) -> None:

@@ -220,6 +220,13 @@ class Writer:
             return
         try:
             self._loop(conn)
+        except BaseException as exc:  # a bug, not a storage failure: still answer everyone
+            logger.exception("run store %s: the writer thread failed", self._path)
+            error = RunStoreError(self._path, f"the writer thread failed: {exc!r}")
+            with self._lock:
+                self._alive = False
+                items = self._drain()
+            self._finish(items, error)
         finally:
             conn.close()
 
