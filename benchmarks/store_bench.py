@@ -24,6 +24,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import anyio
 
@@ -108,11 +109,10 @@ async def measure(n: int, reps: int, synchronous: str) -> dict[str, Samples]:
                 await store.create_run(run_id, meta={"name": "bench", "description": "d"},
                                        script="x")
                 cases = {
-                    "journal": (lambda: _nothing_journal(n),
-                                lambda: _journal(store, run_id, n)),
-                    "events": (lambda: _nothing_events(n), lambda: _events(store, run_id, n)),
-                    "fanout": (lambda: _fanout_nothing(n),
-                               lambda: _fanout(store, f"fan-{rep}", n)),
+                    "journal": (partial(_nothing_journal, n), partial(_journal, store, run_id, n)),
+                    "events": (partial(_nothing_events, n), partial(_events, store, run_id, n)),
+                    "fanout": (partial(_fanout_nothing, n),
+                               partial(_fanout, store, f"fan-{rep}", n)),
                 }
                 for name, (nothing, with_store) in cases.items():
                     base = await _time(nothing)

@@ -5,8 +5,9 @@ Modes (argv: MODE PATH ...):
 - ``crash PATH RUN_ID WIDTH``: create the run, print ``ready``, then let WIDTH tasks commit
   journal entries (and post events) forever, printing each seq on its own line only after its
   ``commit_journal`` returned. Meant to be killed.
-- ``batch PATH PREFIX RUNS ENTRIES``: create RUNS runs named PREFIX-i, each with ENTRIES events
-  and journal entries, finish each, print ``done``.
+- ``batch PATH PREFIX RUNS ENTRIES``: open the store, print ``ready``, wait for a line on stdin
+  (so several children can start writing together), then create RUNS runs named PREFIX-i, each
+  with ENTRIES events and journal entries, finish each, print ``done``.
 - ``hold PATH RUN_ID``: create the run, print ``ready`` and wait for stdin to close, then exit
   at once without finishing the run (``os._exit``).
 """
@@ -49,6 +50,8 @@ async def crash(path: str, run_id: str, width: int) -> None:
 
 async def batch(path: str, prefix: str, runs: int, entries: int) -> None:
     async with SQLiteRunStore(path) as store:
+        emit("ready")
+        await anyio.to_thread.run_sync(sys.stdin.readline)
         for index in range(runs):
             run_id = f"{prefix}-{index}"
             await store.create_run(run_id, meta={"name": prefix}, script="s")

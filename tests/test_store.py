@@ -165,7 +165,8 @@ JSON = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.none() | st.text(), structured=st.none() | st.dictionaries(st.text(), JSON),
        args=JSON, event=st.dictionaries(st.text(), JSON))
 def test_any_json_and_any_text_round_trip(tmp_path: Path, text: str | None,
@@ -313,20 +314,25 @@ class _Lines:
 async def test_two_processes_write_the_same_file(db: str) -> None:
     async with SQLiteRunStore(db) as store:
         await store.open()
-    processes = [await _start("batch", db, prefix, "5", "200") for prefix in ("p", "q")]
-    outs = []
-    for process in processes:
-        async with process:
-            with anyio.fail_after(60):
-                out = await process.stdout.receive() if process.stdout else b""  # type: ignore
+    children = [(await _start("batch", db, prefix, "8", "200"), _Lines()) for prefix in "pq"]
+    async with anyio.create_task_group() as tg:
+        for process, lines in children:
+            tg.start_soon(lines.read, process)
+        with anyio.fail_after(60):
+            for _, lines in children:
+                await lines.ready.wait()  # both have the file open
+            for process, _ in children:
+                assert process.stdin is not None
+                await process.stdin.send(b"go\n")  # and now write at the same time
+            for process, _ in children:
                 await process.wait()
-            err = await process.stderr.receive() if process.returncode and process.stderr else b""
-            assert process.returncode == 0, err.decode(errors="replace")
-            outs.append(out)
-    assert all(b"done" in out for out in outs)
+    for process, lines in children:
+        await process.aclose()
+        assert process.returncode == 0
+        assert lines.complete_lines() == ["ready", "done"]
     async with SQLiteRunStore(db) as store:
         runs = await store.list_runs()
-        assert sorted(r.id for r in runs) == sorted(f"{p}-{i}" for p in "pq" for i in range(5))
+        assert sorted(r.id for r in runs) == sorted(f"{p}-{i}" for p in "pq" for i in range(8))
         for run in runs:
             assert run.status == "completed" and run.agents == 200
             assert [e.data["n"] for e in await store.events(run.id)] == list(range(1, 201))
@@ -367,7 +373,7 @@ async def test_kill_9_at_random_moments_loses_nothing_the_script_received(db: st
             run_id = f"crash-{round_}-{index}"
             children.append((run_id, await _start("crash", db, run_id, "8"), _Lines()))
         async with anyio.create_task_group() as tg:
-            for run_id, process, lines in children:
+            for _, process, lines in children:
                 tg.start_soon(lines.read, process)
 
             async def kill_later(process: Process, lines: _Lines, delay: float) -> None:
@@ -525,7 +531,7 @@ def test_synchronous_option_is_checked_and_applied(db: str) -> None:
         conn.close()
 
 
-# ---- schema versions ------------------------------------------------------------------------------
+# ---- schema versions -----------------------------------------------------------------------
 
 async def test_a_version_0_file_made_by_hand_is_upgraded(tmp_path: Path) -> None:
     path = tmp_path / "v0.sqlite3"
@@ -602,3 +608,14 @@ async def test_events_may_be_pydantic_models(db: str) -> None:
         assert stored[1].data == {"plain": True}
         with pytest.raises(TypeError):
             store.post_events("r", [[1, 2]])  # type: ignore[list-item]
+
+
+async def test_lock_files_of_dead_owners_are_swept(db: str) -> None:
+    folder = Path(db + "-owners")
+    folder.mkdir()
+    (folder / "0123dead.lock").write_text("1 elsewhere\n")  # nobody holds it: a dead owner
+    async with SQLiteRunStore(db) as store:
+        await store.create_run("r", meta=META, script="s")
+        assert not (folder / "0123dead.lock").exists()
+        assert len(list(folder.glob("*.lock"))) == 1  # this store's own
+    assert list(folder.glob("*.lock")) == []  # released on close

@@ -60,7 +60,7 @@ class RunRecord(BaseModel):
     owner_host: str | None = None
     agents: int = Field(0, ge=0)
     replayed: int = Field(0, ge=0)
-    usage: Usage = Usage()
+    usage: Usage = Field(default_factory=Usage)
 
 
 class JournalEntry(BaseModel):

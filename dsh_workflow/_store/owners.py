@@ -17,9 +17,10 @@ import fcntl
 import os
 import socket
 import threading
+import time
 import uuid
 
-__all__ = ["OwnerLock", "owner_alive", "owners_dir"]
+__all__ = ["OwnerLock", "owner_alive", "owners_dir", "sweep_dead_owners"]
 
 HOST = socket.gethostname()
 
@@ -30,7 +31,7 @@ def owners_dir(db_path: str) -> str:
 
 
 class OwnerLock:
-    """This process's owner lock for one store; taken by :meth:`acquire`, dropped by :meth:`release`.
+    """This process's owner lock for one store: :meth:`acquire` takes it, :meth:`release` drops it.
 
     Thread-safe. ``token`` is the name recorded in each run the store creates.
     """
@@ -63,6 +64,7 @@ class OwnerLock:
                 _unlink(temp)
                 raise
             self._fd = fd
+        sweep_dead_owners(self._dir, keep=self.token)
 
     def release(self) -> None:
         """Drop the lock and remove its file (idempotent). Runs still marked ``running`` with
@@ -98,6 +100,45 @@ def owner_alive(db_path: str, token: str) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+_TEMP_GRACE_S = 60.0
+
+
+def sweep_dead_owners(folder: str, *, keep: str) -> None:
+    """Remove the lock files of owners that are gone (their runs then read ``interrupted``,
+    exactly as before: a missing lock file means a dead owner). Half-made ``.tmp`` files are
+    left alone for a minute, so an owner in the middle of :meth:`OwnerLock.acquire` keeps its own.
+    """
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        if name.startswith(keep):
+            continue
+        path = os.path.join(folder, name)
+        if name.endswith(".lock.tmp"):
+            try:
+                if now - os.stat(path).st_mtime < _TEMP_GRACE_S:
+                    continue
+            except OSError:
+                continue
+        elif not name.endswith(".lock"):
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # alive (or cannot tell)
+        else:
+            _unlink(path)
+        finally:
+            os.close(fd)
 
 
 def _unlink(path: str) -> None:

@@ -8,7 +8,14 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from .._subagent import Usage
-from .models import FinalStatus, JournalEntry, JournalKind, RunRecord, RunStatus, StoredEvent
+from .models import (
+    FinalStatus,
+    JournalEntry,
+    JournalKind,
+    RunRecord,
+    RunStatus,
+    StoredEvent,
+)
 
 __all__ = ["RunStore"]
 

@@ -93,8 +93,9 @@ MIGRATIONS: tuple[Migration, ...] = (_create_v1,)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def store_error(path: str, exc: BaseException, *, busy_timeout_s: float | None = None) -> RunStoreError:
-    """Translate a low-level failure into a :class:`RunStoreError` with a reason a user can act on."""
+def store_error(path: str, exc: BaseException, *,
+                busy_timeout_s: float | None = None) -> RunStoreError:
+    """A low-level failure as a :class:`RunStoreError` with a reason a user can act on."""
     if isinstance(exc, RunStoreError):
         return exc
     text = str(exc) or type(exc).__name__
@@ -132,8 +133,8 @@ def connect(path: str, *, synchronous: str, busy_timeout_s: float) -> sqlite3.Co
     try:
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
-            raise sqlite3.OperationalError(f"cannot switch the file to WAL mode (it stays {mode!r}); "
-                                           "is it read-only?")
+            raise sqlite3.OperationalError(
+                f"cannot switch the file to WAL mode (it stays {mode!r}); is it read-only?")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
     except BaseException:

@@ -19,9 +19,16 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from .._engines.loop import LoopHandle
 from .._subagent import Usage
-from .models import (FinalStatus, JournalEntry, JournalKind, RunRecord, RunStatus, RunStoreError,
-                     StoredEvent)
 from .bulk import insert_rows
+from .models import (
+    FinalStatus,
+    JournalEntry,
+    JournalKind,
+    RunRecord,
+    RunStatus,
+    RunStoreError,
+    StoredEvent,
+)
 from .owners import HOST, OwnerLock, owner_alive
 from .schema import connect, migrate, store_error
 from .writer import Waiter, Writer
@@ -461,7 +468,7 @@ class SQLiteRunStore:
 
     def _insert_events(self, conn: sqlite3.Connection,
                        ticks: list[list[tuple[str, float, list[str | bytes]]]]) -> None:
-        rows = []
+        rows: list[tuple[str, int, float, str | bytes]] = []
         for run_id, at, data in (payload for tick in ticks for payload in tick):
             last = self._event_seq.get(run_id)
             if last is None:

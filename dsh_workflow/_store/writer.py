@@ -168,16 +168,16 @@ class Writer:
             if self._closed:
                 raise RunStoreError(self._path, "the store is closed")
             if not self._alive:
-                self._thread = threading.Thread(target=self._main, name=f"dsh-workflow-store {self._path}",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._main, name=f"dsh-workflow-store {self._path}", daemon=True)
                 self._alive = True
                 self._thread.start()
             if item.waiter is not None:
                 self._watched.append((time.monotonic() + self._timeout_s, item.waiter))
                 if self._watchdog is None:
-                    self._watchdog = threading.Thread(target=self._watch,
-                                                      name=f"dsh-workflow-store-watchdog {self._path}",
-                                                      daemon=True)
+                    self._watchdog = threading.Thread(
+                        target=self._watch, name=f"dsh-workflow-store-watchdog {self._path}",
+                        daemon=True)
                     self._watchdog.start()
             self._queue.put(item)
 
