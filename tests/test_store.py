@@ -517,6 +517,10 @@ async def test_a_closed_store_refuses_work_and_leaves_no_thread(db: str) -> None
         await store.create_run("r2", meta=META, script="s")
     with pytest.raises(RunStoreError, match="closed"):
         await store.get_run("r")
+    with pytest.raises(RunStoreError, match="closed"):
+        store.post_events("r", [{"late": True}])
+    with pytest.raises(RunStoreError, match="closed"):
+        await store.commit_journal([entry("r", 1)])
     await store.aclose()  # idempotent
 
 

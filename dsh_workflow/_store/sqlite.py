@@ -415,6 +415,8 @@ class SQLiteRunStore:
         loop gets round to the callback posted here (or earlier, by the next other write)."""
         tick = self._open_tick
         if tick is None:
+            if self._closed:
+                raise RunStoreError(self._path, "the store is closed")
             handle = self._loop_handle()
             tick = self._open_tick = _Tick(handle)
             handle.post(self._seal, tick)

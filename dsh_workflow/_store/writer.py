@@ -96,7 +96,8 @@ class Writer:
     ``bulk[kind](conn, payloads)`` writes the payloads of consecutive bulk items of ``kind``;
     A waiter not settled within ``timeout_s`` of its submission is failed by the writer's
     watchdog thread (checked every ``min(timeout_s, 1)`` s), so a writer stuck in the file
-    system cannot hang its callers.
+    system cannot hang its callers. The watchdog lives until the writer thread has ended after
+    :meth:`stop` (or, while the store stays open, until nothing is left to guard).
 
     ``on_connect(conn)`` prepares a new connection (schema migration) on the writer thread;
     ``on_rollback()`` is told whenever a transaction was rolled back (so caches of what was
@@ -157,8 +158,8 @@ class Writer:
             if self._closed:
                 raise RunStoreError(self._path, "the store is closed")
             self._closed = True
-            self._watch_stop.set()
             if not self._alive:
+                self._watch_stop.set()
                 return False
             self._queue.put(_Item(None, waiter, False))
             return True
@@ -216,10 +217,15 @@ class Writer:
             with self._lock:
                 self._alive = False
                 items = self._drain()
+                if self._closed:
+                    self._watch_stop.set()
             self._finish(items, error)
             return
         try:
             self._loop(conn)
+            with self._lock:
+                self._alive = False
+                self._watch_stop.set()  # stopped: every waiter was answered
         except BaseException as exc:  # a bug, not a storage failure: still answer everyone
             logger.exception("run store %s: the writer thread failed", self._path)
             error = RunStoreError(self._path, f"the writer thread failed: {exc!r}")
