@@ -75,12 +75,14 @@ async def test_events_keep_their_order_across_posts_appends_and_reopen(db: str) 
         await store.create_run("r", meta=META, script="s")
         for n in range(1, 51):
             store.post_events("r", [{"n": n}])
+            store.post_events("r", [])  # nothing to add: no seq taken
         await store.append_events("r", [{"n": 51}, {"n": 52}])
         events = await store.events("r")
         assert [e.seq for e in events] == list(range(1, 53))
         assert [e.data["n"] for e in events] == list(range(1, 53))
         assert [e.data["n"] for e in await store.events("r", after=50)] == [51, 52]
         assert [e.seq for e in await store.events("r", after=10, limit=3)] == [11, 12, 13]
+        await store.append_events("r", [])
     async with SQLiteRunStore(db) as store:  # a new store continues the numbering
         await store.append_events("r", [{"n": 53}])
         assert [e.seq for e in await store.events("r", after=51)] == [52, 53]

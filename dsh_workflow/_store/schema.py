@@ -3,8 +3,10 @@
 Schema version (``PRAGMA user_version``) history:
 
 - **0** — an empty file (nothing created yet).
-- **1** — ``runs`` (one row per run), ``events`` (a run's events, ``seq`` in append order) and
-  ``journal`` (a run's journaled values, unique per ``(run_id, kind, seq)``).
+- **1** — ``runs`` (one row per run), ``events`` (a run's events in append order, several per
+  row: the events of one run written by one transaction share a row, which makes an event cost
+  a few bytes of JSON instead of a B-tree insert) and ``journal`` (a run's journaled values,
+  one row each, unique per ``(run_id, kind, seq)``).
 
 The file also carries ``PRAGMA application_id = 0x64736877`` ("dshw"), so a store never writes
 into another program's database. To change the schema, append a step to :data:`MIGRATIONS`
@@ -47,11 +49,11 @@ CREATE TABLE runs (
 CREATE INDEX runs_newest ON runs (created_at DESC, n DESC);
 CREATE INDEX runs_running ON runs (owner) WHERE status = 'running';
 CREATE TABLE events (
-    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
-    seq    INTEGER NOT NULL,
-    at     REAL NOT NULL,
-    data   TEXT NOT NULL,                  -- JSON object
-    PRIMARY KEY (run_id, seq)
+    run_id    TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    first_seq INTEGER NOT NULL,            -- the seq of the row's first event (1-based)
+    last_seq  INTEGER NOT NULL,
+    data      TEXT NOT NULL,               -- JSON array: [at, event] for first_seq..last_seq
+    PRIMARY KEY (run_id, first_seq)
 ) WITHOUT ROWID;
 CREATE TABLE journal (
     run_id        TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,

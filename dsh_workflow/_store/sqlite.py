@@ -44,7 +44,7 @@ Synchronous = Literal["NORMAL", "FULL"]
 _FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 _RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
                 "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens")
-_EVENT_COLUMNS = ("run_id", "seq", "at", "data")
+_EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
 _JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
                     "input_tokens", "output_tokens")
 _READ_POOL = 4
@@ -347,11 +347,17 @@ class SQLiteRunStore:
         await self.open()
 
         def read(conn: sqlite3.Connection) -> list[StoredEvent]:
-            rows = conn.execute("SELECT seq, at, data FROM events WHERE run_id = ? AND seq > ? "
-                                "ORDER BY seq LIMIT ?",
-                                (run_id, after, -1 if limit is None else limit)).fetchall()
-            return [StoredEvent(run_id=run_id, seq=seq, at=at, data=_loads(data))
-                    for seq, at, data in rows]
+            found: list[StoredEvent] = []
+            rows = conn.execute("SELECT first_seq, data FROM events WHERE run_id = ? "
+                                "AND last_seq > ? ORDER BY first_seq", (run_id, after))
+            for first_seq, data in rows:
+                for seq, (at, event) in enumerate(_loads(data), first_seq):
+                    if seq <= after:
+                        continue
+                    if limit is not None and len(found) >= limit:
+                        return found
+                    found.append(StoredEvent(run_id=run_id, seq=seq, at=at, data=event))
+            return found
 
         return await self._read_async(read)
 
@@ -470,14 +476,22 @@ class SQLiteRunStore:
 
     def _insert_events(self, conn: sqlite3.Connection,
                        ticks: list[list[tuple[str, float, list[str | bytes]]]]) -> None:
-        rows: list[tuple[str, int, float, str | bytes]] = []
+        # One row per run per transaction: a JSON array of [at, event] pairs.
+        pairs: dict[str, list[str]] = {}
         for run_id, at, data in (payload for tick in ticks for payload in tick):
+            stamp = repr(at)
+            pairs.setdefault(run_id, []).extend(
+                f"[{stamp},{text if isinstance(text, str) else _untext(text)}]" for text in data)
+        rows: list[tuple[str, int, int, str | bytes]] = []
+        for run_id, items in pairs.items():
+            if not items:
+                continue
             last = self._event_seq.get(run_id)
             if last is None:
-                last = conn.execute("SELECT coalesce(max(seq), 0) FROM events WHERE run_id = ?",
-                                    (run_id,)).fetchone()[0]
-            rows.extend((run_id, last + i, at, text) for i, text in enumerate(data, 1))
-            self._event_seq[run_id] = last + len(data)
+                last = conn.execute("SELECT coalesce(max(last_seq), 0) FROM events "
+                                    "WHERE run_id = ?", (run_id,)).fetchone()[0]
+            rows.append((run_id, last + 1, last + len(items), _text("[" + ",".join(items) + "]")))
+            self._event_seq[run_id] = last + len(items)
         insert_rows(conn, "events", _EVENT_COLUMNS, rows)
 
     @staticmethod
