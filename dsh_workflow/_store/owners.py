@@ -13,14 +13,21 @@ a dead owner removes the file; a missing file also means a dead owner.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import socket
 import threading
 import time
 import uuid
 
-__all__ = ["OwnerLock", "owner_alive", "owners_dir", "sweep_dead_owners"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: SQLiteRunStore refuses to start
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["SUPPORTED", "OwnerLock", "owner_alive", "owners_dir", "sweep_dead_owners"]
+
+SUPPORTED = fcntl is not None
+"""Whether this platform has ``flock`` (POSIX); the store needs it to tell dead owners."""
 
 HOST = socket.gethostname()
 

@@ -19,6 +19,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from .._engines.loop import LoopHandle
 from .._subagent import Usage
+from . import owners
 from .bulk import insert_rows
 from .models import (
     FinalStatus,
@@ -87,7 +88,8 @@ class SQLiteRunStore:
     ``path`` is the database file (created with its folder's permissions if missing); beside it
     SQLite keeps ``<path>-wal`` and ``<path>-shm``, and the store keeps ``<path>-owners/`` (one
     lock file per process that owns running runs). Several processes on one machine may use
-    the same file at once; network file systems are not supported (their locks are unreliable).
+    the same file at once; network file systems are not supported (their locks are unreliable),
+    and the platform must have POSIX ``flock`` (Linux, macOS).
 
     Durability: with ``synchronous="NORMAL"`` (the default) a committed write survives the death
     of the process (``kill -9``) but the last commits may be lost on power loss or an OS crash;
@@ -106,6 +108,8 @@ class SQLiteRunStore:
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "NORMAL",
                  busy_timeout_s: float = 5.0, timeout_s: float = 30.0) -> None:
+        if not owners.SUPPORTED:  # pragma: no cover - POSIX only
+            raise RunStoreError(os.fspath(path), "the run store needs POSIX file locks (flock)")
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
         if not busy_timeout_s > 0 or not timeout_s > 0:
