@@ -30,6 +30,13 @@ from ._result import StopReason as StopReason
 from ._result import WorkflowResult as WorkflowResult
 from ._run import WorkflowEngine as WorkflowEngine
 from ._run import WorkflowRun as WorkflowRun
+from ._store import JournalEntry as JournalEntry
+from ._store import RunRecord as RunRecord
+from ._store import RunStatus as RunStatus
+from ._store import RunStore as RunStore
+from ._store import RunStoreError as RunStoreError
+from ._store import SQLiteRunStore as SQLiteRunStore
+from ._store import StoredEvent as StoredEvent
 from ._subagent import AgentDefinition as AgentDefinition
 from ._subagent import SubagentProvider as SubagentProvider
 from ._subagent import SubagentRequest as SubagentRequest
@@ -48,6 +55,7 @@ __all__ = [
     "EchoProvider",
     "EngineConfig",
     "EventHub",
+    "JournalEntry",
     "LogEmitted",
     "OpenAIProvider",
     "PhaseMeta",
@@ -55,8 +63,14 @@ __all__ = [
     "QuickJSEngine",
     "RoutingProvider",
     "RunInfo",
+    "RunRecord",
+    "RunStatus",
+    "RunStore",
+    "RunStoreError",
+    "SQLiteRunStore",
     "SandboxPolicy",
     "StopReason",
+    "StoredEvent",
     "SubagentProvider",
     "SubagentRequest",
     "SubagentResult",

@@ -1,0 +1,21 @@
+"""Durable runs: the run-store seam and its embedded SQLite implementation (SPEC §9).
+
+Layout: ``models`` (what crosses the boundary), ``protocol`` (:class:`RunStore`), ``schema``
+(the file's schema, version and migrations), ``writer`` (the one writer thread per store, group
+commit and the watchdog), ``bulk`` (multi-row inserts), ``owners`` (who owns a running run and
+whether it is alive), ``sqlite`` (:class:`SQLiteRunStore`).
+
+What a store file holds: per run its id, meta, script, args, times, status, final result, the
+pid and host of the process that ran it, counts and token usage; every event the host gave it;
+and the journal (each completed child's key, text, structured value and usage, and the
+``Date.now()`` / ``Math.random()`` values a script got). Scripts, prompts' answers and args are
+stored in clear: the file is as sensitive as the workflows run against it.
+"""
+
+from .models import JournalEntry, JournalKind, RunRecord, RunStatus, RunStoreError, StoredEvent
+from .protocol import RunStore
+from .schema import SCHEMA_VERSION, migrate
+from .sqlite import SQLiteRunStore
+
+__all__ = ["SCHEMA_VERSION", "JournalEntry", "JournalKind", "RunRecord", "RunStatus", "RunStore",
+           "RunStoreError", "SQLiteRunStore", "StoredEvent", "migrate"]

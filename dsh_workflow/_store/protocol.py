@@ -1,0 +1,99 @@
+"""The persistence seam of durable runs: what an engine needs from a run store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from .._subagent import Usage
+from .models import (
+    FinalStatus,
+    JournalEntry,
+    JournalKind,
+    RunRecord,
+    RunStatus,
+    StoredEvent,
+)
+
+__all__ = ["RunStore"]
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Where runs, their events and their journals are kept.
+
+    Every method that touches storage is async and never blocks the event loop, except
+    :meth:`get_run_sync` (a short bounded read for start-time checks) and the ``post_*`` methods
+    (which only queue). Every failure of the storage itself surfaces as ``RunStoreError``, and
+    every wait is bounded. Writes are applied in the order they were made (queued or awaited),
+    so a write that returned implies every earlier ``post_*`` is durable too.
+
+    Lifecycle: ``async with store:`` (or :meth:`open` / :meth:`aclose`). A store that is open
+    owns the runs it creates; when its process dies, those runs read ``interrupted``.
+    """
+
+    @property
+    def path(self) -> str: ...
+
+    async def open(self) -> None:
+        """Create or upgrade the file and start the writer; idempotent."""
+
+    async def aclose(self) -> None:
+        """Commit everything queued, stop the writer and release ownership; idempotent."""
+
+    async def create_run(self, run_id: str, *, meta: Mapping[str, Any], script: str,
+                         args: Any = None, resumed_from: str | None = None,
+                         created_at: float | None = None) -> RunRecord:
+        """Record a new ``running`` run owned by this store; returns it once committed.
+
+        ``resumed_from`` must name a run of this store.
+        """
+
+    def post_events(self, run_id: str, events: Sequence[Mapping[str, Any] | BaseModel]) -> None:
+        """Queue events (JSON objects: mappings or pydantic models) for the run, in order;
+        returns at once. Call it on the event loop thread.
+
+        A failure is logged and raised by the next :meth:`flush`.
+        """
+
+    async def append_events(self, run_id: str,
+                            events: Sequence[Mapping[str, Any] | BaseModel]) -> None:
+        """Like :meth:`post_events`, but returns once they are committed."""
+
+    def post_journal(self, entries: Sequence[JournalEntry]) -> None:
+        """Queue journal entries; returns at once (for values whose loss is harmless)."""
+
+    async def commit_journal(self, entries: Sequence[JournalEntry]) -> None:
+        """Return only once ``entries`` are committed (they survive ``kill -9``).
+
+        Concurrent callers share transactions (group commit).
+        """
+
+    async def flush(self) -> None:
+        """Return once everything queued before the call is committed; raises the first
+        failure of a queued write since the last flush."""
+
+    async def finish_run(self, run_id: str, *, status: FinalStatus,
+                         result: Mapping[str, Any] | None = None, agents: int = 0,
+                         replayed: int = 0, usage: Usage | None = None,
+                         ended_at: float | None = None) -> RunRecord:
+        """End a ``running`` run with its final status and result; returns it once committed."""
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or None; a ``running`` run whose owner died reads ``interrupted``."""
+
+    def get_run_sync(self, run_id: str) -> RunRecord | None:
+        """:meth:`get_run` on the calling thread (a bounded primary-key read)."""
+
+    async def list_runs(self, *, limit: int | None = None,
+                        status: RunStatus | None = None) -> list[RunRecord]:
+        """Runs newest first (optionally only those with ``status``)."""
+
+    async def events(self, run_id: str, *, after: int = 0,
+                     limit: int | None = None) -> list[StoredEvent]:
+        """The run's committed events with ``seq > after``, in order."""
+
+    async def journal(self, run_id: str, *, kind: JournalKind | None = None) -> list[JournalEntry]:
+        """The run's committed journal entries in ``(seq, kind)`` order."""

@@ -1,0 +1,194 @@
+"""The store's file: connecting, the schema, its version and the step-by-step migrations.
+
+Schema version (``PRAGMA user_version``) history:
+
+- **0** — an empty file (nothing created yet).
+- **1** — ``runs`` (one row per run), ``events`` (a run's events in append order, several per
+  row: the events of one run written by one transaction share a row, which makes an event cost
+  a few bytes of JSON instead of a B-tree insert) and ``journal`` (a run's journaled values,
+  one row each, unique per ``(run_id, kind, seq)``).
+
+The file also carries ``PRAGMA application_id = 0x64736877`` ("dshw"), so a store never writes
+into another program's database. To change the schema, append a step to :data:`MIGRATIONS`
+(step ``i`` upgrades version ``i`` to ``i + 1``); :func:`migrate` applies the missing steps in
+order, all in one transaction, so a file is either fully upgraded or untouched.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+
+from .models import RunStoreError
+
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "connect", "migrate", "store_error"]
+
+APPLICATION_ID = 0x64736877
+
+_V1 = """
+CREATE TABLE runs (
+    n             INTEGER PRIMARY KEY,     -- insertion order: breaks ties in listings
+    id            TEXT NOT NULL UNIQUE,
+    meta          TEXT NOT NULL,           -- JSON object
+    script        TEXT NOT NULL,
+    args          TEXT,                    -- JSON value; NULL for none
+    created_at    REAL NOT NULL,
+    ended_at      REAL,
+    status        TEXT NOT NULL CHECK (status IN
+                      ('running', 'completed', 'error', 'cancelled', 'interrupted')),
+    result        TEXT,                    -- JSON object (the WorkflowResult)
+    resumed_from  TEXT,
+    owner         TEXT,                    -- the owning store's token (its lock file's name)
+    owner_pid     INTEGER,
+    owner_host    TEXT,
+    agents        INTEGER NOT NULL DEFAULT 0,
+    replayed      INTEGER NOT NULL DEFAULT 0,
+    input_tokens  INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_newest ON runs (created_at DESC, n DESC);
+CREATE INDEX runs_running ON runs (owner) WHERE status = 'running';
+CREATE TABLE events (
+    run_id    TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    first_seq INTEGER NOT NULL,            -- the seq of the row's first event (1-based)
+    last_seq  INTEGER NOT NULL,
+    data      TEXT NOT NULL,               -- JSON array: [at, event] for first_seq..last_seq
+    PRIMARY KEY (run_id, first_seq)
+) WITHOUT ROWID;
+CREATE TABLE journal (
+    run_id        TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    kind          TEXT NOT NULL CHECK (kind IN ('agent', 'clock', 'random')),
+    seq           INTEGER NOT NULL,
+    key           TEXT NOT NULL,
+    text          TEXT,
+    structured    TEXT,                    -- JSON value; NULL for none
+    number        REAL,
+    input_tokens  INTEGER,                 -- NULL: the provider reported no usage
+    output_tokens INTEGER,
+    PRIMARY KEY (run_id, kind, seq)
+) WITHOUT ROWID;
+"""
+
+
+def _execute_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run each statement of ``script`` inside the caller's transaction (unlike
+    ``executescript``, which commits first)."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            conn.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete statement in a migration: {statement!r}")
+
+
+def _create_v1(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _V1)
+
+
+Migration = Callable[[sqlite3.Connection], None]
+
+MIGRATIONS: tuple[Migration, ...] = (_create_v1,)
+"""``MIGRATIONS[i]`` upgrades schema version ``i`` to ``i + 1`` inside an open transaction."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def store_error(path: str, exc: BaseException, *,
+                busy_timeout_s: float | None = None) -> RunStoreError:
+    """A low-level failure as a :class:`RunStoreError` with a reason a user can act on."""
+    if isinstance(exc, RunStoreError):
+        return exc
+    text = str(exc) or type(exc).__name__
+    lowered = text.lower()
+    if "locked" in lowered or "busy" in lowered:
+        waited = f" (waited {busy_timeout_s:g} s)" if busy_timeout_s is not None else ""
+        reason = f"the database is locked by another connection{waited}: {text}"
+    elif "foreign key" in lowered:
+        reason = f"no such run (a write named a run that is not in the store): {text}"
+    elif "not a database" in lowered:
+        reason = f"the file is not a SQLite database (or is corrupt): {text}"
+    elif "malformed" in lowered or "corrupt" in lowered:
+        reason = f"the database file is corrupt: {text}"
+    elif "readonly" in lowered or "read-only" in lowered:
+        reason = f"the database is read-only: {text}"
+    elif "full" in lowered:
+        reason = f"the disk is full: {text}"
+    elif "unable to open" in lowered:
+        reason = f"the file cannot be opened (missing folder or no permission?): {text}"
+    elif isinstance(exc, OSError):
+        reason = f"{type(exc).__name__}: {text}"
+    else:
+        reason = text
+    return RunStoreError(path, reason)
+
+
+def connect(path: str, *, synchronous: str, busy_timeout_s: float) -> sqlite3.Connection:
+    """Open ``path`` in WAL mode with the given durability; raises the ``sqlite3`` error as is.
+
+    Autocommit mode (``isolation_level=None``): callers issue ``BEGIN``/``COMMIT`` themselves.
+    The connection may be handed between threads, but used by one thread at a time.
+    """
+    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
+                           check_same_thread=False)
+    try:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(
+                f"cannot switch the file to WAL mode (it stays {mode!r}); is it read-only?")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, path: str,
+            steps: Sequence[Migration] = MIGRATIONS) -> int:
+    """Bring the file to version ``len(steps)``, one step at a time, in one transaction.
+
+    Returns the version found before. Raises :class:`RunStoreError` when the file belongs to
+    another program (other tables, or another ``application_id``) or was written by a newer
+    release (a version above ``len(steps)``). Safe against several processes opening the same
+    file at once: the version is re-read under the write lock.
+    """
+    target = len(steps)
+    found = _version(conn)
+    if found == target:
+        _check_owner_app(conn, path)
+        return found
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        found = _version(conn)
+        if found > target:
+            raise RunStoreError(path, f"schema version {found} is newer than this release "
+                                      f"understands ({target}); upgrade dsh-workflow")
+        _check_owner_app(conn, path)
+        if found == 0:
+            tables = conn.execute("SELECT count(*) FROM sqlite_schema "
+                                  "WHERE name NOT LIKE 'sqlite_%'").fetchone()[0]
+            if tables:
+                raise RunStoreError(path, "the file is another program's SQLite database "
+                                          "(it holds tables but no run-store schema)")
+        for version in range(found, target):
+            steps[version](conn)
+        conn.execute(f"PRAGMA user_version = {int(target)}")
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return found
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _check_owner_app(conn: sqlite3.Connection, path: str) -> None:
+    app = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    if app not in (0, APPLICATION_ID):
+        raise RunStoreError(path, f"the file belongs to another program (application_id {app:#x})")

@@ -1,0 +1,628 @@
+"""``SQLiteRunStore``: the embedded run store, one SQLite file in WAL mode."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+import anyio
+import anyio.to_thread
+import sniffio
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError, to_json
+
+from .._engines.loop import LoopHandle
+from .._subagent import Usage
+from . import owners
+from .bulk import insert_rows
+from .models import (
+    FinalStatus,
+    JournalEntry,
+    JournalKind,
+    RunRecord,
+    RunStatus,
+    RunStoreError,
+    StoredEvent,
+)
+from .owners import HOST, OwnerLock, owner_alive
+from .schema import connect, migrate, store_error
+from .writer import Waiter, Writer
+
+__all__ = ["SQLiteRunStore"]
+
+logger = logging.getLogger("dsh_workflow.store")
+
+T = TypeVar("T")
+Event = Mapping[str, Any] | BaseModel
+Synchronous = Literal["NORMAL", "FULL"]
+
+_FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
+_RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
+                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens")
+_EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
+_JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
+                    "input_tokens", "output_tokens")
+_READ_POOL = 4
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _text(value: str) -> str | bytes:
+    """A string as SQLite can hold it. A lone surrogate (which JSON text from a script may
+    carry) is not UTF-8, so such a string is kept as its ``surrogatepass`` bytes instead."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def _untext(value: str | bytes) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
+def _dumps(value: Any) -> str | bytes:
+    """JSON text of ``value``. pydantic-core's encoder is several times faster than the stdlib
+    one (this is on the hot path: every event and journal entry); the stdlib one takes over for
+    what it refuses (lone surrogates) and raises ``TypeError`` for what is not JSON data."""
+    try:
+        return to_json(value).decode()
+    except PydanticSerializationError:
+        return _text(_encode(value))
+
+
+def _loads(value: str | bytes) -> Any:
+    return json.loads(_untext(value))
+
+
+class SQLiteRunStore:
+    """The embedded :class:`RunStore`: one SQLite file (stdlib ``sqlite3``) in WAL mode.
+
+    ``path`` is the database file (created with its folder's permissions if missing); beside it
+    SQLite keeps ``<path>-wal`` and ``<path>-shm``, and the store keeps ``<path>-owners/`` (one
+    lock file per process that owns running runs). Several processes on one machine may use
+    the same file at once; network file systems are not supported (their locks are unreliable),
+    and the platform must have POSIX ``flock`` (Linux, macOS).
+
+    Durability: with ``synchronous="NORMAL"`` (the default) a committed write survives the death
+    of the process (``kill -9``) but the last commits may be lost on power loss or an OS crash;
+    ``synchronous="FULL"`` syncs the log to disk on every commit, so commits survive power loss
+    too, at the price of one ``fsync`` per transaction (concurrent commits still share one).
+
+    Bounds: a write waits at most ``busy_timeout_s`` for another process's write lock, and every
+    call waits at most ``timeout_s`` for its answer; past either it raises
+    :class:`RunStoreError`, as it does for a read-only, full, corrupt or foreign file.
+
+    Threads: all writes run on one writer thread per store (started by the first write or
+    :meth:`open`, ended by :meth:`aclose`); reads run on anyio worker threads with their own
+    connections. Use ``async with SQLiteRunStore(path) as store:`` so the thread and the
+    ownership of its runs end with the block.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: Synchronous = "NORMAL",
+                 busy_timeout_s: float = 5.0, timeout_s: float = 30.0) -> None:
+        if not owners.SUPPORTED:  # pragma: no cover - POSIX only
+            raise RunStoreError(os.fspath(path), "the run store needs POSIX file locks (flock)")
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        if not busy_timeout_s > 0 or not timeout_s > 0:
+            raise ValueError("busy_timeout_s and timeout_s must be positive")
+        self._path = os.path.abspath(os.fspath(path))
+        self._synchronous = synchronous
+        self._busy_timeout_s = float(busy_timeout_s)
+        self._timeout_s = float(timeout_s)
+        self._owner = OwnerLock(self._path)
+        self._writer = Writer(self._path, connect=self._connect, on_connect=self._prepare,
+                              on_rollback=self._forget_writes, on_error=self._deferred_failure,
+                              bulk={"events": self._insert_events,
+                                    "journal": self._insert_journal},
+                              busy_timeout_s=self._busy_timeout_s, timeout_s=self._timeout_s)
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._event_seq: dict[str, int] = {}  # writer thread only: last event seq per run
+        self._dead_owners: set[str] = set()
+        self._deferred: RunStoreError | None = None
+        self._handle: tuple[object, LoopHandle] | None = None
+        self._open_tick: _Tick | None = None
+        self._opened = False
+        self._closed = False
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The database file (absolute)."""
+        return self._path
+
+    @property
+    def synchronous(self) -> Synchronous:
+        return self._synchronous
+
+    @property
+    def transactions(self) -> int:
+        """Write transactions this store has committed (group commit makes it far smaller than
+        the number of writes)."""
+        return self._writer.transactions
+
+    async def __aenter__(self) -> SQLiteRunStore:
+        try:
+            await self.open()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        """Create or upgrade the file and start the writer thread; idempotent."""
+        if not self._opened:
+            await self._write(_noop)
+            self._opened = True
+
+    async def aclose(self) -> None:
+        """Commit everything queued, end the writer thread, close every connection and release
+        ownership (runs still ``running`` then read ``interrupted``). Idempotent; bounded by
+        ``timeout_s``. A queued write that failed was already logged; it is not raised here."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._seal()
+            waiter = Waiter(self._loop_handle())
+            if self._writer.stop(waiter):
+                with anyio.move_on_after(self._timeout_s):
+                    await waiter.event.wait()
+            for thread in self._writer.threads:
+                await anyio.to_thread.run_sync(thread.join, self._timeout_s)
+                if thread.is_alive():
+                    logger.warning("run store %s: the %s thread did not end within %g s",
+                                   self._path, thread.name, self._timeout_s)
+        finally:
+            with self._readers_lock:
+                readers, self._readers = self._readers, []
+            for conn in readers:
+                conn.close()
+            self._owner.release()
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    async def create_run(self, run_id: str, *, meta: Mapping[str, Any], script: str,
+                         args: Any = None, resumed_from: str | None = None,
+                         created_at: float | None = None) -> RunRecord:
+        """Record a new ``running`` run owned by this store; returns it once committed.
+
+        Raises :class:`RunStoreError` when ``run_id`` is taken or ``resumed_from`` names no run
+        of this store.
+        """
+        record = RunRecord(id=run_id, meta=dict(meta), script=script, args=args,
+                           created_at=time.time() if created_at is None else created_at,
+                           resumed_from=resumed_from, owner_pid=os.getpid(), owner_host=HOST)
+        row = (record.id, _dumps(record.meta), _text(record.script),
+               None if args is None else _dumps(args), record.created_at, resumed_from,
+               self._owner.token, record.owner_pid, record.owner_host)
+
+        def job(conn: sqlite3.Connection) -> RunRecord:
+            self._owner.acquire()
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+                raise RunStoreError(self._path, f"a run with id {run_id!r} already exists")
+            if resumed_from is not None and not conn.execute(
+                    "SELECT 1 FROM runs WHERE id = ?", (resumed_from,)).fetchone():
+                raise RunStoreError(self._path, f"resumed_from {resumed_from!r}: no such run")
+            conn.execute("INSERT INTO runs (id, meta, script, args, created_at, status, "
+                         "resumed_from, owner, owner_pid, owner_host) "
+                         "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)", row)
+            return record
+
+        return await self._write(job)
+
+    def post_events(self, run_id: str, events: Sequence[Event]) -> None:
+        """Queue ``events`` for the run, in order, and return at once. Call it on the event loop.
+
+        An event is a JSON object: a mapping, or a pydantic model (stored as its JSON dump by
+        field name; passing the model saves building a dict first). Each gets the next ``seq``
+        of the run (1-based) and the time of this call. Raises ``TypeError`` at once for data
+        that is not JSON; a storage failure is logged and raised by the next :meth:`flush`.
+        """
+        self._tick().events.append(self._events_payload(run_id, events))
+
+    async def append_events(self, run_id: str, events: Sequence[Event]) -> None:
+        """Like :meth:`post_events`, but returns once the events are committed."""
+        tick = self._tick()
+        tick.events.append(self._events_payload(run_id, events))
+        await self._wait(tick.waiter_for_events())
+
+    def post_journal(self, entries: Sequence[JournalEntry]) -> None:
+        """Queue journal entries and return at once (a storage failure: see :meth:`post_events`).
+
+        Meant for values that need not be durable before use (``clock``/``random``); since
+        writes commit in order, they are durable once any later write has returned.
+        """
+        self._tick().journal.extend(_journal_rows(entries))
+
+    async def commit_journal(self, entries: Sequence[JournalEntry]) -> None:
+        """Return only once ``entries`` are committed: they survive ``kill -9`` (and power loss
+        with ``synchronous="FULL"``). Entries of concurrent callers share one transaction.
+
+        Raises :class:`RunStoreError` when an entry's ``(run_id, kind, seq)`` is already
+        journaled or its run is unknown. If the caller is cancelled while waiting, the entries
+        may still be committed.
+        """
+        tick = self._tick()
+        tick.journal.extend(_journal_rows(entries))
+        await self._wait(tick.waiter_for_journal())
+
+    async def flush(self) -> None:
+        """Return once every write queued before this call is committed.
+
+        Raises the first failure of a queued (``post_*``) write since the last flush.
+        """
+        await self._write(_noop)
+        error, self._deferred = self._deferred, None
+        if error is not None:
+            raise RunStoreError(error.path, error.reason)
+
+    async def finish_run(self, run_id: str, *, status: FinalStatus,
+                         result: Mapping[str, Any] | None = None, agents: int = 0,
+                         replayed: int = 0, usage: Usage | None = None,
+                         ended_at: float | None = None) -> RunRecord:
+        """End a ``running`` run: its final status, result (the ``WorkflowResult`` as JSON data)
+        and counts. Returns the stored record once committed.
+
+        Raises :class:`RunStoreError` when the run is unknown or no longer ``running``.
+        """
+        if status not in _FINAL:
+            raise ValueError(f"a run finishes as one of {sorted(_FINAL)}, not {status!r}")
+        if agents < 0 or replayed < 0:
+            raise ValueError("agents and replayed must not be negative")
+        usage = usage or Usage()
+        values = (status, None if result is None else _dumps(dict(result)),
+                  time.time() if ended_at is None else ended_at, agents, replayed,
+                  usage.input_tokens, usage.output_tokens, run_id)
+
+        def job(conn: sqlite3.Connection) -> RunRecord:
+            cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
+                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ? "
+                                  "WHERE id = ? AND status = 'running'", values)
+            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
+                               (run_id,)).fetchone()
+            if row is None:
+                raise RunStoreError(self._path, f"no such run: {run_id!r}")
+            if cursor.rowcount == 0:
+                raise RunStoreError(self._path, f"run {run_id!r} is not running (it is "
+                                                f"{row[6]})")
+            self._event_seq.pop(run_id, None)
+            return _record(row)
+
+        return await self._write(job)
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, or None. A ``running`` run whose owner process died reads ``interrupted``
+        (and is marked so in the file)."""
+        await self.open()
+        return await self._read_async(lambda conn: self._get_run(conn, run_id))
+
+    def get_run_sync(self, run_id: str) -> RunRecord | None:
+        """:meth:`get_run` on the calling thread: one primary-key read (WAL readers do not wait
+        for writers), for checks that must be synchronous. The store must be open."""
+        if not self._opened:
+            raise RunStoreError(self._path, "the store is not open (use 'async with' or "
+                                            "'await store.open()' first)")
+        return self._read(lambda conn: self._get_run(conn, run_id))
+
+    async def list_runs(self, *, limit: int | None = None,
+                        status: RunStatus | None = None) -> list[RunRecord]:
+        """Runs newest first (by ``created_at``, then creation order), at most ``limit``,
+        optionally only those whose (liveness-checked) status is ``status``."""
+        await self.open()
+
+        def read(conn: sqlite3.Connection) -> list[RunRecord]:
+            sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+            params: tuple[Any, ...] = ()
+            if status in ("running", "interrupted"):
+                sql += " WHERE status IN ('running', 'interrupted')"
+            elif status is not None:
+                sql += " WHERE status = ?"
+                params = (status,)
+            sql += " ORDER BY created_at DESC, n DESC"
+            if limit is not None and status not in ("running", "interrupted"):
+                sql += " LIMIT ?"
+                params += (limit,)
+            records = self._reconcile(conn.execute(sql, params).fetchall())
+            if status is not None:
+                records = [record for record in records if record.status == status]
+            return records if limit is None else records[:limit]
+
+        return await self._read_async(read)
+
+    async def events(self, run_id: str, *, after: int = 0,
+                     limit: int | None = None) -> list[StoredEvent]:
+        """The run's committed events with ``seq > after``, in order (at most ``limit``)."""
+        await self.open()
+
+        def read(conn: sqlite3.Connection) -> list[StoredEvent]:
+            found: list[StoredEvent] = []
+            rows = conn.execute("SELECT first_seq, data FROM events WHERE run_id = ? "
+                                "AND last_seq > ? ORDER BY first_seq", (run_id, after))
+            for first_seq, data in rows:
+                for seq, (at, event) in enumerate(_loads(data), first_seq):
+                    if seq <= after:
+                        continue
+                    if limit is not None and len(found) >= limit:
+                        return found
+                    found.append(StoredEvent(run_id=run_id, seq=seq, at=at, data=event))
+            return found
+
+        return await self._read_async(read)
+
+    async def journal(self, run_id: str, *,
+                      kind: JournalKind | None = None) -> list[JournalEntry]:
+        """The run's committed journal entries ordered by ``seq`` (then kind), optionally only
+        those of one ``kind``."""
+        await self.open()
+
+        def read(conn: sqlite3.Connection) -> list[JournalEntry]:
+            sql = ("SELECT kind, seq, key, text, structured, number, input_tokens, output_tokens "
+                   "FROM journal WHERE run_id = ?")
+            params: tuple[Any, ...] = (run_id,)
+            if kind is not None:
+                sql += " AND kind = ?"
+                params += (kind,)
+            rows = conn.execute(sql + " ORDER BY seq, kind", params).fetchall()
+            return [JournalEntry(
+                run_id=run_id, kind=k, seq=seq, key=key,
+                text=None if text is None else _untext(text),
+                structured=None if structured is None else _loads(structured),
+                number=number,
+                usage=None if tin is None else Usage(input_tokens=tin, output_tokens=tout or 0))
+                for k, seq, key, text, structured, number, tin, tout in rows]
+
+        return await self._read_async(read)
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        return connect(self._path, synchronous=self._synchronous,
+                       busy_timeout_s=self._busy_timeout_s)
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        migrate(conn, self._path)
+
+    def _forget_writes(self) -> None:
+        self._event_seq.clear()
+
+    def _deferred_failure(self, error: RunStoreError) -> None:
+        if self._deferred is None:
+            logger.warning("run store %s: a queued write failed: %s", self._path, error.reason)
+            self._deferred = error
+
+    def _loop_handle(self) -> LoopHandle:
+        if sniffio.current_async_library() == "trio":
+            import trio
+
+            key: object = trio.lowlevel.current_trio_token()
+        else:
+            import asyncio
+
+            key = asyncio.get_running_loop()
+        cached = self._handle
+        if cached is None or cached[0] is not key:
+            cached = self._handle = (key, LoopHandle())
+        return cached[1]
+
+    def _tick(self) -> _Tick:
+        """The bulk writes of the current loop iteration, handed to the writer as one when the
+        loop gets round to the callback posted here (or earlier, by the next other write)."""
+        tick = self._open_tick
+        if tick is None:
+            if self._closed:
+                raise RunStoreError(self._path, "the store is closed")
+            handle = self._loop_handle()
+            tick = self._open_tick = _Tick(handle)
+            handle.post(self._seal, tick)
+        return tick
+
+    def _seal(self, tick: _Tick | None = None) -> None:
+        """Submit the open tick's writes (if ``tick`` is given: only if it is still open)."""
+        open_tick = self._open_tick
+        if open_tick is None or (tick is not None and tick is not open_tick):
+            return
+        self._open_tick = None
+        try:
+            if open_tick.events:
+                self._writer.submit_bulk("events", open_tick.events, open_tick.events_waiter)
+        except RunStoreError as exc:
+            self._fail_unqueued(open_tick.events_waiter, exc)
+        try:
+            if open_tick.journal:
+                self._writer.submit_bulk("journal", open_tick.journal, open_tick.journal_waiter)
+        except RunStoreError as exc:
+            self._fail_unqueued(open_tick.journal_waiter, exc)
+
+    def _fail_unqueued(self, waiter: Waiter | None, error: RunStoreError) -> None:
+        if waiter is not None:
+            waiter.fail_now(error)
+        else:
+            self._deferred_failure(error)
+
+    async def _write(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        self._seal()  # whatever was posted before this write goes before it
+        waiter = Waiter(self._loop_handle())
+        self._writer.submit(job, waiter)
+        return await self._wait(waiter)  # type: ignore[no-any-return]
+
+    async def _wait(self, waiter: Waiter) -> Any:
+        # No cancel scope per caller: the writer's watchdog bounds every wait (cheaper when a
+        # thousand callers share one waiter).
+        await waiter.event.wait()
+        if waiter.error is not None:
+            raise RunStoreError(waiter.error.path, waiter.error.reason)
+        return waiter.result
+
+    @staticmethod
+    def _events_payload(run_id: str, events: Sequence[Event]
+                        ) -> tuple[str, float, list[str | bytes]]:
+        for event in events:
+            if not isinstance(event, Mapping | BaseModel):
+                raise TypeError(f"an event is a mapping or a pydantic model, not "
+                                f"{type(event).__name__}")
+        return run_id, time.time(), [_dumps(event) for event in events]
+
+    def _insert_events(self, conn: sqlite3.Connection,
+                       ticks: list[list[tuple[str, float, list[str | bytes]]]]) -> None:
+        # One row per run per transaction: a JSON array of [at, event] pairs.
+        pairs: dict[str, list[str]] = {}
+        for run_id, at, data in (payload for tick in ticks for payload in tick):
+            stamp = repr(at)
+            pairs.setdefault(run_id, []).extend(
+                f"[{stamp},{text if isinstance(text, str) else _untext(text)}]" for text in data)
+        rows: list[tuple[str, int, int, str | bytes]] = []
+        for run_id, items in pairs.items():
+            if not items:
+                continue
+            last = self._event_seq.get(run_id)
+            if last is None:
+                last = conn.execute("SELECT coalesce(max(last_seq), 0) FROM events "
+                                    "WHERE run_id = ?", (run_id,)).fetchone()[0]
+            rows.append((run_id, last + 1, last + len(items), _text("[" + ",".join(items) + "]")))
+            self._event_seq[run_id] = last + len(items)
+        insert_rows(conn, "events", _EVENT_COLUMNS, rows)
+
+    @staticmethod
+    def _insert_journal(conn: sqlite3.Connection, ticks: list[list[tuple[Any, ...]]]) -> None:
+        insert_rows(conn, "journal", _JOURNAL_COLUMNS,
+                    ticks[0] if len(ticks) == 1 else [row for tick in ticks for row in tick])
+
+    def _get_run(self, conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
+        row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None else self._reconcile([row])[0]
+
+    def _reconcile(self, rows: list[tuple[Any, ...]]) -> list[RunRecord]:
+        """Records from rows, with ``running`` runs of dead owners read as ``interrupted``; each
+        dead owner found is marked in the file by a quiet queued write."""
+        now = time.time()
+        found_dead: list[str] = []
+        records = []
+        for row in rows:
+            record = _record(row)
+            owner = row[9]
+            if record.status == "running" and owner is not None and self._owner_dead(
+                    owner, record.owner_host):
+                if owner not in found_dead:
+                    found_dead.append(owner)
+                record = record.model_copy(update={"status": "interrupted", "ended_at": now})
+            records.append(record)
+        for owner in found_dead:
+            self._mark_interrupted(owner, now)
+        return records
+
+    def _owner_dead(self, owner: str, host: str | None) -> bool:
+        if owner in self._dead_owners:
+            return True
+        if owner == self._owner.token and self._owner.held:
+            return False
+        if host != HOST:
+            return False  # another machine's process: its liveness cannot be seen from here
+        if owner_alive(self._path, owner):
+            return False
+        self._dead_owners.add(owner)
+        return True
+
+    def _mark_interrupted(self, owner: str, now: float) -> None:
+        def job(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE runs SET status = 'interrupted', ended_at = ? "
+                         "WHERE owner = ? AND status = 'running'", (now, owner))
+
+        try:
+            self._writer.submit(job, quiet=True)
+        except RunStoreError:
+            pass  # closed: the next reader marks it
+
+    async def _read_async(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with anyio.move_on_after(self._timeout_s) as scope:
+            return await anyio.to_thread.run_sync(self._read, fn, abandon_on_cancel=True)
+        assert scope.cancelled_caught
+        raise RunStoreError(self._path, f"a read got no answer within {self._timeout_s:g} s")
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise RunStoreError(self._path, "the store is closed")
+        with self._readers_lock:
+            conn = self._readers.pop() if self._readers else None
+        keep = False
+        try:
+            if conn is None:
+                conn = self._connect()
+            result = fn(conn)
+            keep = True
+            return result
+        except RunStoreError:
+            keep = True
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise store_error(self._path, exc, busy_timeout_s=self._busy_timeout_s) from exc
+        finally:
+            if conn is not None:
+                with self._readers_lock:
+                    if keep and len(self._readers) < _READ_POOL and not self._closed:
+                        self._readers.append(conn)
+                        conn = None
+                if conn is not None:
+                    conn.close()
+
+
+class _Tick:
+    """Bulk writes made in one loop iteration: they go to the writer as one item per kind, and
+    the callers that wait for them share one waiter per kind."""
+
+    __slots__ = ("events", "events_waiter", "handle", "journal", "journal_waiter")
+
+    def __init__(self, handle: LoopHandle) -> None:
+        self.handle = handle
+        self.events: list[tuple[str, float, list[str | bytes]]] = []
+        self.journal: list[tuple[Any, ...]] = []
+        self.events_waiter: Waiter | None = None
+        self.journal_waiter: Waiter | None = None
+
+    def waiter_for_events(self) -> Waiter:
+        if self.events_waiter is None:
+            self.events_waiter = Waiter(self.handle)
+        return self.events_waiter
+
+    def waiter_for_journal(self) -> Waiter:
+        if self.journal_waiter is None:
+            self.journal_waiter = Waiter(self.handle)
+        return self.journal_waiter
+
+
+def _journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[Any, ...]]:
+    return [(e.run_id, e.kind, e.seq, e.key, None if e.text is None else _text(e.text),
+             None if e.structured is None else _dumps(e.structured), e.number,
+             None if e.usage is None else e.usage.input_tokens,
+             None if e.usage is None else e.usage.output_tokens) for e in entries]
+
+
+def _noop(conn: sqlite3.Connection) -> None:
+    return None
+
+
+def _record(row: tuple[Any, ...]) -> RunRecord:
+    (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
+     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens) = row
+    return RunRecord(id=run_id, meta=_loads(meta), script=_untext(script),
+                     args=None if args is None else _loads(args), created_at=created_at,
+                     ended_at=ended_at, status=status,
+                     result=None if result is None else _loads(result),
+                     resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
+                     agents=agents, replayed=replayed,
+                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
