@@ -60,6 +60,10 @@ class EngineConfig(BaseModel):
     max_error_chars: int = Field(
         10_000, ge=200, description="Longest error text of a result; longer text is cut with a "
         "'[truncated: N more characters]' marker.")
+    model_aliases: dict[str, str] = Field(
+        default_factory=dict, description="Model names to replace before a request reaches the "
+        "provider, e.g. {'sonnet': 'gpt-4.1'}: applies to a call's `model` and to an agent "
+        "definition's model alike; a name without an alias passes unchanged.")
     max_value_depth: int = Field(
         256, ge=8, le=512, description="Deepest nesting of a value leaving the script "
         "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")

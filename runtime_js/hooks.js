@@ -85,8 +85,62 @@ const maxLogChars = config.maxLogChars;
 
 const fatal = new _WeakSet();
 
-function makeError(code, message) {
+// Where a hook was misused: the script's own line and column of the first script frame on a
+// stack (rows up to bodyLineOffset belong to the runtime; row 1 of the body follows the
+// wrapper's header). Reads the stack through the captured native getter, never a script's.
+const _stackGet = _getOwnPropertyDescriptor(_Error.prototype, 'stack').get;
+const _indexOf = String.prototype.indexOf;
+const _charCodeAt = String.prototype.charCodeAt;
+const bodyLineOffset = config.bodyLineOffset;
+const bodyHeaderChars = config.bodyHeaderChars;
+
+function readNumber(text, at) {
+  let value = 0;
+  let end = at;
+  for (;;) {
+    const c = _apply(_charCodeAt, text, [end]);
+    if (!(c >= 48 && c <= 57)) break;
+    value = value * 10 + (c - 48);
+    end++;
+  }
+  return end === at ? null : [value, end];
+}
+
+function scriptPosition(error) {
+  if (typeof bodyLineOffset !== 'number' || typeof _stackGet !== 'function') return '';
+  const stack = _apply(_stackGet, error, []);
+  if (typeof stack !== 'string') return '';
+  let from = 0;
+  for (;;) {
+    const at = _apply(_indexOf, stack, ['<input>:', from]);
+    if (at < 0) return '';
+    from = at + 8;
+    const row = readNumber(stack, from);
+    if (row === null || _apply(_charCodeAt, stack, [row[1]]) !== 58) continue;
+    const col = readNumber(stack, row[1] + 1);
+    if (col === null || row[0] <= bodyLineOffset) continue;
+    const line = row[0] - bodyLineOffset;
+    let column = col[0];
+    if (line === 1) column = column - bodyHeaderChars > 1 ? column - bodyHeaderChars : 1;
+    return ' (line ' + line + ', column ' + column + ')';
+  }
+}
+
+// Refusals the host makes for a call's own arguments; they name the call's position.
+const misuse = _create(null);
+misuse.INVALID_ARGUMENT = true;
+misuse.UNSUPPORTED_OPTION = true;
+misuse.UNSUPPORTED_SCHEMA = true;
+
+// `site`: an Error captured at the offending call, when the error is made after it returned;
+// null: the error names no position.
+function makeError(code, message, site) {
   const e = new _Error(message);
+  const where = site === null ? '' : scriptPosition(site === undefined ? e : site);
+  if (where !== '') {
+    message = message + where;
+    _defineProperty(e, 'message', { value: message, writable: true, enumerable: false, configurable: true });
+  }
   _defineProperty(e, 'name', { value: 'WorkflowError', writable: false, enumerable: false, configurable: false });
   _defineProperty(e, 'code', { value: code, writable: false, enumerable: true, configurable: false });
   _defineProperty(e, 'fatal', { value: true, writable: false, enumerable: true, configurable: false });
@@ -131,7 +185,8 @@ const agent = async function agent(prompt, opts) {
   if (opts !== undefined) {
     if (opts === null || typeof opts !== 'object' || _isArray(opts)) {
       throw makeError('INVALID_ARGUMENT', 'agent() options must be an object such as '
-        + '{label, phase, schema, model, provider} (got ' + describeKind(opts) + ')');
+        + '{label, phase, schema, model, provider, effort, agentType, isolation} (got '
+        + describeKind(opts) + ')');
     }
     try {
       optsText = materialize(opts, 'options', maxDepth);
@@ -144,6 +199,9 @@ const agent = async function agent(prompt, opts) {
   const id = nextId++;
   const slot = _create(null);
   slot.done = false;
+  // The host may refuse a call for its options; the call's position is only on this stack, so
+  // keep it (a call without options is never refused for its arguments: no cost there).
+  if (opts !== undefined) slot.site = new _Error();
   const waiter = own(new _Promise(function (resolve) { slot.resolve = resolve; }));
   // Everything that can fail (allocation) happens before the call is counted as pending.
   const message = '["agent",' + id + ',' + _stringify(prompt) + ',' + optsText + ']';
@@ -152,7 +210,8 @@ const agent = async function agent(prompt, opts) {
   pendingCount++;
   await waiter;
   if (slot.ok === true) return slot.value;
-  throw makeError(_String(slot.code), _String(slot.message));
+  const code = _String(slot.code);
+  throw makeError(code, _String(slot.message), misuse[code] === true && slot.site !== undefined ? slot.site : null);
 };
 
 function narrate(kind, text) {

@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup
 
 from .._config import EngineConfig
 from .._errors import WorkflowError, WorkflowErrorCode
+from .._agents import AgentRegistry
 from .._events import (
     AgentEnded,
     AgentOutcome,
@@ -94,8 +95,9 @@ class HostedRun(WorkflowRun):
     def __init__(self, *, run_id: str, meta: WorkflowMeta, config: EngineConfig,
                  provider: SubagentProvider, max_total_agents: int, parent: Any,
                  events: EventHub, task_group: TaskGroup, body_line_offset: int = 0,
-                 body_header_chars: int = 0) -> None:
+                 body_header_chars: int = 0, agents: AgentRegistry | None = None) -> None:
         self.id = run_id
+        self._agents = agents
         self.meta = meta
         self._config = config
         self._provider = provider
@@ -375,18 +377,32 @@ class HostedRun(WorkflowRun):
                 f"{self._max_total}) — a backstop against runaway loops; use fewer agent() calls "
                 "or raise max_total_agents if the scale is intentional"))
             return
+        definition = None
+        if options.agent_type is not None and self._agents is not None:
+            try:
+                definition = self._agents.resolve(options.agent_type)
+            except WorkflowError as exc:
+                self._refuse(call_id, exc.code, exc.message)
+                return
         self._accepted += 1
         seq = self._accepted
         # pydantic-core validates these few fields faster than model_construct() assigns them.
         cut = self._config.max_log_chars
         label = options.label if options.label is not None else default_label(prompt)
         phase = options.phase if options.phase is not None else self._phase
+        model = options.model
+        if model is None and definition is not None:
+            model = definition.model
+        aliases = self._config.model_aliases
+        if aliases and model is not None:
+            model = aliases.get(model, model)
         request = SubagentRequest(
             prompt=prompt,
             label=label if len(label) <= cut else label[:cut] + "…",
             phase=phase if phase is None or len(phase) <= cut else phase[:cut] + "…",
-            schema=options.schema, model=options.model, provider=options.provider,
-            parent=self._parent, run_id=self.id, seq=seq)
+            schema=options.schema, model=model, provider=options.provider,
+            parent=self._parent, run_id=self.id, seq=seq, effort=options.effort,
+            agent_type=options.agent_type, isolation=options.isolation, agent=definition)
         call = _Call(call_id=call_id, seq=seq, request=request)
         self._live.add(call)
         if self._running < self._config.max_concurrent_agents:
