@@ -43,8 +43,8 @@ from ._tool import WorkflowTool as WorkflowTool
 __all__ = [
     "AgentDefinition",
     "AgentEnded",
-    "AgentRegistry",
     "AgentOutcome",
+    "AgentRegistry",
     "AgentStarted",
     "CommandProvider",
     "EchoProvider",
