@@ -94,6 +94,10 @@ const _charCodeAt = String.prototype.charCodeAt;
 const bodyLineOffset = config.bodyLineOffset;
 const bodyHeaderChars = config.bodyHeaderChars;
 
+const _fnToString = Function.prototype.toString;
+const _lastIndexOf = String.prototype.lastIndexOf;
+let bodyFn = null; // the compiled body, kept to read its source when a hook is misused
+
 function readNumber(text, at) {
   let value = 0;
   let end = at;
@@ -106,11 +110,80 @@ function readNumber(text, at) {
   return end === at ? null : [value, end];
 }
 
+function isNameChar(c) {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 36 || c === 95;
+}
+
+// The engine marks a call at the last token it positioned inside it (`agent(x, {label: f})`
+// is marked at `f`, possibly lines below). Walk back in the body's source to the hook's own
+// name whose argument list encloses that mark; null when there is no such call nearby.
+function callStart(source, mark, hook) {
+  let from = mark + hook.length;
+  for (let tries = 0; tries < 64; tries++) {
+    const at = _apply(_lastIndexOf, source, [hook, from]);
+    if (at < 0 || mark - at > 20000) return null;
+    from = at - 1;
+    // `subagent` is `agent` under another name
+    const begin = hook === 'agent' && at >= 3 && _apply(_stringSlice, source, [at - 3, at]) === 'sub'
+      ? at - 3 : at;
+    if (begin > 0 && isNameChar(_apply(_charCodeAt, source, [begin - 1]))) continue;
+    let i = at + hook.length;
+    for (let c = _apply(_charCodeAt, source, [i]); c === 32 || c === 9 || c === 10 || c === 13;
+    c = _apply(_charCodeAt, source, [i])) i++;
+    if (_apply(_charCodeAt, source, [i]) !== 40) continue; // not followed by `(`
+    if (mark < i) return begin; // the mark is on the name itself
+    let depth = 0;
+    for (let j = i; j < mark; j++) {
+      const c = _apply(_charCodeAt, source, [j]);
+      if (c === 40) depth++;
+      else if (c === 41) depth--;
+    }
+    if (depth > 0) return begin;
+  }
+  return null;
+}
+
+// `line`/`column` (1-based, the body's own) moved to the start of the hook call around them.
+function refine(line, column, hook) {
+  if (bodyFn === null || hook === null) return null;
+  const source = _apply(_fnToString, bodyFn, []);
+  const header = bodyHeaderChars - 1; // the source starts at `async function`, not at `(`
+  let start = 0;
+  for (let l = 1; l < line; l++) {
+    start = _apply(_indexOf, source, ['\n', start]) + 1;
+    if (start === 0) return null;
+  }
+  const mark = start + (line === 1 ? header : 0) + column - 1;
+  const at = callStart(source, mark, hook);
+  if (at === null) return null;
+  const lineStart = _apply(_lastIndexOf, source, ['\n', at - 1]) + 1;
+  let row = 1;
+  for (let k = _apply(_indexOf, source, ['\n']); k >= 0 && k < at; k = _apply(_indexOf, source, ['\n', k + 1])) row++;
+  return [row, at - lineStart + 1 - (row === 1 ? header : 0)];
+}
+
+const _hooks = _create(null);
+_hooks.agent = 'agent';
+_hooks.parallel = 'parallel';
+_hooks.pipeline = 'pipeline';
+_hooks.phase = 'phase';
+_hooks.log = 'log';
+
+function frameName(stack, at) {
+  // `    at NAME (<input>:...` — the name before the position that starts at `at`
+  const open = _apply(_lastIndexOf, stack, [' (', at]);
+  const word = _apply(_lastIndexOf, stack, ['at ', open]);
+  if (open < 0 || word < 0) return null;
+  const name = _apply(_stringSlice, stack, [word + 3, open]);
+  return _hooks[name] === undefined ? null : _hooks[name];
+}
+
 function scriptPosition(error) {
   if (typeof bodyLineOffset !== 'number' || typeof _stackGet !== 'function') return '';
   const stack = _apply(_stackGet, error, []);
   if (typeof stack !== 'string') return '';
   let from = 0;
+  let hook = null;
   for (;;) {
     const at = _apply(_indexOf, stack, ['<input>:', from]);
     if (at < 0) return '';
@@ -118,10 +191,19 @@ function scriptPosition(error) {
     const row = readNumber(stack, from);
     if (row === null || _apply(_charCodeAt, stack, [row[1]]) !== 58) continue;
     const col = readNumber(stack, row[1] + 1);
-    if (col === null || row[0] <= bodyLineOffset) continue;
-    const line = row[0] - bodyLineOffset;
+    if (col === null) continue;
+    if (row[0] <= bodyLineOffset) {
+      hook = frameName(stack, at);
+      continue;
+    }
+    let line = row[0] - bodyLineOffset;
     let column = col[0];
     if (line === 1) column = column - bodyHeaderChars > 1 ? column - bodyHeaderChars : 1;
+    const better = refine(line, column, hook);
+    if (better !== null) {
+      line = better[0];
+      column = better[1];
+    }
     return ' (line ' + line + ', column ' + column + ')';
   }
 }
@@ -460,6 +542,7 @@ return {
   start: function start(body) {
     if (started) return;
     started = true;
+    bodyFn = body;
     let promise;
     try {
       promise = body();
