@@ -94,7 +94,7 @@ def _quote_plain_values(head: str) -> str:
     for line in head.splitlines():
         found = _TOP_KEY.match(line)
         if found and found.group(2)[0] not in "\"'|>[{&*!#":
-            line = f"{found.group(1)}: {json.dumps(found.group(2))}"
+            line = f"{found.group(1)}: {json.dumps(found.group(2), ensure_ascii=False)}"
         out.append(line)
     return "\n".join(out) + "\n"
 
