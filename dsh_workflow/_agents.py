@@ -39,7 +39,7 @@ import yaml
 from ._errors import WorkflowError, WorkflowErrorCode
 from ._subagent import AgentDefinition
 
-__all__ = ["AgentProblem", "AgentRegistry", "GENERAL_PURPOSE", "parse_agent_file"]
+__all__ = ["GENERAL_PURPOSE", "AgentProblem", "AgentRegistry", "parse_agent_file"]
 
 logger = logging.getLogger("dsh_workflow.agents")
 
@@ -69,8 +69,7 @@ class _Unusable(ValueError):
 
 def _split_front_matter(text: str) -> tuple[str, str]:
     """(front matter, body) of a Markdown file that starts with a ``---`` line."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":
         raise _Unusable("no YAML front matter (the file must start with a '---' line)")

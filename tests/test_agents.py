@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_workflow import AgentDefinition, AgentRegistry, WorkflowError, WorkflowErrorCode
+from dsh_workflow import (
+    AgentDefinition,
+    AgentRegistry,
+    WorkflowError,
+    WorkflowErrorCode,
+)
 from dsh_workflow._agents import parse_agent_file
 
 

@@ -32,7 +32,7 @@ def run_cli(*argv: str | Path, home: Path, cwd: Path = REPO,
     env["TERM"] = "dumb"
     return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
                           env=env, capture_output=True, text=True, encoding="utf-8",
-                          timeout=timeout)
+                          timeout=timeout, check=False)
 
 
 def _review(value: Any) -> None:
@@ -95,7 +95,23 @@ def _batches(value: Any) -> None:
     assert [r["of"] for r in value["results"]] == [3, 3, 1]
 
 
+def _ship(value: Any) -> None:
+    assert [(row["issue"], row["mode"]) for row in value] == [(11, "fresh"), (12, "have-pr")]
+    assert all(row["summary"] == "nothing to address" for row in value)
+
+
+def _design(value: Any) -> None:
+    assert [v["variant"] for v in value["variants"]] == ["A", "B"]
+    assert value["dropped"] == [] and value["blocked"] == []
+
+
+DESIGN_ARGS = {"variants": [{"name": "A", "prompt": "Brutalist"}, {"name": "B", "prompt": "Soft"}],
+               "routing": {"variant-builder": {"model": "opus", "effort": "high"}},
+               "operatorModel": "sonnet"}
+
 CASES: dict[str, tuple[list[str], Callable[[Any], None]]] = {
+    "ship-issues": ([], _ship),
+    "design-fanout": (["--args", json.dumps(DESIGN_ARGS), "--model-alias", "opus=big"], _design),
     "review-pr": (["--args", "src/a.ts src/b.ts"], _review),
     "bug-hunt": ([], _bug_hunt),
     "refactor-worktree": ([], _refactor),

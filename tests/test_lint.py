@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_compat_corpus import run_cli
 
 from dsh_workflow import (
     AgentDefinition,
@@ -15,8 +16,6 @@ from dsh_workflow import (
     WorkflowStartRequest,
 )
 from dsh_workflow._cli.lint import MISSING_GLOBALS, lint
-
-from test_compat_corpus import run_cli
 
 REGISTRY = AgentRegistry.from_definitions([AgentDefinition(name="reviewer")])
 

@@ -27,7 +27,7 @@ import tree_sitter_javascript
 from .._agents import AgentRegistry
 from .._engines.options import EFFORTS, ISOLATIONS, SUPPORTED_OPTIONS
 
-__all__ = ["LintWarning", "MISSING_GLOBALS", "lint"]
+__all__ = ["MISSING_GLOBALS", "LintWarning", "lint"]
 
 #: Globals scripts written for other runtimes reach for; none exists in the sandbox.
 MISSING_GLOBALS: dict[str, str] = {
@@ -142,14 +142,14 @@ class _Linter:
                 name = node.child_by_field_name(_DECLARING[kind])
                 if name is not None and name.type == "identifier":
                     names.add(_text(name))
-            elif kind == "shorthand_property_identifier_pattern":
+            elif kind == "shorthand_property_identifier_pattern" or kind == "identifier" and node.parent is not None and (
+                    node.parent.type in ("formal_parameters", "catch_clause", "array_pattern",
+                                         "rest_pattern")
+                    or (node.parent.type == "assignment_pattern"
+                        and node.parent.child_by_field_name("left") == node)
+                    or (node.parent.type == "arrow_function"
+                        and node.parent.child_by_field_name("parameter") == node)):
                 names.add(_text(node))
-            elif kind == "identifier" and node.parent is not None and node.parent.type in (
-                    "formal_parameters", "catch_clause", "array_pattern",
-                    "assignment_pattern", "rest_pattern", "arrow_function"):
-                if node.parent.type != "arrow_function" or \
-                        node.parent.child_by_field_name("parameter") == node:
-                    names.add(_text(node))
         return names
 
     def _call(self, node: tree_sitter.Node) -> None:
@@ -171,6 +171,8 @@ class _Linter:
 
     def _options(self, hook: str, options: tree_sitter.Node) -> None:
         for entry in options.named_children:
+            key_node: tree_sitter.Node | None
+            value: tree_sitter.Node | None
             if entry.type == "shorthand_property_identifier":
                 key_node, key, value = entry, _text(entry), None
             elif entry.type == "pair":

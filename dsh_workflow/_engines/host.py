@@ -20,9 +20,9 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from .._agents import AgentRegistry
 from .._config import EngineConfig
 from .._errors import WorkflowError, WorkflowErrorCode
-from .._agents import AgentRegistry
 from .._events import (
     AgentEnded,
     AgentOutcome,
@@ -263,7 +263,7 @@ class HostedRun(WorkflowRun):
                 self._cancel_reason = "the workflow engine was shut down"
             self._stop()
             raise
-        except Exception:  # noqa: BLE001 - a host bug must end this run, not the engine
+        except Exception:
             logger.exception("dsh-workflow: run %s failed inside the engine", self.id)
             self._fault = ("the workflow engine failed while serving this run (a bug; see the "
                            "host's log)")
@@ -472,7 +472,7 @@ class HostedRun(WorkflowRun):
     async def _run_call(self, call: _Call) -> None:
         try:
             call.reply, call.outcome = await self._run_child(call)
-        except Exception:  # noqa: BLE001 - a host bug must end this call, not the engine
+        except Exception:
             logger.exception("dsh-workflow: child %s#%d failed inside the engine", self.id,
                              call.seq)
             call.reply = [call.call_id, False, WorkflowErrorCode.AGENT_FAILED.value,
@@ -500,7 +500,7 @@ class HostedRun(WorkflowRun):
                     return [call.call_id, True, None], "timeout"
         except anyio.get_cancelled_exc_class():
             raise
-        except Exception as exc:  # noqa: BLE001 - a provider fault is reported, not propagated
+        except Exception as exc:
             if self._stopping:
                 return self._cancelled_reply(call), "cancelled"
             logger.warning("dsh-workflow: provider raised for %s#%d", self.id, call.seq,

@@ -13,8 +13,14 @@ from .._errors import WorkflowError, WorkflowErrorCode
 from .._schema import check_agent_schema
 from .._subagent import Effort, Isolation
 
-__all__ = ["AgentOptions", "EFFORTS", "ISOLATIONS", "SUPPORTED_OPTIONS", "default_label",
-           "parse_agent_options"]
+__all__ = [
+    "EFFORTS",
+    "ISOLATIONS",
+    "SUPPORTED_OPTIONS",
+    "AgentOptions",
+    "default_label",
+    "parse_agent_options",
+]
 
 SUPPORTED_OPTIONS = ("label", "phase", "schema", "model", "provider", "effort", "agentType",
                      "isolation")

@@ -153,8 +153,8 @@ class CompatSuite(ConformanceBase):
          "UNSUPPORTED_SCHEMA", 2, 7),
         ("const t = 0;\nconst r = await subagent('x', {model: 'm', temperature: t});",
          "UNSUPPORTED_OPTION", 2, 17),
-        ("const n = 'x';\nawait Promise.all([1].map((i) =>\n  agent(`p ${i}`, {\n"
-         "    label: n, effort: n })));", "INVALID_ARGUMENT", 3, 3),
+        (("const n = 'x';\nawait Promise.all([1].map((i) =>\n  agent(`p ${i}`, {\n"
+          "    label: n, effort: n })));"), "INVALID_ARGUMENT", 3, 3),
         # refused by the runtime, before anything reached the host
         ("\n  await agent(42);", "INVALID_ARGUMENT", 2, 9),
         ("await agent('x', 'opts');", "INVALID_ARGUMENT", 1, 7),
