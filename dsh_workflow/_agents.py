@@ -221,8 +221,16 @@ class AgentRegistry:
         """Every known type, sorted."""
         return tuple(sorted(self._by_name))
 
+    @property
+    def definitions(self) -> dict[str, AgentDefinition]:
+        """Every definition by name (a copy), sorted by name."""
+        return {name: self._by_name[name] for name in self.names}
+
     def get(self, name: str) -> AgentDefinition | None:
         return self._by_name.get(name)
+
+    def __getitem__(self, name: str) -> AgentDefinition:
+        return self._by_name[name]
 
     def origin(self, name: str) -> str | None:
         """The file a definition came from (None for built-in or programmatic ones)."""

@@ -37,6 +37,11 @@ def test_a_definition_is_read_from_front_matter_and_body(tmp_path: Path) -> None
     assert registry.origin("code-reviewer") == str(tmp_path / "reviewer.md")
     assert registry.names == ("code-reviewer", "general-purpose")
     assert registry.problems == ()
+    assert registry["code-reviewer"] is definition and len(registry) == 2
+    assert list(registry.definitions) == ["code-reviewer", "general-purpose"]
+    assert [d.name for d in registry] == ["code-reviewer", "general-purpose"]
+    with pytest.raises(KeyError):
+        registry["nobody"]
 
 
 def test_tools_as_a_list_and_inherited_model(tmp_path: Path) -> None:
