@@ -114,6 +114,17 @@ function isNameChar(c) {
   return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 36 || c === 95;
 }
 
+// Where the string literal opened by `quote` at `at` ends (a template's `${...}` is skipped
+// as text, which is enough to step over the parentheses inside prompts).
+function quoteEnd(source, at, quote, limit) {
+  for (let j = at + 1; j < limit; j++) {
+    const c = _apply(_charCodeAt, source, [j]);
+    if (c === 92) j++;
+    else if (c === quote) return j;
+  }
+  return limit;
+}
+
 // The engine marks a call at the last token it positioned inside it (`agent(x, {label: f})`
 // is marked at `f`, possibly lines below). Walk back in the body's source to the hook's own
 // name whose argument list encloses that mark; null when there is no such call nearby.
@@ -132,13 +143,16 @@ function callStart(source, mark, hook) {
     c = _apply(_charCodeAt, source, [i])) i++;
     if (_apply(_charCodeAt, source, [i]) !== 40) continue; // not followed by `(`
     if (mark < i) return begin; // the mark is on the name itself
+    // the call's own argument list must still be open at the mark
     let depth = 0;
-    for (let j = i; j < mark; j++) {
+    let open = true;
+    for (let j = i; j < mark && open; j++) {
       const c = _apply(_charCodeAt, source, [j]);
       if (c === 40) depth++;
-      else if (c === 41) depth--;
+      else if (c === 41 && --depth === 0) open = false;
+      else if (c === 39 || c === 34 || c === 96) j = quoteEnd(source, j, c, mark);
     }
-    if (depth > 0) return begin;
+    if (open) return begin;
   }
   return null;
 }
@@ -206,6 +220,22 @@ function scriptPosition(error) {
     }
     return ' (line ' + line + ', column ' + column + ')';
   }
+}
+
+// A call's own stack, cut to the frames that can name it (this one, the hook, two callers):
+// capturing ten frames per call would cost twice as much. The limit is set through the
+// captured native accessor, so it works even when a script changed or removed its own.
+const _limitAccess = _getOwnPropertyDescriptor(_Error, 'stackTraceLimit');
+const _getLimit = _limitAccess !== undefined ? _limitAccess.get : undefined;
+const _setLimit = _limitAccess !== undefined ? _limitAccess.set : undefined;
+
+function callSite() {
+  if (typeof _getLimit !== 'function' || typeof _setLimit !== 'function') return new _Error();
+  const limit = _apply(_getLimit, _Error, []);
+  _apply(_setLimit, _Error, [4]);
+  const site = new _Error();
+  _apply(_setLimit, _Error, [limit]);
+  return site;
 }
 
 // Refusals the host makes for a call's own arguments; they name the call's position.
@@ -283,7 +313,7 @@ const agent = async function agent(prompt, opts) {
   slot.done = false;
   // The host may refuse a call for its options; the call's position is only on this stack, so
   // keep it (a call without options is never refused for its arguments: no cost there).
-  if (opts !== undefined) slot.site = new _Error();
+  if (opts !== undefined) slot.site = callSite();
   const waiter = own(new _Promise(function (resolve) { slot.resolve = resolve; }));
   // Everything that can fail (allocation) happens before the call is counted as pending.
   const message = '["agent",' + id + ',' + _stringify(prompt) + ',' + optsText + ']';

@@ -25,8 +25,10 @@ def _registry() -> AgentRegistry:
     return AgentRegistry.from_definitions([REVIEWER, PLANNER])
 
 
-def _mentions_position(message: str, line: int, column: int) -> bool:
-    return bool(re.search(rf"line\s*{line}\D{{1,12}}col(umn)?\s*{column}\b", message))
+def _mentions_position(message: str, line: int, column: int | None) -> bool:
+    """``message`` names ``line`` and ``column`` (None: any column on that line)."""
+    wanted = r"\d+" if column is None else str(column)
+    return bool(re.search(rf"line\s*{line}\D{{1,12}}col(umn)?\s*{wanted}\b", message))
 
 
 class CompatSuite(ConformanceBase):
@@ -155,6 +157,9 @@ class CompatSuite(ConformanceBase):
          "UNSUPPORTED_OPTION", 2, 17),
         (("const n = 'x';\nawait Promise.all([1].map((i) =>\n  agent(`p ${i}`, {\n"
           "    label: n, effort: n })));"), "INVALID_ARGUMENT", 3, 3),
+        ("const s = {type: 'string'};\nawait agent('smile :) (or not',\n  {schema: s});",
+         "UNSUPPORTED_SCHEMA", 2, 7),
+        ("await Reflect.apply(agent, null, ['x', {effort: 'x'}]);", "INVALID_ARGUMENT", 1, None),
         # refused by the runtime, before anything reached the host
         ("\n  await agent(42);", "INVALID_ARGUMENT", 2, 9),
         ("await agent('x', 'opts');", "INVALID_ARGUMENT", 1, 7),
@@ -162,7 +167,7 @@ class CompatSuite(ConformanceBase):
         ("await pipeline([1], 5);", "INVALID_ARGUMENT", 1, 7),
     ])
     async def test_compat_hook_misuse_names_line_and_column(
-            self, statement: str, code: str, line: int, column: int) -> None:
+            self, statement: str, code: str, line: int, column: int | None) -> None:
         async with self.open() as h:
             # uncaught, the run's error names it; caught, the script's error message does
             result = await h.run(statement + "\nreturn 1")
@@ -186,3 +191,23 @@ class CompatSuite(ConformanceBase):
             result = await h.run("const xs = [1, 2, 3].map(() => () => 1);\nawait parallel(xs);")
             error = assert_run_error(result, "ITEM_CAP")
             assert _mentions_position(error, 2, 7), error
+
+    @pytest.mark.anyio
+    async def test_compat_position_survives_a_script_without_stack_traces(self) -> None:
+        async with self.open() as h:
+            result = await h.run(
+                "Error.stackTraceLimit = 0;\nconst before = Error.stackTraceLimit;\n"
+                "await agent('fine', {label: 'a'});\n"
+                "if (Error.stackTraceLimit !== before) return 'changed';\n"
+                "await Reflect.apply(agent, null, ['x', {temperature: 1}]);")
+            error = assert_run_error(result, "UNSUPPORTED_OPTION")
+            assert re.search(r"\(line 5, column \d+\)", error), error
+
+    @pytest.mark.anyio
+    async def test_compat_script_stack_limit_is_left_as_the_script_set_it(self) -> None:
+        async with self.open() as h:
+            result = await h.run(
+                "Error.stackTraceLimit = 7;\nawait agent('a', {label: 'x'});\n"
+                "try { await agent('b', {bogus: 1}); } catch (e) {}\n"
+                "return Error.stackTraceLimit;")
+            assert result.value == 7, result
