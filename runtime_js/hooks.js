@@ -110,6 +110,10 @@ function readNumber(text, at) {
   return end === at ? null : [value, end];
 }
 
+function isSpace(c) {
+  return c === 32 || c === 9 || c === 10 || c === 13;
+}
+
 function isNameChar(c) {
   return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 36 || c === 95;
 }
@@ -139,8 +143,7 @@ function callStart(source, mark, hook) {
       ? at - 3 : at;
     if (begin > 0 && isNameChar(_apply(_charCodeAt, source, [begin - 1]))) continue;
     let i = at + hook.length;
-    for (let c = _apply(_charCodeAt, source, [i]); c === 32 || c === 9 || c === 10 || c === 13;
-    c = _apply(_charCodeAt, source, [i])) i++;
+    while (isSpace(_apply(_charCodeAt, source, [i]))) i++;
     if (_apply(_charCodeAt, source, [i]) !== 40) continue; // not followed by `(`
     if (mark < i) return begin; // the mark is on the name itself
     // the call's own argument list must still be open at the mark
