@@ -3,6 +3,7 @@
 The whole public API is importable from here; every other module is private.
 """
 
+from ._agents import AgentRegistry as AgentRegistry
 from ._config import EngineConfig as EngineConfig
 from ._engines.quickjs import QuickJSEngine as QuickJSEngine
 from ._engines.subprocess.engine import SubprocessEngine as SubprocessEngine
@@ -50,6 +51,7 @@ __all__ = [
     "AgentDefinition",
     "AgentEnded",
     "AgentOutcome",
+    "AgentRegistry",
     "AgentStarted",
     "CommandProvider",
     "EchoProvider",

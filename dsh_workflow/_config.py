@@ -65,6 +65,10 @@ class EngineConfig(BaseModel):
         "spend; None is unlimited. Once a run's children have reported that many, every later "
         "agent() call, queued ones included, throws fatal BUDGET_EXCEEDED. A start request may "
         "only lower it.")
+    model_aliases: dict[str, str] = Field(
+        default_factory=dict, description="Model names to replace before a request reaches the "
+        "provider, e.g. {'sonnet': 'gpt-4.1'}: applies to a call's `model` and to an agent "
+        "definition's model alike; a name without an alias passes unchanged.")
     max_value_depth: int = Field(
         256, ge=8, le=512, description="Deepest nesting of a value leaving the script "
         "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")

@@ -85,8 +85,177 @@ const maxLogChars = config.maxLogChars;
 
 const fatal = new _WeakSet();
 
-function makeError(code, message) {
+// Where a hook was misused: the script's own line and column of the first script frame on a
+// stack (rows up to bodyLineOffset belong to the runtime; row 1 of the body follows the
+// wrapper's header). Reads the stack through the captured native getter, never a script's.
+const _stackGet = _getOwnPropertyDescriptor(_Error.prototype, 'stack').get;
+const _indexOf = String.prototype.indexOf;
+const _charCodeAt = String.prototype.charCodeAt;
+const bodyLineOffset = config.bodyLineOffset;
+const bodyHeaderChars = config.bodyHeaderChars;
+
+const _fnToString = Function.prototype.toString;
+const _lastIndexOf = String.prototype.lastIndexOf;
+let bodyFn = null; // the compiled body, kept to read its source when a hook is misused
+
+function readNumber(text, at) {
+  let value = 0;
+  let end = at;
+  for (;;) {
+    const c = _apply(_charCodeAt, text, [end]);
+    if (!(c >= 48 && c <= 57)) break;
+    value = value * 10 + (c - 48);
+    end++;
+  }
+  return end === at ? null : [value, end];
+}
+
+function isSpace(c) {
+  return c === 32 || c === 9 || c === 10 || c === 13;
+}
+
+function isNameChar(c) {
+  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 36 || c === 95;
+}
+
+// Where the string literal opened by `quote` at `at` ends (a template's `${...}` is skipped
+// as text, which is enough to step over the parentheses inside prompts).
+function quoteEnd(source, at, quote, limit) {
+  for (let j = at + 1; j < limit; j++) {
+    const c = _apply(_charCodeAt, source, [j]);
+    if (c === 92) j++;
+    else if (c === quote) return j;
+  }
+  return limit;
+}
+
+// The engine marks a call at the last token it positioned inside it (`agent(x, {label: f})`
+// is marked at `f`, possibly lines below). Walk back in the body's source to the hook's own
+// name whose argument list encloses that mark; null when there is no such call nearby.
+function callStart(source, mark, hook) {
+  let from = mark + hook.length;
+  for (let tries = 0; tries < 64; tries++) {
+    const at = _apply(_lastIndexOf, source, [hook, from]);
+    if (at < 0 || mark - at > 20000) return null;
+    from = at - 1;
+    // `subagent` is `agent` under another name
+    const begin = hook === 'agent' && at >= 3 && _apply(_stringSlice, source, [at - 3, at]) === 'sub'
+      ? at - 3 : at;
+    if (begin > 0 && isNameChar(_apply(_charCodeAt, source, [begin - 1]))) continue;
+    let i = at + hook.length;
+    while (isSpace(_apply(_charCodeAt, source, [i]))) i++;
+    if (_apply(_charCodeAt, source, [i]) !== 40) continue; // not followed by `(`
+    if (mark < i) return begin; // the mark is on the name itself
+    // the call's own argument list must still be open at the mark
+    let depth = 0;
+    let open = true;
+    for (let j = i; j < mark && open; j++) {
+      const c = _apply(_charCodeAt, source, [j]);
+      if (c === 40) depth++;
+      else if (c === 41 && --depth === 0) open = false;
+      else if (c === 39 || c === 34 || c === 96) j = quoteEnd(source, j, c, mark);
+    }
+    if (open) return begin;
+  }
+  return null;
+}
+
+// `line`/`column` (1-based, the body's own) moved to the start of the hook call around them.
+function refine(line, column, hook) {
+  if (bodyFn === null || hook === null) return null;
+  const source = _apply(_fnToString, bodyFn, []);
+  const header = bodyHeaderChars - 1; // the source starts at `async function`, not at `(`
+  let start = 0;
+  for (let l = 1; l < line; l++) {
+    start = _apply(_indexOf, source, ['\n', start]) + 1;
+    if (start === 0) return null;
+  }
+  const mark = start + (line === 1 ? header : 0) + column - 1;
+  const at = callStart(source, mark, hook);
+  if (at === null) return null;
+  const lineStart = _apply(_lastIndexOf, source, ['\n', at - 1]) + 1;
+  let row = 1;
+  for (let k = _apply(_indexOf, source, ['\n']); k >= 0 && k < at; k = _apply(_indexOf, source, ['\n', k + 1])) row++;
+  return [row, at - lineStart + 1 - (row === 1 ? header : 0)];
+}
+
+const _hooks = _create(null);
+_hooks.agent = 'agent';
+_hooks.parallel = 'parallel';
+_hooks.pipeline = 'pipeline';
+_hooks.phase = 'phase';
+_hooks.log = 'log';
+
+function frameName(stack, at) {
+  // `    at NAME (<input>:...` — the name before the position that starts at `at`
+  const open = _apply(_lastIndexOf, stack, [' (', at]);
+  const word = _apply(_lastIndexOf, stack, ['at ', open]);
+  if (open < 0 || word < 0) return null;
+  const name = _apply(_stringSlice, stack, [word + 3, open]);
+  return _hooks[name] === undefined ? null : _hooks[name];
+}
+
+function scriptPosition(error) {
+  if (typeof bodyLineOffset !== 'number' || typeof _stackGet !== 'function') return '';
+  const stack = _apply(_stackGet, error, []);
+  if (typeof stack !== 'string') return '';
+  let from = 0;
+  let hook = null;
+  for (;;) {
+    const at = _apply(_indexOf, stack, ['<input>:', from]);
+    if (at < 0) return '';
+    from = at + 8;
+    const row = readNumber(stack, from);
+    if (row === null || _apply(_charCodeAt, stack, [row[1]]) !== 58) continue;
+    const col = readNumber(stack, row[1] + 1);
+    if (col === null) continue;
+    if (row[0] <= bodyLineOffset) {
+      hook = frameName(stack, at);
+      continue;
+    }
+    let line = row[0] - bodyLineOffset;
+    let column = col[0];
+    if (line === 1) column = column - bodyHeaderChars > 1 ? column - bodyHeaderChars : 1;
+    const better = refine(line, column, hook);
+    if (better !== null) {
+      line = better[0];
+      column = better[1];
+    }
+    return ' (line ' + line + ', column ' + column + ')';
+  }
+}
+
+// A call's own stack, cut to the frames that can name it (this one, the hook, two callers):
+// capturing ten frames per call would cost twice as much. The limit is set through the
+// captured native accessor, so it works even when a script changed or removed its own.
+const _limitAccess = _getOwnPropertyDescriptor(_Error, 'stackTraceLimit');
+const _getLimit = _limitAccess !== undefined ? _limitAccess.get : undefined;
+const _setLimit = _limitAccess !== undefined ? _limitAccess.set : undefined;
+
+function callSite() {
+  if (typeof _getLimit !== 'function' || typeof _setLimit !== 'function') return new _Error();
+  const limit = _apply(_getLimit, _Error, []);
+  _apply(_setLimit, _Error, [4]);
+  const site = new _Error();
+  _apply(_setLimit, _Error, [limit]);
+  return site;
+}
+
+// Refusals the host makes for a call's own arguments; they name the call's position.
+const misuse = _create(null);
+misuse.INVALID_ARGUMENT = true;
+misuse.UNSUPPORTED_OPTION = true;
+misuse.UNSUPPORTED_SCHEMA = true;
+
+// `site`: an Error captured at the offending call, when the error is made after it returned;
+// null: the error names no position.
+function makeError(code, message, site) {
   const e = new _Error(message);
+  const where = site === null ? '' : scriptPosition(site === undefined ? e : site);
+  if (where !== '') {
+    message = message + where;
+    _defineProperty(e, 'message', { value: message, writable: true, enumerable: false, configurable: true });
+  }
   _defineProperty(e, 'name', { value: 'WorkflowError', writable: false, enumerable: false, configurable: false });
   _defineProperty(e, 'code', { value: code, writable: false, enumerable: true, configurable: false });
   _defineProperty(e, 'fatal', { value: true, writable: false, enumerable: true, configurable: false });
@@ -133,7 +302,8 @@ const agent = async function agent(prompt, opts) {
   if (opts !== undefined) {
     if (opts === null || typeof opts !== 'object' || _isArray(opts)) {
       throw makeError('INVALID_ARGUMENT', 'agent() options must be an object such as '
-        + '{label, phase, schema, model, provider} (got ' + describeKind(opts) + ')');
+        + '{label, phase, schema, model, provider, effort, agentType, isolation} (got '
+        + describeKind(opts) + ')');
     }
     try {
       optsText = materialize(opts, 'options', maxDepth);
@@ -146,6 +316,9 @@ const agent = async function agent(prompt, opts) {
   const id = nextId++;
   const slot = _create(null);
   slot.done = false;
+  // The host may refuse a call for its options; the call's position is only on this stack, so
+  // keep it (a call without options is never refused for its arguments: no cost there).
+  if (opts !== undefined) slot.site = callSite();
   const waiter = own(new _Promise(function (resolve) { slot.resolve = resolve; }));
   // Everything that can fail (allocation) happens before the call is counted as pending.
   const message = '["agent",' + id + ',' + _stringify(prompt) + ',' + optsText + ']';
@@ -154,7 +327,8 @@ const agent = async function agent(prompt, opts) {
   pendingCount++;
   await waiter;
   if (slot.ok === true) return slot.value;
-  throw makeError(_String(slot.code), _String(slot.message));
+  const code = _String(slot.code);
+  throw makeError(code, _String(slot.message), misuse[code] === true && slot.site !== undefined ? slot.site : null);
 };
 
 function narrate(kind, text) {
@@ -425,6 +599,7 @@ return {
   start: function start(body) {
     if (started) return;
     started = true;
+    bodyFn = body;
     let promise;
     try {
       promise = body();

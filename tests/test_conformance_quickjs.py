@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
-from dsh_workflow import EngineConfig, QuickJSEngine, SubagentProvider, WorkflowEngine
+from dsh_workflow import (
+    AgentRegistry,
+    EngineConfig,
+    QuickJSEngine,
+    SubagentProvider,
+    WorkflowEngine,
+)
 from dsh_workflow.testing import EngineConformance
 
 
@@ -13,6 +19,7 @@ class TestQuickJSConformance(EngineConformance):
     # and then runs as xfail(strict=True); the list is empty while the engine passes everything.
     known_failures: dict[str, str] = {}
 
-    def make_engine(self, config: EngineConfig,
-                    provider: SubagentProvider) -> AbstractAsyncContextManager[WorkflowEngine]:
-        return QuickJSEngine(config, provider=provider)
+    def make_engine(self, config: EngineConfig, provider: SubagentProvider,
+                    agents: AgentRegistry | None = None,
+                    ) -> AbstractAsyncContextManager[WorkflowEngine]:
+        return QuickJSEngine(config, provider=provider, agents=agents)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
-from dsh_workflow import EngineConfig, SubagentProvider, WorkflowEngine
+from dsh_workflow import AgentRegistry, EngineConfig, SubagentProvider, WorkflowEngine
 from dsh_workflow._engines.subprocess import SubprocessEngine
 from dsh_workflow.testing import EngineConformance
 
@@ -12,6 +12,7 @@ from dsh_workflow.testing import EngineConformance
 class TestSubprocessConformance(EngineConformance):
     known_failures: dict[str, str] = {}
 
-    def make_engine(self, config: EngineConfig,
-                    provider: SubagentProvider) -> AbstractAsyncContextManager[WorkflowEngine]:
-        return SubprocessEngine(config, provider=provider, pool_size=1)
+    def make_engine(self, config: EngineConfig, provider: SubagentProvider,
+                    agents: AgentRegistry | None = None,
+                    ) -> AbstractAsyncContextManager[WorkflowEngine]:
+        return SubprocessEngine(config, provider=provider, pool_size=1, agents=agents)

@@ -84,6 +84,14 @@ def test_string_escapes(literal: str, expected: str) -> None:
     assert meta == {"s": expected}
 
 
+def test_string_literals_joined_with_plus_are_one_string() -> None:
+    source = ("export const meta = {\n  name: 'joined',\n  description:\n    'A long ' +\n"
+              "    \"description \" + // split over lines\n    `in three parts`,\n};\nreturn 1\n")
+    meta, body = split_meta(source)
+    assert meta == {"name": "joined", "description": "A long description in three parts"}
+    assert body.count("\n") == source.count("\n") and body.rstrip().endswith("return 1")
+
+
 def test_duplicate_keys_last_wins_like_javascript() -> None:
     meta, _ = split_meta("export const meta = {a: 1, b: 2, a: 3}")
     assert meta == {"a": 3, "b": 2}
@@ -162,6 +170,8 @@ def test_crlf_and_unicode_line_breaks_are_kept() -> None:
     ("export const meta = {a: [...xs]}", "spread", 1, 26),
     ("export const meta = {a() { return 1 }}", "method `a(...)`", 1, 23),
     ("export const meta = {a: 1 + 2}", "expressions are not allowed", 1, 27),
+    ("export const meta = {a: 'x' + y}", "only string literals can be joined", 1, 31),
+    ("export const meta = {a: 'x' + 1}", "only string literals can be joined", 1, 31),
     ("export const meta = {a: (1)}", "parenthesized", 1, 25),
     ("export const meta = {a: /x/}", "regular expressions", 1, 25),
     ("export const meta = {a: [1,,2]}", "empty array slot", 1, 28),

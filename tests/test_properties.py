@@ -165,7 +165,7 @@ def render_options(kind: str) -> str:
         "model": ", {model: 'small-model', provider: undefined}",
         "schema": ", {schema: " + js(SCHEMA) + "}",
         "bad-schema": ", {schema: " + js({**SCHEMA, "title": "bad"}) + "}",
-        "unsupported": ", {effort: 'high'}",
+        "unsupported": ", {temperature: 0.2}",
     }[kind]
 
 

@@ -10,7 +10,15 @@ Contract:
   stdout receives exactly one JSON document (indent 2, non-ASCII kept): the value when the run
   completed, else — and always with ``--json`` — the result object ``{value, stop_reason,
   error, agents_started, run_id}``.
-- ``check SCRIPT.js`` validates the meta and proves the body parses, running nothing.
+- ``check SCRIPT.js`` validates the meta and proves the body parses, running nothing; it also
+  prints warnings (``SCRIPT.js:LINE:COL: warning: ...`` on stderr, see :mod:`.lint`) that do
+  not change its exit code.
+- Agent definitions: ``run`` and ``check`` load ``--agents DIR`` folders (in the order given),
+  then ``.claude/agents`` under the current directory, then ``~/.claude/agents``; a definition
+  file that cannot be used is skipped with a warning on stderr; a ``--agents`` folder that does
+  not exist is a usage error. ``--model-alias NAME=MODEL`` (repeatable) maps model names.
+- ``--args`` text that is not JSON is passed as a string (Claude Code passes a workflow's
+  arguments as text); text starting with ``{``, ``[`` or ``"`` must be valid JSON.
 - Exit codes: ``0`` completed, ``1`` the run ended with an error, ``2`` usage or start error
   (one ``Error: <message>`` line on stderr, never a traceback), ``130`` cancelled by Ctrl-C.
 - Ctrl-C (SIGINT) cancels the run: its children are cancelled, every event stays paired, the
@@ -41,6 +49,7 @@ import anyio.abc
 from pydantic import ValidationError
 
 from dsh_workflow import (
+    AgentRegistry,
     EchoProvider,
     EngineConfig,
     QuickJSEngine,
@@ -55,6 +64,7 @@ from dsh_workflow import (
 from dsh_workflow._meta import parse_meta
 from dsh_workflow._script import check_body
 
+from .lint import lint
 from .metafile import MetaFileError, split_meta
 from .progress import EventLog, Progress, make_progress
 
@@ -146,13 +156,44 @@ def build_parser() -> argparse.ArgumentParser:
                      help="wall-clock limit of one agent (it then returns null)")
     run.add_argument("--echo-latency", type=_seconds, metavar="SECONDS",
                      help="simulated latency of each echo agent (echo)")
+    _agent_options(run)
+    run.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
+                     type=_alias, help="use MODEL wherever a call or an agent definition names "
+                     "NAME (repeatable), e.g. --model-alias sonnet=gpt-4.1")
     run.add_argument("--json", action="store_true", help="print the whole result object")
     run.add_argument("--events", metavar="FILE.jsonl", help="append every event as a JSON line")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     check = commands.add_parser("check", help="validate meta and script without running it")
     check.add_argument("script", metavar="SCRIPT.js")
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
+    _agent_options(check)
     return parser
+
+
+def _agent_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--agents", action="append", default=[], metavar="DIR",
+                        help="a folder of agent definitions (*.md) searched before "
+                        ".claude/agents and ~/.claude/agents (repeatable)")
+
+
+def _alias(text: str) -> tuple[str, str]:
+    name, sep, model = text.partition("=")
+    if not sep or not name.strip() or not model.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=MODEL, got {text!r}")
+    return name.strip(), model.strip()
+
+
+def load_agents(folders: Sequence[str]) -> AgentRegistry:
+    """The registry for a run or a check: ``folders`` first, then the default search path.
+    Unusable definition files are skipped with a warning line on stderr each."""
+    for folder in folders:
+        if not os.path.isdir(folder):
+            raise CliError(f"--agents {folder!r} is not a folder")
+    registry = AgentRegistry.default(folders)
+    for problem in registry.problems:
+        sys.stderr.write(f"Warning: skipped agent definition {problem}\n")
+    sys.stderr.flush()
+    return registry
 
 
 # -- preparing a run -----------------------------------------------------------------------------
@@ -168,11 +209,13 @@ class Plan:
     config: EngineConfig = field(default_factory=EngineConfig)
     provider: Callable[[], SubagentProvider] = EchoProvider
     engine: str = "quickjs"
+    agents: AgentRegistry | None = None
 
     def make_engine(self, provider: SubagentProvider) -> WorkflowEngine:
         if self.engine == "subprocess":
-            return SubprocessEngine(self.config, provider=provider, pool_size=0)
-        return QuickJSEngine(self.config, provider=provider)
+            return SubprocessEngine(self.config, provider=provider, pool_size=0,
+                                    agents=self.agents)
+        return QuickJSEngine(self.config, provider=provider, agents=self.agents)
 
 
 def _read_text(path: str, what: str) -> str:
@@ -196,6 +239,16 @@ def _json_option(option: str, text: str) -> Any:
                        f"{exc.colno})") from None
 
 
+def _args_option(text: str) -> Any:
+    """``--args``: JSON text, ``@file`` or ``@-``; other text that is not JSON is a string."""
+    if text.startswith("@") or text.lstrip()[:1] in ("{", "[", '"'):
+        return _json_option("--args", text)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def _script_parts(path: str, meta_option: str | None) -> tuple[dict[str, Any], str]:
     """The meta (``--meta`` winning over the file's literal) and the body of the script file."""
     source = _read_text(path, "script")
@@ -214,7 +267,8 @@ def _script_parts(path: str, meta_option: str | None) -> tuple[dict[str, Any], s
 def _config(ns: argparse.Namespace) -> EngineConfig:
     chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
               "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
-              "budget_tokens": ns.budget}
+              "budget_tokens": ns.budget,
+              "model_aliases": dict(ns.model_alias) or None}
     try:
         return EngineConfig(**{key: value for key, value in chosen.items() if value is not None})
     except ValidationError as exc:
@@ -261,10 +315,11 @@ def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]
 def plan_run(ns: argparse.Namespace) -> Plan:
     """Read and check everything ``run`` needs; raises :class:`CliError`."""
     meta, body = _script_parts(ns.script, ns.meta)
-    args = _json_option("--args", ns.args) if ns.args is not None else None
+    args = _args_option(ns.args) if ns.args is not None else None
     config = _config(ns)
     return Plan(meta=meta, body=body, args=args, config=config,
-                provider=_provider_factory(ns, config), engine=ns.engine)
+                provider=_provider_factory(ns, config), engine=ns.engine,
+                agents=load_agents(ns.agents))
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -424,7 +479,12 @@ def command_check(ns: argparse.Namespace) -> int:
         check_body(body)
     except WorkflowError as exc:
         raise CliError(f"{ns.script}: {exc}") from None
-    _write_stdout(f"ok: {checked.name}: meta is valid and the script parses\n")
+    warnings = lint(body, agents=load_agents(ns.agents))
+    for warning in warnings:
+        sys.stderr.write(f"{ns.script}:{warning}\n")
+    sys.stderr.flush()
+    noted = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
+    _write_stdout(f"ok: {checked.name}: meta is valid and the script parses{noted}\n")
     return EXIT_OK
 
 

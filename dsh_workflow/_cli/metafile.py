@@ -7,7 +7,7 @@ Contract of :func:`split_meta`:
   whose first token is not ``export`` has no meta block: ``(None, source)`` is returned
   unchanged and the body is left for the engine's own parse check.
 - **What.** ``export const meta =`` followed by a JavaScript object literal restricted to
-  data: strings in ``'``, ``"`` or backticks (without ``${``), numbers (decimal, hex, octal,
+  data: strings in ``'``, ``"`` or backticks (without ``${``), also joined with ``+``, numbers (decimal, hex, octal,
   binary, exponents, ``_`` separators, an optional sign), ``true``/``false``/``null``, arrays
   and nested objects, identifier or quoted keys, trailing commas and comments anywhere. The
   literal is *read*, never evaluated: calls, variables, spreads, template interpolation,
@@ -223,7 +223,7 @@ class _Reader:
         if char == "[":
             return self.parse_array(depth + 1)
         if char in ("'", '"', "`"):
-            return self.parse_string()
+            return self.parse_joined_string()
         if _is_digit(char) or (char == "." and _is_digit(self.peek(1))):
             return self.parse_number()
         if char in ("-", "+"):
@@ -231,6 +231,23 @@ class _Reader:
         if char and _is_id_start(char):
             return self.parse_word()
         raise self.error(self.unexpected_value())
+
+    def parse_joined_string(self) -> str:
+        """A string literal, or string literals joined with ``+`` (how long descriptions are
+        often written): still pure data, joined here as JavaScript would."""
+        value = self.parse_string()
+        while True:
+            resume = self.pos
+            self.skip_trivia()
+            if self.peek() != "+" or self.peek(1) in ("+", "="):
+                self.pos = resume
+                return value
+            self.pos += 1
+            self.skip_trivia()
+            if self.peek() not in ("'", '"', "`"):
+                raise self.error(f"only string literals can be joined with `+` in meta, found "
+                                 f"{self.found()}: meta must be a pure literal")
+            value += self.parse_string()
 
     def unexpected_value(self) -> str:
         if self.pos >= self.n:

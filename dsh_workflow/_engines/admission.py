@@ -11,6 +11,7 @@ from typing import Any
 
 from anyio.abc import TaskGroup
 
+from .._agents import AgentRegistry
 from .._config import EngineConfig
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import EventHub
@@ -21,7 +22,7 @@ from .._subagent import SubagentProvider
 from .host import HostedRun
 from .runtime import body_line_offset
 
-__all__ = ["Admission", "EngineState", "admit", "encode_args", "hosted_run",
+__all__ = ["Admission", "EngineState", "admit", "check_agents", "encode_args", "hosted_run",
            "resolve_budget", "resolve_provider", "resolve_total_cap"]
 
 
@@ -42,6 +43,14 @@ class Admission:
     args_text: str | None
     parent: Any
     budget_tokens: int | None = None
+
+
+def check_agents(value: object) -> AgentRegistry | None:
+    """An engine's ``agents=``: an :class:`~dsh_workflow.AgentRegistry` or None."""
+    if value is not None and not isinstance(value, AgentRegistry):
+        raise TypeError("agents must be an AgentRegistry (or None), e.g. "
+                        f"AgentRegistry.default() (got {type(value).__name__})")
+    return value
 
 
 def resolve_total_cap(value: object, ceiling: int) -> int:
@@ -117,10 +126,12 @@ def admit(request: object, *, default_provider: SubagentProvider,
 
 
 def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
-               task_group: TaskGroup) -> HostedRun:
-    """The host side of an admitted run (its runtime is attached by the engine)."""
+               task_group: TaskGroup, agents: AgentRegistry | None = None) -> HostedRun:
+    """The host side of an admitted run (its runtime is attached by the engine); ``agents``
+    resolves ``agentType`` at each call."""
     return HostedRun(run_id=str(uuid.uuid4()), meta=admission.meta, config=config,
                      provider=admission.provider, max_total_agents=admission.max_total_agents,
                      parent=admission.parent, budget_tokens=admission.budget_tokens,
                      events=events, task_group=task_group,
-                     body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER))
+                     body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER),
+                     agents=agents)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from .._agents import AgentRegistry
 from .._config import EngineConfig
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import (
@@ -94,9 +95,11 @@ class HostedRun(WorkflowRun):
 
     def __init__(self, *, run_id: str, meta: WorkflowMeta, config: EngineConfig,
                  provider: SubagentProvider, max_total_agents: int, parent: Any,
-                 events: EventHub, budget_tokens: int | None = None, task_group: TaskGroup, body_line_offset: int = 0,
-                 body_header_chars: int = 0) -> None:
+                 events: EventHub, task_group: TaskGroup, budget_tokens: int | None = None,
+                 body_line_offset: int = 0, body_header_chars: int = 0,
+                 agents: AgentRegistry | None = None) -> None:
         self.id = run_id
+        self._agents = agents
         self.meta = meta
         self._config = config
         self._provider = provider
@@ -270,7 +273,7 @@ class HostedRun(WorkflowRun):
                 self._cancel_reason = "the workflow engine was shut down"
             self._stop()
             raise
-        except Exception:  # noqa: BLE001 - a host bug must end this run, not the engine
+        except Exception:
             logger.exception("dsh-workflow: run %s failed inside the engine", self.id)
             self._fault = ("the workflow engine failed while serving this run (a bug; see the "
                            "host's log)")
@@ -387,18 +390,32 @@ class HostedRun(WorkflowRun):
                 f"{self._max_total}) — a backstop against runaway loops; use fewer agent() calls "
                 "or raise max_total_agents if the scale is intentional"))
             return
+        definition = None
+        if options.agent_type is not None and self._agents is not None:
+            try:
+                definition = self._agents.resolve(options.agent_type)
+            except WorkflowError as exc:
+                self._refuse(call_id, exc.code, exc.message)
+                return
         self._accepted += 1
         seq = self._accepted
         # pydantic-core validates these few fields faster than model_construct() assigns them.
         cut = self._config.max_log_chars
         label = options.label if options.label is not None else default_label(prompt)
         phase = options.phase if options.phase is not None else self._phase
+        model = options.model
+        if model is None and definition is not None:
+            model = definition.model
+        aliases = self._config.model_aliases
+        if aliases and model is not None:
+            model = aliases.get(model, model)
         request = SubagentRequest(
             prompt=prompt,
             label=label if len(label) <= cut else label[:cut] + "…",
             phase=phase if phase is None or len(phase) <= cut else phase[:cut] + "…",
-            schema=options.schema, model=options.model, provider=options.provider,
-            parent=self._parent, run_id=self.id, seq=seq)
+            schema=options.schema, model=model, provider=options.provider,
+            parent=self._parent, run_id=self.id, seq=seq, effort=options.effort,
+            agent_type=options.agent_type, isolation=options.isolation, agent=definition)
         call = _Call(call_id=call_id, seq=seq, request=request)
         self._live.add(call)
         if self._running < self._config.max_concurrent_agents:
@@ -471,7 +488,7 @@ class HostedRun(WorkflowRun):
     async def _run_call(self, call: _Call) -> None:
         try:
             call.reply, call.outcome = await self._run_child(call)
-        except Exception:  # noqa: BLE001 - a host bug must end this call, not the engine
+        except Exception:
             logger.exception("dsh-workflow: child %s#%d failed inside the engine", self.id,
                              call.seq)
             call.reply = [call.call_id, False, WorkflowErrorCode.AGENT_FAILED.value,
@@ -501,7 +518,7 @@ class HostedRun(WorkflowRun):
                 call.usage = result.usage
         except anyio.get_cancelled_exc_class():
             raise
-        except Exception as exc:  # noqa: BLE001 - a provider fault is reported, not propagated
+        except Exception as exc:
             if self._stopping:
                 return self._cancelled_reply(call), "cancelled"
             logger.warning("dsh-workflow: provider raised for %s#%d", self.id, call.seq,

@@ -7,19 +7,30 @@ JSON data, so what arrives here is untrusted JSON, validated again in full.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._schema import check_agent_schema
+from .._subagent import Effort, Isolation
 
-__all__ = ["AgentOptions", "SUPPORTED_OPTIONS", "default_label", "parse_agent_options"]
+__all__ = [
+    "EFFORTS",
+    "ISOLATIONS",
+    "SUPPORTED_OPTIONS",
+    "AgentOptions",
+    "default_label",
+    "parse_agent_options",
+]
 
-SUPPORTED_OPTIONS = ("label", "phase", "schema", "model", "provider")
+SUPPORTED_OPTIONS = ("label", "phase", "schema", "model", "provider", "effort", "agentType",
+                     "isolation")
 _SUPPORTED_TEXT = ", ".join(SUPPORTED_OPTIONS)
-_NOT_SUPPORTED = ("effort", "isolation", "agentType")
-_STRING_OPTIONS = ("label", "phase", "model", "provider")
+EFFORTS: tuple[str, ...] = get_args(Effort)
+ISOLATIONS: tuple[str, ...] = get_args(Isolation)
+_CHOICES: dict[str, tuple[str, ...]] = {"effort": EFFORTS, "isolation": ISOLATIONS}
+_STRING_OPTIONS = ("label", "phase", "model", "provider", "agentType")
 _LABEL_CHARS = 48
-_NAME_CHARS = 256  # model and provider names
+_NAME_CHARS = 256  # model, provider and agent type names
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,9 @@ class AgentOptions:
     schema: dict[str, Any] | None = None
     model: str | None = None
     provider: str | None = None
+    effort: Effort | None = None
+    agent_type: str | None = None
+    isolation: Isolation | None = None
 
 
 def _kind(value: object) -> str:
@@ -45,14 +59,22 @@ def _kind(value: object) -> str:
     return "a string" if isinstance(value, str) else type(value).__name__
 
 
+def _shown(value: object) -> str:
+    if isinstance(value, str):
+        return '"' + (value if len(value) <= 40 else value[:39] + "…") + '"'
+    return _kind(value)
+
+
 def parse_agent_options(raw: object) -> AgentOptions:
     """Validate ``agent()`` options (already JSON data).
 
-    Keys are checked in order and the first offending key decides: ``effort``, ``isolation``
-    and ``agentType`` are not supported, any other unknown key is not recognized (both
-    ``UNSUPPORTED_OPTION``). Then ``label``/``phase``/``model``/``provider`` must be strings
-    (``INVALID_ARGUMENT``; ``null`` counts as absent; model and provider names are at most 256
-    characters) and ``schema`` must pass the schema gate (``UNSUPPORTED_SCHEMA``).
+    Keys are checked in order and the first unknown key decides (``UNSUPPORTED_OPTION``, the
+    message lists every supported option). Then, with ``null`` counting as absent:
+    ``label``/``phase``/``model``/``provider``/``agentType`` must be strings (model, provider
+    and agent type names non-empty where it matters and at most 256 characters), ``effort``
+    one of ``low|medium|high|max`` and ``isolation`` ``worktree`` (all ``INVALID_ARGUMENT``,
+    naming the allowed values), and ``schema`` must pass the schema gate
+    (``UNSUPPORTED_SCHEMA``).
     """
     if raw is None:
         return AgentOptions()
@@ -60,10 +82,6 @@ def parse_agent_options(raw: object) -> AgentOptions:
         raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
                             f"agent() options must be an object (got {_kind(raw)})")
     for key in raw:
-        if key in _NOT_SUPPORTED:
-            raise WorkflowError(WorkflowErrorCode.UNSUPPORTED_OPTION, (
-                f'agent() option "{key}" is not supported by this engine '
-                f"(supported: {_SUPPORTED_TEXT})"))
         if key not in SUPPORTED_OPTIONS:
             raise WorkflowError(WorkflowErrorCode.UNSUPPORTED_OPTION, (
                 f'agent() option "{key}" is not recognized (supported: {_SUPPORTED_TEXT})'))
@@ -72,16 +90,27 @@ def parse_agent_options(raw: object) -> AgentOptions:
         if key in values and not isinstance(values[key], str):
             raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
                 f'agent() option "{key}" must be a string (got {_kind(values[key])})'))
-    for key in ("model", "provider"):
+    for key in ("model", "provider", "agentType"):
         if key in values and len(values[key]) > _NAME_CHARS:
             raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
                 f'agent() option "{key}" is {len(values[key])} characters; a {key} name is at '
                 f"most {_NAME_CHARS}"))
+    if values.get("agentType") == "":
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                            'agent() option "agentType" must be a non-empty agent type name')
+    for key, allowed in _CHOICES.items():
+        if key in values and values[key] not in allowed:
+            raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+                f'agent() option "{key}" must be one of '
+                + ", ".join(f'"{choice}"' for choice in allowed)
+                + f" (got {_shown(values[key])})"))
     schema = values.get("schema")
     if "schema" in values:
         check_agent_schema(schema)
     return AgentOptions(label=values.get("label"), phase=values.get("phase"), schema=schema,
-                        model=values.get("model"), provider=values.get("provider"))
+                        model=values.get("model"), provider=values.get("provider"),
+                        effort=values.get("effort"), agent_type=values.get("agentType"),
+                        isolation=values.get("isolation"))
 
 
 def default_label(prompt: str) -> str:

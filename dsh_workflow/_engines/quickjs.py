@@ -14,12 +14,13 @@ from types import TracebackType
 import anyio
 from anyio.abc import TaskGroup
 
+from .._agents import AgentRegistry
 from .._config import EngineConfig
 from .._events import EventHub, RunInfo, WorkflowStarted
 from .._request import WorkflowStartRequest
 from .._run import WorkflowEngine, WorkflowRun
 from .._subagent import SubagentProvider
-from .admission import EngineState, admit, hosted_run
+from .admission import EngineState, admit, check_agents, hosted_run
 from .host import HostedRun
 from .launcher import ThreadLauncher
 from .loop import LoopHandle
@@ -91,13 +92,15 @@ class QuickJSEngine(WorkflowEngine):
     """
 
     def __init__(self, config: EngineConfig | None = None, *,
-                 provider: SubagentProvider) -> None:
+                 provider: SubagentProvider,
+                 agents: AgentRegistry | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
         if not callable(getattr(provider, "run", None)):
             raise TypeError("provider must be a SubagentProvider with an async run(request)")
         self.provider = provider
+        self.agents = check_agents(agents)
         self.events = EventHub()
         self._state = EngineState.UNOPENED
         self._runs: set[HostedRun] = set()
@@ -152,7 +155,8 @@ class QuickJSEngine(WorkflowEngine):
         assert self._tg is not None and self._loop is not None
         loop = self._loop
         self._seq += 1
-        run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg)
+        run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
+                         agents=self.agents)
         runtime = self._pool.take()
         runtime.assign(admission.script, admission.args_text,
                        lambda kind, payload: loop.post(run.report, kind, payload),

@@ -83,6 +83,8 @@ class _Runtime:
             "maxValueDepth": config.max_value_depth,
             "maxPromptChars": config.max_prompt_chars,
             "maxLogChars": config.max_log_chars,
+            "bodyLineOffset": body_line_offset(),
+            "bodyHeaderChars": len(RUN_HEADER),
         })
         ctx.eval("globalThis.__dsh_rt = " + _runtime_source() + "(" + js_config + ");")
         self._args = ctx.eval("__dsh_rt.args")

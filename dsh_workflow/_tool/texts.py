@@ -40,8 +40,9 @@ the tool result (no return gives null).
 Globals:
 - agent(prompt, opts?) (alias subagent): runs one subagent to completion and resolves to its \
 final text. opts: label (display name), phase (progress group), schema, model, provider (model \
-and provider override independently). Any other key (effort, isolation, agentType, ...) is an \
-error. With schema it resolves to the validated object. The schema is any JSON Schema 2020-12 \
+and provider override independently), effort ("low"|"medium"|"high"|"max"), agentType (a named \
+agent definition, e.g. "general-purpose"), isolation ("worktree": the child works in its own git \
+worktree). Any other key is an error. With schema it resolves to the validated object. The schema is any JSON Schema 2020-12 \
 with root type "object", self-contained (local $defs/$ref only); every keyword is enforced, \
 including pattern, format, minimum, enum. agent() resolves null when the child fails, its \
 structured value is missing or invalid, or it times out: use .filter(Boolean).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._suite_base import ConformanceBase
 from ._suite_boundary import BoundarySuite
 from ._suite_combinators import CombinatorSuite
+from ._suite_compat import CompatSuite
 from ._suite_events import EventSuite
 from ._suite_hooks import AgentSuite, NarrationSuite
 from ._suite_lifecycle import LifecycleSuite
@@ -25,6 +26,7 @@ class EngineConformance(
     LifecycleSuite,
     EventSuite,
     SandboxSuite,
+    CompatSuite,
     ConformanceBase,
 ):
     """The engine conformance suite of SPEC §3-§5: subclass it in a test module.
@@ -60,5 +62,5 @@ class EngineConformance(
 
     The topic suites it is made of, each documenting what it checks: ``StartSuite``,
     ``AgentSuite``, ``NarrationSuite``, ``CombinatorSuite``, ``BoundarySuite``,
-    ``LimitSuite``, ``LifecycleSuite``, ``EventSuite``, ``SandboxSuite``.
+    ``LimitSuite``, ``LifecycleSuite``, ``EventSuite``, ``SandboxSuite``, ``CompatSuite``.
     """

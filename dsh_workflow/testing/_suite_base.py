@@ -6,6 +6,7 @@ composes them into :class:`~dsh_workflow.testing.EngineConformance`.
 
 from __future__ import annotations
 
+import inspect
 import re
 import threading
 import time
@@ -251,7 +252,10 @@ class ConformanceBase:
 
     def make_engine(self, config: EngineConfig,
                     provider: SubagentProvider) -> AbstractAsyncContextManager[WorkflowEngine]:
-        """Build the engine under test (override this, and only this, in a subclass)."""
+        """Build the engine under test (override this, and only this, in a subclass).
+
+        An engine that takes an agent registry may accept a third keyword, ``agents=None``,
+        and pass it on; the agent-registry tests need it and are skipped otherwise."""
         raise NotImplementedError(
             "subclass EngineConformance and override make_engine(self, config, provider) to "
             "return an async context manager that yields the engine under test")
@@ -286,19 +290,39 @@ class ConformanceBase:
         """:attr:`base_config` with ``overrides`` applied."""
         return EngineConfig(**{**self.base_config, **overrides})
 
+    def _engine_with_agents(self, config: EngineConfig, provider: SubagentProvider,
+                            agents: Any) -> AbstractAsyncContextManager[WorkflowEngine]:
+        """``make_engine(config, provider, agents=agents)``; a test that needs an agent registry
+        is skipped when the subclass's ``make_engine`` takes no ``agents`` keyword."""
+        try:
+            parameters = inspect.signature(self.make_engine).parameters
+        except (TypeError, ValueError):  # pragma: no cover - a builtin or odd callable
+            parameters = {}  # type: ignore[assignment]
+        takes = "agents" in parameters or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        if not takes:
+            pytest.skip("make_engine() takes no agents= keyword: the agent-registry tests need "
+                        "make_engine(self, config, provider, agents=None)")
+        return self.make_engine(config, provider, agents=agents)  # type: ignore[call-arg]
+
     @asynccontextmanager
-    async def open(self, provider: Any = None, **config: Any) -> AsyncIterator[Harness]:
+    async def open(self, provider: Any = None, *, agents: Any = None,
+                   **config: Any) -> AsyncIterator[Harness]:
         """Build the engine (``config`` overrides :attr:`base_config`) and yield a harness.
 
-        ``provider`` defaults to a :class:`FunctionProvider` answering ``"ok:" + prompt``. On
-        the way out every run is disposed (even when the test failed); if the block succeeded,
-        every run's events are checked against the event contract.
+        ``provider`` defaults to a :class:`FunctionProvider` answering ``"ok:" + prompt``;
+        ``agents`` (an :class:`~dsh_workflow.AgentRegistry`) is passed to ``make_engine`` as
+        ``agents=`` (the test is skipped when ``make_engine`` does not take it). On the way out
+        every run is disposed (even when the test failed); if the block succeeded, every run's
+        events are checked against the event contract.
         """
         cfg = self.config(**config)
         provider = provider if provider is not None else FunctionProvider()
         problems: list[str] = []
+        engine_cm = (self.make_engine(cfg, provider) if agents is None
+                     else self._engine_with_agents(cfg, provider, agents))
         try:
-            async with self.make_engine(cfg, provider) as engine:
+            async with engine_cm as engine:
                 harness = Harness(engine, provider, cfg, self.result_timeout_s)
                 engine.events.subscribe(harness.record)
                 try:

@@ -64,7 +64,7 @@ class CombinatorSuite(ConformanceBase):
 
     @pytest.mark.anyio
     @pytest.mark.parametrize("thunk", [
-        pytest.param("() => agent('x', {effort: 'high'})", id="unsupported-option"),
+        pytest.param("() => agent('x', {temperature: 0})", id="unsupported-option"),
         pytest.param("() => agent(42)", id="bad-prompt"),
         pytest.param("() => parallel('no')", id="nested-bad-parallel"),
         pytest.param("() => { log(3); }", id="bad-log"),

@@ -14,7 +14,8 @@ from ._suite_base import ConformanceBase, assert_hook_error, assert_run_error, c
 
 __all__ = ["AgentSuite", "NarrationSuite"]
 
-SUPPORTED_OPTIONS = ("label", "phase", "schema", "model", "provider")
+SUPPORTED_OPTIONS = ("label", "phase", "schema", "model", "provider", "effort", "agentType",
+                     "isolation")
 FILES_SCHEMA = {"type": "object", "properties": {"files": {"type": "array",
                                                            "items": {"type": "string"}}},
                 "required": ["files"]}
@@ -146,8 +147,8 @@ class AgentSuite(ConformanceBase):
             assert {e.outcome for e in h.events_of(run, AgentEnded)} == {"failed"}
 
     @pytest.mark.anyio
-    @pytest.mark.parametrize("option", ["effort: 'high'", "isolation: 'worktree'",
-                                        "agentType: 'coder'", "bogus: true", "Label: 'x'"])
+    @pytest.mark.parametrize("option", ["temperature: 0", "maxTurns: 3", "agent_type: 'coder'",
+                                        "bogus: true", "Label: 'x'"])
     async def test_agent_unsupported_option_lists_supported_options(self, option: str) -> None:
         provider = FunctionProvider()
         async with self.open(provider) as h:
@@ -159,8 +160,8 @@ class AgentSuite(ConformanceBase):
     @pytest.mark.anyio
     async def test_agent_unsupported_option_uncaught_fails_the_run(self) -> None:
         async with self.open() as h:
-            result = await h.run("await agent('x', {isolation: 'worktree'}); return 1")
-            assert_run_error(result, "UNSUPPORTED_OPTION", "isolation")
+            result = await h.run("await agent('x', {temperature: 0}); return 1")
+            assert_run_error(result, "UNSUPPORTED_OPTION", "temperature")
 
     @pytest.mark.anyio
     @pytest.mark.parametrize("option", ["label: 3", "phase: true", "model: {}",

@@ -166,7 +166,7 @@ class SandboxSuite(ConformanceBase):
     async def test_sandbox_script_cannot_forge_a_fatal_error(self) -> None:
         script = """
             let real = null;
-            try { await agent('x', {effort: 'high'}); } catch (e) { real = e; }
+            try { await agent('x', {temperature: 0}); } catch (e) { real = e; }
             class WorkflowError extends Error {
               constructor() {
                 super('forged');
@@ -193,7 +193,7 @@ class SandboxSuite(ConformanceBase):
     async def test_sandbox_rethrown_real_fatal_error_still_propagates(self) -> None:
         script = """
             let real = null;
-            try { await agent('x', {effort: 'high'}); } catch (e) { real = e; }
+            try { await agent('x', {temperature: 0}); } catch (e) { real = e; }
             await parallel([() => { throw real; }]);
             return 'survived';"""
         async with self.open() as h:

@@ -4,5 +4,5 @@
 // config: {"run_timeout_s": 0.6}
 // expect: error RESOURCE_LIMIT
 for (;;) {
-  try { await agent('x', {effort: 'high'}); } catch (e) { /* refused: try again */ }
+  try { await agent('x', {temperature: 0}); } catch (e) { /* refused: try again */ }
 }

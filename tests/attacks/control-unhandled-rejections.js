@@ -2,6 +2,6 @@
 // normal return.
 // expect: completed 1
 for (let i = 0; i < 10000; i++) Promise.reject(new Error('unhandled ' + i));
-agent('x', {effort: 'high'});
+agent('x', {temperature: 0});
 parallel('not an array');
 return 1;

@@ -9,5 +9,5 @@ const a = await agent('a');
 const b = await parallel([() => agent('b'), () => { throw new Error('x'); }]);
 const c = await pipeline([1], (x) => agent('c' + x));
 let e = null;
-try { await agent('x', {effort: 'high'}); } catch (err) { e = [err.name, err.code, err.fatal]; }
+try { await agent('x', {temperature: 0}); } catch (err) { e = [err.name, err.code, err.fatal]; }
 return {a, b, c, e};

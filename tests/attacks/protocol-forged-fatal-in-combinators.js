@@ -2,7 +2,7 @@
 // real one) and throw them inside parallel() and pipeline(), hoping they propagate as fatal.
 // expect: completed {"out": [null, null, null, null, null], "piped": [null, null, null, null, null], "realIsFatal": true}
 let real = null;
-try { await agent('x', {isolation: 'none'}); } catch (e) { real = e; }
+try { await agent('x', {temperature: 0}); } catch (e) { real = e; }
 class WorkflowError extends Error {
   constructor() { super('forged'); Object.assign(this, {name: 'WorkflowError', code: 'AGENT_CAP', fatal: true}); }
 }

@@ -17,12 +17,13 @@ from types import TracebackType
 import anyio
 from anyio.abc import TaskGroup
 
+from ..._agents import AgentRegistry
 from ..._config import EngineConfig
 from ..._events import EventHub, RunInfo, WorkflowStarted
 from ..._request import WorkflowStartRequest
 from ..._run import WorkflowEngine, WorkflowRun
 from ..._subagent import SubagentProvider
-from ..admission import EngineState, admit, hosted_run
+from ..admission import EngineState, admit, check_agents, hosted_run
 from ..host import HostedRun
 from . import sandbox
 from .pool import SandboxPool
@@ -49,7 +50,8 @@ class SubprocessEngine(WorkflowEngine):
     """
 
     def __init__(self, config: EngineConfig | None = None, *, provider: SubagentProvider,
-                 pool_size: int = 2, policy: SandboxPolicy | None = None) -> None:
+                 pool_size: int = 2, policy: SandboxPolicy | None = None,
+                 agents: AgentRegistry | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
@@ -60,6 +62,7 @@ class SubprocessEngine(WorkflowEngine):
         if sys.platform == "win32":  # pragma: no cover
             raise RuntimeError("SubprocessEngine needs a POSIX system")
         self.provider = provider
+        self.agents = check_agents(agents)
         self.pool_size = pool_size
         self.policy = policy if policy is not None else SandboxPolicy()
         if not isinstance(self.policy, SandboxPolicy):
@@ -129,7 +132,8 @@ class SubprocessEngine(WorkflowEngine):
                 "`async with SubprocessEngine(...) as engine:` and start runs inside it")
         admission = admit(request, default_provider=self.provider, config=self.config)
         assert self._tg is not None and self._pool is not None
-        run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg)
+        run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
+                         agents=self.agents)
         runtime = ProcessRuntime(body=admission.script, args_text=admission.args_text,
                                  config=self.config, policy=self.policy,
                                  process=self._pool.take(), launch=self._launch,

@@ -1,0 +1,214 @@
+"""``dsh-workflow check``'s warnings: what would parse but fail, or do nothing, when it runs.
+
+:func:`lint` reads a script body with a real JavaScript parser (tree-sitter's JavaScript
+grammar: modern syntax, error-tolerant, so strings, template literals, comments and regular
+expressions are never mistaken for code) and reports, with 1-based line and column:
+
+- ``agent()``/``subagent()`` option keys the engine does not support (an object literal as the
+  second argument; spreads and computed keys are not judged), and literal ``effort`` or
+  ``isolation`` values outside the allowed ones;
+- literal ``agentType`` values that the agent registry does not define;
+- references to globals the sandbox does not have (timers, ``require``, ``process``,
+  ``fetch``, browser and other runtimes' objects, ``import()``), unless the script declares
+  a name of its own with that spelling.
+
+Warnings never stop a script: ``check`` still exits 0 when it parses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+
+import tree_sitter
+import tree_sitter_javascript
+
+from .._agents import AgentRegistry
+from .._engines.options import EFFORTS, ISOLATIONS, SUPPORTED_OPTIONS
+
+__all__ = ["MISSING_GLOBALS", "LintWarning", "lint"]
+
+#: Globals scripts written for other runtimes reach for; none exists in the sandbox.
+MISSING_GLOBALS: dict[str, str] = {
+    **{name: "there are no timers in the sandbox; await agent() calls instead of waiting"
+       for name in ("setTimeout", "setInterval", "setImmediate", "clearTimeout",
+                    "clearInterval", "clearImmediate")},
+    **{name: "there is no module loading in the sandbox"
+       for name in ("require", "module", "exports", "__dirname", "__filename")},
+    **{name: "there is no network in the sandbox; let an agent() fetch what it needs"
+       for name in ("fetch", "XMLHttpRequest", "WebSocket")},
+    **{name: "there is no filesystem in the sandbox; let an agent() read or write files"
+       for name in ("fs", "Buffer")},
+    **{name: "there is no host process in the sandbox; pass settings in `args`"
+       for name in ("process", "Deno", "Bun")},
+    **{name: "there is no browser in the sandbox"
+       for name in ("window", "document", "localStorage", "navigator")},
+}
+
+_HOOKS = ("agent", "subagent")
+_DECLARING = {"variable_declarator": "name", "function_declaration": "name",
+              "generator_function_declaration": "name", "class_declaration": "name",
+              "function_expression": "name", "class": "name"}
+
+
+@dataclass(frozen=True, order=True)
+class LintWarning:
+    """One finding: 1-based line and column in the file, and what is wrong."""
+
+    line: int
+    column: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.column}: warning: {self.message}"
+
+
+@cache
+def _parser() -> tree_sitter.Parser:
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_javascript.language()))
+
+
+def _walk(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
+    cursor = node.walk()
+    while True:
+        assert cursor.node is not None
+        yield cursor.node
+        if cursor.goto_first_child():
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return
+
+
+def _text(node: tree_sitter.Node) -> str:
+    return (node.text or b"").decode("utf-8", "replace")
+
+
+def _literal(node: tree_sitter.Node | None) -> str | None:
+    """The value of a string literal (or a template literal without substitutions)."""
+    if node is None:
+        return None
+    if node.type == "string":
+        return "".join(_text(c) for c in node.named_children if c.type == "string_fragment")
+    if node.type == "template_string":
+        if any(c.type == "template_substitution" for c in node.named_children):
+            return None
+        return _text(node)[1:-1]
+    return None
+
+
+class _Linter:
+    def __init__(self, body: str, agents: AgentRegistry | None) -> None:
+        self.source = body.encode("utf-8")
+        self.lines = body.split("\n")
+        self.agents = agents
+        self.found: list[LintWarning] = []
+
+    def at(self, node: tree_sitter.Node, message: str) -> None:
+        row, byte_column = node.start_point
+        # tree-sitter counts bytes; report characters, as editors do
+        line = self.lines[row].encode("utf-8") if row < len(self.lines) else b""
+        column = len(line[:byte_column].decode("utf-8", "replace")) + 1
+        self.found.append(LintWarning(row + 1, column, message))
+
+    def run(self) -> list[LintWarning]:
+        root = _parser().parse(self.source).root_node
+        nodes = list(_walk(root))
+        declared = self._declared(nodes)
+        for node in nodes:
+            if node.type == "call_expression":
+                self._call(node)
+            elif node.type == "identifier" and _text(node) in MISSING_GLOBALS \
+                    and _text(node) not in declared and not self._is_declaration(node):
+                name = _text(node)
+                self.at(node, f"`{name}` is not defined in the workflow sandbox: "
+                              f"{MISSING_GLOBALS[name]}")
+        return sorted(set(self.found))
+
+    @staticmethod
+    def _is_declaration(node: tree_sitter.Node) -> bool:
+        parent = node.parent
+        return parent is not None and parent.type in _DECLARING \
+            and parent.child_by_field_name(_DECLARING[parent.type]) == node
+
+    @staticmethod
+    def _declared(nodes: list[tree_sitter.Node]) -> set[str]:
+        """Names the script binds itself (anywhere: scopes are not tracked)."""
+        names: set[str] = set()
+        for node in nodes:
+            kind = node.type
+            if kind in _DECLARING:
+                name = node.child_by_field_name(_DECLARING[kind])
+                if name is not None and name.type == "identifier":
+                    names.add(_text(name))
+            elif kind == "shorthand_property_identifier_pattern" or kind == "identifier" and node.parent is not None and (
+                    node.parent.type in ("formal_parameters", "catch_clause", "array_pattern",
+                                         "rest_pattern")
+                    or (node.parent.type == "assignment_pattern"
+                        and node.parent.child_by_field_name("left") == node)
+                    or (node.parent.type == "arrow_function"
+                        and node.parent.child_by_field_name("parameter") == node)):
+                names.add(_text(node))
+        return names
+
+    def _call(self, node: tree_sitter.Node) -> None:
+        function = node.child_by_field_name("function")
+        if function is None:
+            return
+        if function.type == "import":
+            self.at(function, "import() is not available in the workflow sandbox: there is no "
+                              "module loading; put what you need in the script or in `args`")
+            return
+        if function.type != "identifier" or _text(function) not in _HOOKS:
+            return
+        arguments = node.child_by_field_name("arguments")
+        if arguments is None:
+            return
+        given = [c for c in arguments.named_children if c.type != "comment"]
+        if len(given) >= 2 and given[1].type == "object":
+            self._options(_text(function), given[1])
+
+    def _options(self, hook: str, options: tree_sitter.Node) -> None:
+        for entry in options.named_children:
+            key_node: tree_sitter.Node | None
+            value: tree_sitter.Node | None
+            if entry.type == "shorthand_property_identifier":
+                key_node, key, value = entry, _text(entry), None
+            elif entry.type == "pair":
+                key_node = entry.child_by_field_name("key")
+                value = entry.child_by_field_name("value")
+                if key_node is None:
+                    continue
+                if key_node.type in ("property_identifier", "number"):
+                    key = _text(key_node)
+                elif key_node.type == "string":
+                    key = _literal(key_node) or ""
+                else:
+                    continue  # computed key: not judged
+            else:
+                continue  # spread, method, comment
+            if key not in SUPPORTED_OPTIONS:
+                self.at(key_node, f'{hook}() option "{key}" is not supported and will fail at '
+                                  f"the call (supported: {', '.join(SUPPORTED_OPTIONS)})")
+                continue
+            literal = _literal(value)
+            if literal is None or value is None:
+                continue
+            if key == "effort" and literal not in EFFORTS:
+                self.at(value, f'{hook}() option "effort" must be one of '
+                               + ", ".join(f'"{e}"' for e in EFFORTS) + f' (got "{literal}")')
+            elif key == "isolation" and literal not in ISOLATIONS:
+                self.at(value, f'{hook}() option "isolation" must be one of '
+                               + ", ".join(f'"{e}"' for e in ISOLATIONS) + f' (got "{literal}")')
+            elif key == "agentType" and self.agents is not None and literal not in self.agents:
+                self.at(value, f'agent type "{literal}" is not defined (known types: '
+                               + ", ".join(self.agents.names)
+                               + "); add .claude/agents/<name>.md or pass --agents DIR")
+
+
+def lint(body: str, *, agents: AgentRegistry | None = None) -> list[LintWarning]:
+    """Warnings for ``body`` (a workflow file with its meta blanked out, so positions are the
+    file's own), sorted by position. ``agents``: the registry ``agentType`` values are checked
+    against (None: not checked)."""
+    return _Linter(body, agents).run()
