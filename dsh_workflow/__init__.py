@@ -12,6 +12,7 @@ from ._errors import WorkflowError as WorkflowError
 from ._errors import WorkflowErrorCode as WorkflowErrorCode
 from ._events import AgentEnded as AgentEnded
 from ._events import AgentOutcome as AgentOutcome
+from ._events import AgentReplayed as AgentReplayed
 from ._events import AgentStarted as AgentStarted
 from ._events import EventHub as EventHub
 from ._events import LogEmitted as LogEmitted
@@ -52,6 +53,7 @@ __all__ = [
     "AgentEnded",
     "AgentOutcome",
     "AgentRegistry",
+    "AgentReplayed",
     "AgentStarted",
     "CommandProvider",
     "EchoProvider",

@@ -15,6 +15,7 @@ from ._subagent import Usage
 __all__ = [
     "AgentEnded",
     "AgentOutcome",
+    "AgentReplayed",
     "AgentStarted",
     "EventHub",
     "LogEmitted",
@@ -89,7 +90,17 @@ class AgentEnded(_Event):
     usage: Usage | None = None
 
 
-WorkflowEvent = WorkflowStarted | WorkflowEnded | PhaseStarted | LogEmitted | AgentStarted | AgentEnded
+class AgentReplayed(_Event):
+    """An ``agent()`` call of a resumed run answered from the earlier run's journal (SPEC §9):
+    no provider call, no slot, no ``AgentStarted``; label and phase are this run's."""
+
+    seq: int
+    label: str
+    phase: str | None = None
+
+
+WorkflowEvent = (WorkflowStarted | WorkflowEnded | PhaseStarted | LogEmitted | AgentStarted
+                 | AgentEnded | AgentReplayed)
 Listener = Callable[[WorkflowEvent], object]
 
 

@@ -20,7 +20,8 @@ class WorkflowStartRequest(BaseModel):
     script's ``args`` global (``None`` leaves the global ``undefined``). ``provider`` routes
     every child of this run (invisible to the script); ``max_total_agents`` may only lower
     the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget (SPEC §10);
-    ``parent`` is passed to every child request untouched.
+    ``parent`` is passed to every child request untouched. ``resume_from`` names an earlier run
+    of the engine's store whose journal answers the calls that did not change (SPEC §9).
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -31,4 +32,5 @@ class WorkflowStartRequest(BaseModel):
     provider: SubagentProvider | None = None
     max_total_agents: int | None = None
     budget_tokens: int | None = None
+    resume_from: str | None = None
     parent: Any = None

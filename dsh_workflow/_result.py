@@ -20,6 +20,8 @@ class WorkflowResult(BaseModel):
     ``None`` then. ``agents_started`` counts children that actually started (not calls that
     were refused or still queued behind the concurrency cap when the run ended). ``usage`` sums
     what the run's children reported (failed children included; zero when nothing was reported).
+    ``agents_replayed`` counts calls of a resumed run answered from the earlier run's journal
+    (SPEC §9); they are not in ``agents_started`` or ``usage``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -29,6 +31,7 @@ class WorkflowResult(BaseModel):
     error: str | None = None
     agents_started: int = Field(0, ge=0)
     usage: Usage = Usage()
+    agents_replayed: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _error_iff_not_completed(self) -> WorkflowResult:

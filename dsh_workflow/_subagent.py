@@ -6,7 +6,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AgentDefinition", "Effort", "Isolation", "SubagentProvider", "SubagentRequest",
+__all__ = ["AgentDefinition", "Effort", "Isolation", "SubagentProvider", "SubagentRequest", "provider_identity",
            "SubagentResult", "Usage"]
 
 Effort = Literal["low", "medium", "high", "max"]
@@ -114,3 +114,14 @@ class SubagentProvider(Protocol):
     """
 
     async def run(self, request: SubagentRequest) -> SubagentResult: ...
+
+
+def provider_identity(provider: object) -> str:
+    """What answers a provider's calls, for durable runs' journal keys (SPEC §9): its
+    ``identity`` string when it has one (the built-in providers do), else its class's qualified
+    name."""
+    identity = getattr(provider, "identity", None)
+    if isinstance(identity, str) and identity:
+        return identity
+    kind = type(provider)
+    return f"{kind.__module__}.{kind.__qualname__}"

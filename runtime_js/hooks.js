@@ -530,6 +530,77 @@ for (const name of ['WeakRef', 'FinalizationRegistry', 'Atomics', 'SharedArrayBu
   delete globalThis[name];
 }
 
+// ---- replayable clock and randomness (durable runs) ----------------------------------------
+//
+// In a run with a store, Date.now(), new Date() without arguments, Date() and Math.random()
+// hand out values the host journals, and a resumed run gets the recorded values back in the
+// same order until they run out (then live ones). Without a store nothing here is installed.
+
+const _Date = Date;
+const _dateNow = Date.now;
+const _dateToString = Date.prototype.toString;
+const _mathRandom = Math.random;
+const _construct = Reflect.construct;
+const NUMBER_KINDS = ['clock', 'random'];
+//: Most values of one kind a run journals; later ones are live and not recorded.
+const MAX_RECORDED_NUMBERS = 100000;
+const numberStates = _create(null);
+
+function nextNumber(kind, live) {
+  const state = numberStates[kind];
+  const value = state.next < state.count ? state.values[state.next] : live();
+  state.next += 1;
+  if (state.next <= MAX_RECORDED_NUMBERS) {
+    if (state.fresh === '') state.first = state.next;
+    state.fresh = state.fresh === '' ? _stringify(value) : state.fresh + ',' + _stringify(value);
+  }
+  return value;
+}
+
+function liveNow() { return _apply(_dateNow, _Date, []); }
+function liveRandom() { return _apply(_mathRandom, Math, []); }
+
+function installReplayableNumbers(recorded) {
+  for (let k = 0; k < NUMBER_KINDS.length; k++) {
+    const kind = NUMBER_KINDS[k];
+    const values = recorded[kind];
+    const state = _create(null);
+    state.values = _isArray(values) ? values : [];
+    state.count = state.values.length;
+    state.next = 0;
+    state.first = 1;
+    state.fresh = '';
+    numberStates[kind] = state;
+  }
+  const now = function now() { return nextNumber('clock', liveNow); };
+  const DateWrapper = function Date(year, monthIndex, day, hours, minutes, seconds, ms) {
+    if (new.target === undefined) {
+      return _apply(_dateToString, _construct(_Date, [now()]), []);
+    }
+    return _construct(_Date, arguments.length === 0 ? [now()] : arguments, new.target);
+  };
+  _defineProperty(DateWrapper, 'prototype', { value: _Date.prototype, writable: false });
+  _defineProperty(DateWrapper, 'now', { value: now, writable: true, configurable: true });
+  _defineProperty(DateWrapper, 'parse', { value: _Date.parse, writable: true, configurable: true });
+  _defineProperty(DateWrapper, 'UTC', { value: _Date.UTC, writable: true, configurable: true });
+  _defineProperty(_Date.prototype, 'constructor', { value: DateWrapper, writable: true, configurable: true });
+  defineGlobal('Date', DateWrapper);
+  _defineProperty(Math, 'random', {
+    value: function random() { return nextNumber('random', liveRandom); },
+    writable: true, enumerable: false, configurable: true,
+  });
+}
+
+// The values handed out since the last take, as one outbox message per kind.
+function postNumbers() {
+  for (let k = 0; k < NUMBER_KINDS.length; k++) {
+    const state = numberStates[NUMBER_KINDS[k]];
+    if (state === undefined || state.fresh === '') continue;
+    post('["numbers",' + _stringify(NUMBER_KINDS[k]) + ',' + state.first + ',[' + state.fresh + ']]');
+    state.fresh = '';
+  }
+}
+
 // ---- host API ------------------------------------------------------------------------------
 
 // Long concatenations are rope strings in QuickJS-ng, which the binding cannot hand to Python;
@@ -596,6 +667,10 @@ return {
     budgetTotal = total;
     defineGlobal('budget', makeBudget());
   },
+  numbers: function setNumbers(text) {
+    if (started || numberStates.clock !== undefined) return;
+    installReplayableNumbers(_parse(text));
+  },
   start: function start(body) {
     if (started) return;
     started = true;
@@ -610,6 +685,7 @@ return {
     _apply(_then, promise, [onReturn, onThrow]);
   },
   take: function take() {
+    if (numberStates.clock !== undefined) postNumbers();
     if (outbox === '') return null;
     const text = flat('[' + outbox + ']');
     outbox = '';

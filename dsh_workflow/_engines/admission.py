@@ -19,7 +19,10 @@ from .._meta import WorkflowMeta, parse_meta
 from .._request import WorkflowStartRequest
 from .._script import RUN_HEADER, check_body
 from .._subagent import SubagentProvider
+from .._store import RunStore
 from .host import HostedRun
+from .._subagent import provider_identity
+from .journal import EventRecorder, RunJournal, check_resume
 from .runtime import body_line_offset
 
 __all__ = ["Admission", "EngineState", "admit", "check_agents", "encode_args", "hosted_run",
@@ -43,6 +46,8 @@ class Admission:
     args_text: str | None
     parent: Any
     budget_tokens: int | None = None
+    args: Any = None
+    resume_from: str | None = None
 
 
 def check_agents(value: object) -> AgentRegistry | None:
@@ -105,7 +110,7 @@ def encode_args(args: Any) -> str | None:
 
 
 def admit(request: object, *, default_provider: SubagentProvider,
-          config: EngineConfig) -> Admission:
+          config: EngineConfig, store: RunStore | None = None) -> Admission:
     """The start-time checks every engine makes, in the seam's order.
 
     Raises ``TypeError`` for something that is not a :class:`WorkflowStartRequest`, and
@@ -120,16 +125,32 @@ def admit(request: object, *, default_provider: SubagentProvider,
     provider = resolve_provider(request.provider, default_provider)
     max_total = resolve_total_cap(request.max_total_agents, config.max_total_agents)
     budget = resolve_budget(request.budget_tokens, config.budget_tokens)
+    try:
+        resume_from = check_resume(store, request.resume_from)
+    except ValueError as exc:
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, str(exc)) from None
     return Admission(meta=meta, script=request.script, provider=provider,
                      max_total_agents=max_total, args_text=encode_args(request.args),
-                     parent=request.parent, budget_tokens=budget)
+                     parent=request.parent, budget_tokens=budget, args=request.args,
+                     resume_from=resume_from)
 
 
 def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
-               task_group: TaskGroup, agents: AgentRegistry | None = None) -> HostedRun:
+               task_group: TaskGroup, agents: AgentRegistry | None = None,
+               recorder: tuple[RunStore, EventRecorder] | None = None) -> HostedRun:
     """The host side of an admitted run (its runtime is attached by the engine); ``agents``
-    resolves ``agentType`` at each call."""
-    return HostedRun(run_id=str(uuid.uuid4()), meta=admission.meta, config=config,
+    resolves ``agentType`` at each call; with a ``recorder`` (the engine's store and event
+    listener) the run is durable."""
+    run_id = str(uuid.uuid4())
+    journal = None
+    if recorder is not None:
+        store, listener = recorder
+        journal = RunJournal(store, run_id, meta=admission.meta.model_dump(mode="json"),
+                             script=admission.script, args=admission.args,
+                             resumed_from=admission.resume_from,
+                             identity=provider_identity(admission.provider))
+        listener.journals[run_id] = journal
+    return HostedRun(run_id=run_id, meta=admission.meta, config=config, journal=journal,
                      provider=admission.provider, max_total_agents=admission.max_total_agents,
                      parent=admission.parent, budget_tokens=admission.budget_tokens,
                      events=events, task_group=task_group,

@@ -21,11 +21,13 @@ import anyio
 from anyio.abc import TaskGroup
 
 from .._agents import AgentRegistry
+from .._store import JournalEntry, RunStoreError
 from .._config import EngineConfig
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import (
     AgentEnded,
     AgentOutcome,
+    AgentReplayed,
     AgentStarted,
     EventHub,
     LogEmitted,
@@ -38,6 +40,7 @@ from .._result import WorkflowResult
 from .._run import WorkflowRun
 from .._schema import value_violations
 from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
+from .journal import RunJournal, call_key
 from .options import default_label, parse_agent_options
 
 __all__ = ["HostedRun", "ScriptRuntime"]
@@ -80,6 +83,8 @@ class _Call:
     outcome: AgentOutcome | None = None
     reply: list[Any] | None = field(default=None, repr=False)
     usage: Usage | None = None  # what the provider reported, once it returned
+    key: str | None = None  # the journal key (runs with a store)
+    replay: JournalEntry | None = None  # the earlier run's answer, for a replayed call
 
 
 #: Messages served in one go before the loop gets a turn.
@@ -97,8 +102,12 @@ class HostedRun(WorkflowRun):
                  provider: SubagentProvider, max_total_agents: int, parent: Any,
                  events: EventHub, task_group: TaskGroup, budget_tokens: int | None = None,
                  body_line_offset: int = 0, body_header_chars: int = 0,
-                 agents: AgentRegistry | None = None) -> None:
+                 agents: AgentRegistry | None = None, journal: RunJournal | None = None) -> None:
         self.id = run_id
+        self._journal = journal
+        self._replays: deque[_Call] = deque()  # replayed calls waiting for their commit
+        self._replay_wake = anyio.Event()
+        self._replayed = 0
         self._agents = agents
         self.meta = meta
         self._config = config
@@ -196,6 +205,11 @@ class HostedRun(WorkflowRun):
         self._runtime_exited.set()
 
     @property
+    def journal(self) -> RunJournal | None:
+        """The run's durable record (engines with a store), else None."""
+        return self._journal
+
+    @property
     def budget_tokens(self) -> int | None:
         """The run's token budget (None: unlimited), for the runtime's ``budget`` global."""
         return self._budget
@@ -253,8 +267,18 @@ class HostedRun(WorkflowRun):
         self._wake.set()
 
     async def drive(self) -> None:
-        """The run's main task: start the runtime, serve its hook calls, settle the result."""
+        """The run's main task: start the runtime, serve its hook calls, settle the result.
+        With a store, the run is recorded (and a resumed run's journal loaded) first."""
         try:
+            if self._journal is not None and not self._stopping:
+                try:
+                    await self._journal.begin()
+                except RunStoreError as exc:
+                    self._store_failed(exc)
+                else:
+                    if self._journal.resumed_from is not None:
+                        self._tg.start_soon(self._replayer,
+                                            name=f"dsh-workflow replays of {self.id}")
             self.launch()
             if self._serving:
                 with anyio.CancelScope() as self._pump_scope:
@@ -352,6 +376,11 @@ class HostedRun(WorkflowRun):
             elif (kind == "agent" and len(message) == 4 and type(message[1]) is int
                   and isinstance(message[2], str)):
                 self._on_agent(message[1], message[2], message[3])
+            elif (kind == "numbers" and len(message) == 4 and self._journal is not None
+                  and message[1] in ("clock", "random") and type(message[2]) is int
+                  and isinstance(message[3], list)
+                  and all(type(v) in (int, float) for v in message[3])):
+                self._journal.post_numbers(message[1], message[2], message[3])
             else:
                 self._fault = f"the script runtime sent an unknown message {kind!r}"
                 return len(messages)
@@ -418,6 +447,16 @@ class HostedRun(WorkflowRun):
             agent_type=options.agent_type, isolation=options.isolation, agent=definition)
         call = _Call(call_id=call_id, seq=seq, request=request)
         self._live.add(call)
+        if self._journal is not None:
+            call.key = call_key(request, self._journal.identity)
+            call.replay = self._journal.replay(call.key)
+            if call.replay is not None:
+                self._replayed += 1
+                self._events.emit(AgentReplayed(run=self._info, seq=seq, label=request.label,
+                                                phase=request.phase))
+                self._replays.append(call)
+                self._replay_wake.set()
+                return
         if self._running < self._config.max_concurrent_agents:
             self._admit(call)
         else:
@@ -488,6 +527,8 @@ class HostedRun(WorkflowRun):
     async def _run_call(self, call: _Call) -> None:
         try:
             call.reply, call.outcome = await self._run_child(call)
+            if call.outcome == "completed" and self._journal is not None:
+                await self._record(call)
         except Exception:
             logger.exception("dsh-workflow: child %s#%d failed inside the engine", self.id,
                              call.seq)
@@ -579,6 +620,83 @@ class HostedRun(WorkflowRun):
         if not self._live and self._children_gone is not None:
             self._children_gone.set()
 
+    # ---- the journal (runs with a store) ---------------------------------------------------
+
+    async def _record(self, call: _Call) -> None:
+        """Commit a completed child's value to the journal before the script can see it; a
+        store that fails ends the run (the value is then never delivered)."""
+        assert self._journal is not None and call.key is not None and call.reply is not None
+        value = call.reply[2]
+        schema = call.request.schema is not None
+        entry = self._journal.entry(call.seq, call.key, text=None if schema else value,
+                                    structured=value if schema else None, usage=call.usage)
+        try:
+            await self._journal.commit([entry])
+        except RunStoreError as exc:
+            self._store_failed(exc)
+
+    async def _replayer(self) -> None:
+        """Answer replayed calls from the earlier run's journal: each batch is committed to this
+        run's journal (so a resume of this run replays them too), then settled in call order."""
+        assert self._journal is not None
+        batch: list[_Call] = []
+        with anyio.CancelScope() as scope:
+            self._workers.add(scope)
+            try:
+                while not self._stopping:
+                    await self._replay_wake.wait()
+                    self._replay_wake = anyio.Event()
+                    batch = list(self._replays)
+                    self._replays.clear()
+                    if not batch:
+                        continue
+                    entries = []
+                    for call in batch:
+                        earlier = call.replay
+                        assert earlier is not None and call.key is not None
+                        entries.append(self._journal.entry(
+                            call.seq, call.key, text=earlier.text, structured=earlier.structured,
+                            usage=earlier.usage))
+                    try:
+                        await self._journal.commit(entries)
+                    except RunStoreError as exc:
+                        self._store_failed(exc)
+                        return
+                    for call in batch:
+                        earlier = call.replay
+                        assert earlier is not None
+                        value = earlier.structured if call.request.schema is not None \
+                            else (earlier.text if earlier.text is not None else "")
+                        call.reply, call.outcome = [call.call_id, True, value], "completed"
+                        self._end_call(call)
+            finally:
+                self._workers.discard(scope)
+                for call in batch:  # stopped mid-commit: close them unanswered
+                    self._end_call(call)
+
+    def _store_failed(self, exc: RunStoreError) -> None:
+        if self._fault is None:
+            logger.error("dsh-workflow: run %s: the run store failed: %s", self.id, exc)
+            self._fault = (f"the run store failed, so this run cannot keep its journal: "
+                           f"{exc}")
+        self._stop()
+
+    async def record_end(self) -> None:
+        """Record the settled result in the store (runs with a store; call once the run has
+        settled). Bounded by ``dispose_grace_s``; a failing store is logged, never raised."""
+        journal, result = self._journal, self._result
+        if journal is None or result is None or not journal.began:
+            return
+        with anyio.CancelScope(shield=True), \
+                anyio.move_on_after(max(self._config.dispose_grace_s, 1.0)):
+            try:
+                await journal.finish(result.stop_reason, result.model_dump(mode="json"),
+                                     agents=result.agents_started,
+                                     replayed=result.agents_replayed, usage=result.usage)
+            except RunStoreError as exc:
+                logger.error("dsh-workflow: run %s: its end could not be recorded: %s",
+                             self.id, exc)
+
     # ---- usage and budget -----------------------------------------------------------------
 
     def _count_usage(self, usage: Usage | None) -> bool:
@@ -640,7 +758,10 @@ class HostedRun(WorkflowRun):
             self._pump_scope.cancel()
 
     def _drop_queue(self) -> None:
-        """End the calls no worker has begun: queued ones and ready ones."""
+        """End the calls no worker has begun: queued ones, ready ones and replays not yet
+        answered."""
+        while self._replays:
+            self._end_call(self._replays.popleft())
         while self._queue:
             self._end_call(self._queue.popleft())
         while self._ready:
@@ -677,6 +798,8 @@ class HostedRun(WorkflowRun):
         result = self._unbounded_result()
         if self._input_tokens or self._output_tokens:
             result = result.model_copy(update={"usage": self._usage()})
+        if self._replayed:
+            result = result.model_copy(update={"agents_replayed": self._replayed})
         cap = self._config.max_error_chars
         if result.error is not None and len(result.error) > cap:
             more = len(result.error) - cap

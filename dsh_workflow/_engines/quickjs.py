@@ -19,9 +19,11 @@ from .._config import EngineConfig
 from .._events import EventHub, RunInfo, WorkflowStarted
 from .._request import WorkflowStartRequest
 from .._run import WorkflowEngine, WorkflowRun
+from .._store import RunStore
 from .._subagent import SubagentProvider
 from .admission import EngineState, admit, check_agents, hosted_run
 from .host import HostedRun
+from .journal import EngineStore
 from .launcher import ThreadLauncher
 from .loop import LoopHandle
 from .runtime import RuntimeThread
@@ -93,7 +95,7 @@ class QuickJSEngine(WorkflowEngine):
 
     def __init__(self, config: EngineConfig | None = None, *,
                  provider: SubagentProvider,
-                 agents: AgentRegistry | None = None) -> None:
+                 agents: AgentRegistry | None = None, store: RunStore | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
@@ -101,6 +103,8 @@ class QuickJSEngine(WorkflowEngine):
             raise TypeError("provider must be a SubagentProvider with an async run(request)")
         self.provider = provider
         self.agents = check_agents(agents)
+        self.store = store
+        self._store = EngineStore(store) if store is not None else None
         self.events = EventHub()
         self._state = EngineState.UNOPENED
         self._runs: set[HostedRun] = set()
@@ -112,6 +116,9 @@ class QuickJSEngine(WorkflowEngine):
     async def __aenter__(self) -> QuickJSEngine:
         if self._state is not EngineState.UNOPENED:
             raise RuntimeError("a QuickJSEngine can be entered only once")
+        if self._store is not None:
+            await self._store.enter()
+            self.events.subscribe(self._store.recorder)
         self._loop = LoopHandle()
         tg = anyio.create_task_group()
         await tg.__aenter__()
@@ -132,6 +139,9 @@ class QuickJSEngine(WorkflowEngine):
             # The block's own exception is not handed to the task group, so it propagates as
             # it was raised instead of wrapped in an exception group.
             await self._tg.__aexit__(None, None, None)
+            if self._store is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._store.exit()
         return None
 
     async def _dispose_all(self) -> None:
@@ -151,28 +161,39 @@ class QuickJSEngine(WorkflowEngine):
             raise RuntimeError(
                 "QuickJSEngine.start() called outside the engine's `async with` block; use "
                 "`async with QuickJSEngine(...) as engine:` and start runs inside it")
-        admission = admit(request, default_provider=self.provider, config=self.config)
+        store = self._store
+        admission = admit(request, default_provider=self.provider, config=self.config,
+                          store=None if store is None else store.store)
         assert self._tg is not None and self._loop is not None
         loop = self._loop
         self._seq += 1
         run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
-                         agents=self.agents)
+                         agents=self.agents,
+                         recorder=None if store is None else (store.store, store.recorder))
+        journal = run.journal
         runtime = self._pool.take()
         runtime.assign(admission.script, admission.args_text,
                        lambda kind, payload: loop.post(run.report, kind, payload),
                        name=f"dsh-workflow-run-{self._seq}",
                        exited=lambda: loop.post(run.runtime_exited),
-                       budget_tokens=admission.budget_tokens)
+                       budget_tokens=admission.budget_tokens,
+                       numbers=None if journal is None else journal.numbers_text)
         run.attach(runtime, signals_exit=True)
         self._runs.add(run)
         self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=admission.meta)))
-        run.launch()  # the script starts on its thread while the loop spawns the drive task
+        if journal is None:
+            # The script starts on its thread while the loop spawns the drive task; a durable
+            # run starts once the drive task has recorded it.
+            run.launch()
         self._tg.start_soon(self._drive, run, name=f"dsh-workflow run {run.id}")
         return run
 
     async def _drive(self, run: HostedRun) -> None:
         try:
-            await run.drive()
+            try:
+                await run.drive()
+            finally:
+                await run.record_end()
             # Preparing a runtime holds the GIL for much of its millisecond, so the pool is
             # refilled once the run has settled and its waiters have had their turn.
             await anyio.lowlevel.checkpoint()
@@ -180,3 +201,5 @@ class QuickJSEngine(WorkflowEngine):
             await run.wait_runtime_gone()
         finally:
             self._runs.discard(run)
+            if self._store is not None:
+                self._store.recorder.journals.pop(run.id, None)

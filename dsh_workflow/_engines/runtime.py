@@ -89,6 +89,7 @@ class _Runtime:
         ctx.eval("globalThis.__dsh_rt = " + _runtime_source() + "(" + js_config + ");")
         self._args = ctx.eval("__dsh_rt.args")
         self._budget = ctx.eval("__dsh_rt.budget")
+        self._numbers = ctx.eval("__dsh_rt.numbers")
         self._start = ctx.eval("__dsh_rt.start")
         self._take = ctx.eval("__dsh_rt.take")
         self._settle = ctx.eval("__dsh_rt.settle")
@@ -98,13 +99,16 @@ class _Runtime:
         self._body: Any = None
         self.ctx = ctx
 
-    def load(self, body: str, args_text: str | None, budget_tokens: int | None = None) -> None:
-        """Install ``args`` and ``budget``, and compile the body (checked beforehand: nothing of
-        it runs)."""
+    def load(self, body: str, args_text: str | None, budget_tokens: int | None = None,
+             numbers_text: str | None = None) -> None:
+        """Install ``args``, ``budget`` and (for a run with a store) the replayable clock and
+        randomness, and compile the body (checked beforehand: nothing of it runs)."""
         if args_text is not None:
             self._args(args_text)
         if budget_tokens is not None:
             self._budget(budget_tokens)
+        if numbers_text is not None:
+            self._numbers(numbers_text)
         self.ctx.set_time_limit(self.config.slice_cpu_limit_s)
         self._body = self.ctx.eval("\n" * body_line_offset() + RUN_HEADER + body + "\n})")
 
@@ -141,7 +145,7 @@ class _Runtime:
 
     def close(self) -> None:
         # Handles keep the context alive; drop them all here, on the owning thread.
-        self._args = self._budget = None  # type: ignore[assignment]
+        self._args = self._budget = self._numbers = None  # type: ignore[assignment]
         self._start = self._take = self._settle = None  # type: ignore[assignment]
         self._result = self._pending = self._body = None  # type: ignore[assignment]
         self.ctx = None  # type: ignore[assignment]
@@ -151,10 +155,12 @@ class _Assignment:
     """What a run hands its runtime thread: the body, args and where to report."""
 
     def __init__(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
-                 exited: Callable[[], None] | None, budget_tokens: int | None = None) -> None:
+                 exited: Callable[[], None] | None, budget_tokens: int | None = None,
+                 numbers: Callable[[], str] | None = None) -> None:
         self.body = body
         self.args_text = args_text
         self.budget_tokens = budget_tokens
+        self.numbers = numbers
         self.report = report
         self.exited = exited
 
@@ -233,8 +239,12 @@ class RuntimeThread:
 
     def assign(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
                *, name: str, exited: Callable[[], None] | None = None,
-               budget_tokens: int | None = None) -> None:
-        assignment = _Assignment(body, args_text, report, exited, budget_tokens)
+               budget_tokens: int | None = None,
+               numbers: Callable[[], str] | None = None) -> None:
+        """Give the thread its run. ``numbers``, called on the runtime thread when the run
+        starts, gives JSON ``{"clock": [...], "random": [...]}`` that makes ``Date`` and
+        ``Math.random`` replayable and journaled (runs with a store)."""
+        assignment = _Assignment(body, args_text, report, exited, budget_tokens, numbers)
         with self._lock:
             self._assignment = assignment
             failed = self._failed
@@ -286,8 +296,10 @@ class RuntimeThread:
                 if failure is not None:
                     raise failure
                 assert runtime is not None and self._assignment is not None
+                numbers = self._assignment.numbers
                 runtime.load(self._assignment.body, self._assignment.args_text,
-                             self._assignment.budget_tokens)
+                             self._assignment.budget_tokens,
+                             numbers() if numbers is not None else None)
                 self._assignment.body = ""
                 outcome = self._drive(runtime)
             except (LimitExceeded, quickjs.JSException) as exc:

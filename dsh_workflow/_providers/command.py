@@ -143,6 +143,13 @@ class CommandProvider:
         self.kill_grace_s = kill_grace_s
         self.worktree_dir = worktree_dir
 
+    @property
+    def identity(self) -> str:
+        """What answers this provider's calls, for durable runs' journal keys (SPEC §9): the
+        command line and the folder it runs in."""
+        return "command " + json.dumps([list(self.argv), None if self.cwd is None
+                                        else os.fspath(self.cwd)])
+
     async def run(self, request: SubagentRequest) -> SubagentResult:
         """Run the command for one child; see the module docstring."""
         if request.isolation != "worktree":

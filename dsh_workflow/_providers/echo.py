@@ -490,6 +490,11 @@ class EchoProvider:
             raise ValueError(f"latency_s must be a finite number >= 0, got {latency_s!r}")
         self.latency_s = float(latency_s)
 
+    @property
+    def identity(self) -> str:
+        """What answers this provider's calls, for durable runs' journal keys (SPEC §9)."""
+        return "echo"
+
     def __repr__(self) -> str:
         return f"EchoProvider(latency_s={self.latency_s!r})"
 

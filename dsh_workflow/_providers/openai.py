@@ -184,6 +184,12 @@ class OpenAIProvider:
         self._effort_rejected: set[str] = set()  # models whose endpoint refused reasoning_effort
         self._limit_renamed: set[str] = set()  # models that take max_completion_tokens instead
 
+    @property
+    def identity(self) -> str:
+        """What answers this provider's calls, for durable runs' journal keys (SPEC §9): the
+        endpoint and the default model (a call's own model is part of its key too)."""
+        return f"openai {self.base_url} {self.model}"
+
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"
 

@@ -15,11 +15,12 @@ Contract of :class:`RoutingProvider`:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
 
-from .._subagent import SubagentProvider, SubagentRequest, SubagentResult
+from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, provider_identity
 
 __all__ = ["RoutingProvider"]
 
@@ -40,6 +41,13 @@ class RoutingProvider:
         self.routes: dict[str, SubagentProvider] = dict(routes)
         self.default = default
         self._stack: AsyncExitStack | None = None
+
+    @property
+    def identity(self) -> str:
+        """What answers this provider's calls, for durable runs' journal keys (SPEC §9): every
+        route's own identity, and the default route."""
+        routes = {name: provider_identity(route) for name, route in sorted(self.routes.items())}
+        return "routing " + json.dumps([routes, self.default], sort_keys=True)
 
     def __repr__(self) -> str:
         return f"RoutingProvider(routes={sorted(self.routes)!r}, default={self.default!r})"

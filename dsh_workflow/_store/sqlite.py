@@ -159,6 +159,11 @@ class SQLiteRunStore:
             raise
         return self
 
+    @property
+    def is_open(self) -> bool:
+        """True between :meth:`open` and :meth:`aclose`."""
+        return self._opened and not self._closed
+
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
@@ -407,7 +412,16 @@ class SQLiteRunStore:
             self._deferred = error
 
     def _loop_handle(self) -> LoopHandle:
-        if sniffio.current_async_library() == "trio":
+        try:
+            library = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            # A plain loop callback (an engine's runtime report) has no async context: it runs
+            # on the loop the store was last used from.
+            if self._handle is None:
+                raise RunStoreError(self._path, "the store was used outside any event loop") \
+                    from None
+            return self._handle[1]
+        if library == "trio":
             import trio
 
             key: object = trio.lowlevel.current_trio_token()

@@ -154,9 +154,12 @@ def _serve(channel: _Channel, runtime: Any) -> NoReturn:
                 continue
             kind, value = frame
             if kind == protocol.RUN and not started:
-                body, args_text, budget_tokens = value
+                # [body, args] from protocol version 1, then the optional budget and numbers.
+                body, args_text, *optional = value
+                budget_tokens, numbers_text = (optional + [None, None])[:2]
                 runtime.assign(body, args_text, _report(channel), name="dsh-workflow-sandbox",
-                               budget_tokens=budget_tokens)
+                               budget_tokens=budget_tokens,
+                               numbers=None if numbers_text is None else lambda: numbers_text)
                 started = True
                 runtime.start()
             elif kind == protocol.SETTLE and started:

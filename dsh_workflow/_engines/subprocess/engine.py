@@ -22,9 +22,11 @@ from ..._config import EngineConfig
 from ..._events import EventHub, RunInfo, WorkflowStarted
 from ..._request import WorkflowStartRequest
 from ..._run import WorkflowEngine, WorkflowRun
+from ..._store import RunStore
 from ..._subagent import SubagentProvider
 from ..admission import EngineState, admit, check_agents, hosted_run
 from ..host import HostedRun
+from ..journal import EngineStore
 from . import sandbox
 from .pool import SandboxPool
 from .process import ProcessRuntime, SandboxProcess, start_sandbox
@@ -51,7 +53,7 @@ class SubprocessEngine(WorkflowEngine):
 
     def __init__(self, config: EngineConfig | None = None, *, provider: SubagentProvider,
                  pool_size: int = 2, policy: SandboxPolicy | None = None,
-                 agents: AgentRegistry | None = None) -> None:
+                 agents: AgentRegistry | None = None, store: RunStore | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
@@ -63,6 +65,8 @@ class SubprocessEngine(WorkflowEngine):
             raise RuntimeError("SubprocessEngine needs a POSIX system")
         self.provider = provider
         self.agents = check_agents(agents)
+        self.store = store
+        self._store = EngineStore(store) if store is not None else None
         self.pool_size = pool_size
         self.policy = policy if policy is not None else SandboxPolicy()
         if not isinstance(self.policy, SandboxPolicy):
@@ -82,6 +86,9 @@ class SubprocessEngine(WorkflowEngine):
         if self._state is not EngineState.UNOPENED:
             raise RuntimeError("a SubprocessEngine can be entered only once")
         self._argv = list(self._sandbox_command())
+        if self._store is not None:
+            await self._store.enter()
+            self.events.subscribe(self._store.recorder)
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -113,6 +120,9 @@ class SubprocessEngine(WorkflowEngine):
             # The block's own exception is not handed to the task group, so it propagates as
             # it was raised instead of wrapped in an exception group.
             await self._tg.__aexit__(None, None, None)
+            if self._store is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._store.exit()
         return None
 
     def _sandbox_command(self) -> Sequence[str]:
@@ -130,14 +140,19 @@ class SubprocessEngine(WorkflowEngine):
             raise RuntimeError(
                 "SubprocessEngine.start() called outside the engine's `async with` block; use "
                 "`async with SubprocessEngine(...) as engine:` and start runs inside it")
-        admission = admit(request, default_provider=self.provider, config=self.config)
+        store = self._store
+        admission = admit(request, default_provider=self.provider, config=self.config,
+                          store=None if store is None else store.store)
         assert self._tg is not None and self._pool is not None
         run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
-                         agents=self.agents)
+                         agents=self.agents,
+                         recorder=None if store is None else (store.store, store.recorder))
+        journal = run.journal
         runtime = ProcessRuntime(body=admission.script, args_text=admission.args_text,
                                  config=self.config, policy=self.policy,
                                  process=self._pool.take(), launch=self._launch,
-                                 budget_tokens=admission.budget_tokens)
+                                 budget_tokens=admission.budget_tokens,
+                                 numbers=None if journal is None else journal.numbers_text)
         run.attach(runtime)
         self._runs[run] = runtime
         self._idle_drives = anyio.Event()
@@ -149,12 +164,17 @@ class SubprocessEngine(WorkflowEngine):
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(runtime.serve, run, name=f"dsh-workflow sandbox {run.id}")
-                await run.drive()
+                try:
+                    await run.drive()
+                finally:
+                    await run.record_end()
                 await anyio.lowlevel.checkpoint()
                 assert self._pool is not None
                 self._pool.refill()
         finally:
             self._runs.pop(run, None)
+            if self._store is not None:
+                self._store.recorder.journals.pop(run.id, None)
             if not self._runs:
                 self._idle_drives.set()
 

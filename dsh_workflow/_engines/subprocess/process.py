@@ -136,13 +136,15 @@ class ProcessRuntime:
     def __init__(self, *, body: str, args_text: str | None, config: EngineConfig,
                  policy: SandboxPolicy, process: SandboxProcess | None,
                  launch: Callable[[], Awaitable[SandboxProcess]],
-                 budget_tokens: int | None = None) -> None:
+                 budget_tokens: int | None = None,
+                 numbers: Callable[[], str] | None = None) -> None:
         self._config = config
         self._policy = policy
         self._process = process
         self._launch = launch
-        self._run_frame: bytes | None = protocol.encode(protocol.RUN,
-                                                               [body, args_text, budget_tokens])
+        # Encoded at start(): a resumed run's recorded numbers are loaded after construction.
+        self._run_parts: list[Any] | None = [body, args_text, budget_tokens]
+        self._numbers = numbers
         self._frames: deque[bytes] = deque()
         self._writer_wake = anyio.Event()
         self._watch_wake = anyio.Event()
@@ -165,9 +167,10 @@ class ProcessRuntime:
     # ---- ScriptRuntime --------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._run_frame is not None:
-            self._send(self._run_frame)
-            self._run_frame = None
+        if self._run_parts is not None:
+            numbers = self._numbers() if self._numbers is not None else None
+            self._send(protocol.encode(protocol.RUN, [*self._run_parts, numbers]))
+            self._run_parts = None
             self._run_sent = True
             self._became_busy()
 

@@ -10,8 +10,9 @@ parent)::
 
 Parent → child (the parent is trusted by the child):
 
-* ``r`` run    ``[body, args_json_text | null, budget_tokens | null]`` — run the (already
-  checked) body, once;
+* ``r`` run    ``[body, args_json_text | null, budget_tokens | null, numbers_json_text | null]``
+  — run the (already checked) body, once (the last: replayable clock and randomness, for a run
+  with a store; the last two may be left out);
 * ``s`` settle ``[id, true, value]`` or ``[id, false, code, message]`` — one hook call's answer;
   ``["spent", tokens]`` — the run's spend so far, for the script's ``budget`` global;
 * ``x`` stop   ``null`` — stop the script at the next opportunity and exit.

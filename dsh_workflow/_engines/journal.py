@@ -1,0 +1,200 @@
+"""One run's durable record: its row in the run store, its journal, and replay from an earlier run.
+
+A :class:`RunJournal` exists only for runs of an engine given a store (SPEC §9). The host calls
+it at four points: :meth:`begin` before the script starts (the run is recorded; a resumed run's
+earlier journal is loaded), :meth:`replay` when an ``agent()`` call arrives, :meth:`commit`
+before a child's value reaches the script, and :meth:`finish` once the result is settled.
+
+Replay is content-addressed: a call's :func:`call_key` hashes what decides its answer (prompt,
+schema, model, route, effort, agent definition, isolation and the identity of the provider that
+answers it), never its label or phase. The n-th call with a key takes the earlier run's n-th
+completed entry with that key, in the earlier run's call order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from .._store import JournalEntry, RunRecord, RunStore, RunStoreError
+from .._subagent import SubagentRequest, Usage, provider_identity
+
+__all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume"]
+
+logger = logging.getLogger("dsh_workflow.engine")
+
+#: Most ``Date``/``Math.random`` values of one kind a run journals (the runtime stops recording
+#: after as many; later values are live). Bounds what a script can make the store hold.
+MAX_RECORDED_NUMBERS = 100_000
+
+
+def call_key(request: SubagentRequest, identity: str) -> str:
+    """The journal key of one ``agent()`` call (hex SHA-256 of canonical JSON)."""
+    agent = request.agent
+    material = [
+        request.prompt,
+        request.schema,
+        request.model,
+        request.provider,
+        request.effort,
+        request.agent_type,
+        None if agent is None else [agent.name, agent.system_prompt, agent.model,
+                                    None if agent.tools is None else list(agent.tools)],
+        request.isolation,
+        identity,
+    ]
+    text = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class RunJournal:
+    """One run's view of a :class:`RunStore` (see the module docstring).
+
+    Every method raises only :class:`RunStoreError` (a failing store); the host turns that into
+    the run's error. Nothing here blocks the event loop.
+    """
+
+    def __init__(self, store: RunStore, run_id: str, *, meta: Mapping[str, Any], script: str,
+                 args: Any, resumed_from: str | None, identity: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.identity = identity
+        self._meta = dict(meta)
+        self._script = script
+        self._args = args
+        self.resumed_from = resumed_from
+        self._replays: dict[str, deque[JournalEntry]] = {}
+        self._numbers: dict[str, list[float]] = {"clock": [], "random": []}
+        self._early_events: list[Mapping[str, Any]] | None = []  # posted before begin()
+        self.began = False
+
+    async def begin(self) -> None:
+        """Record the run as ``running``; for a resumed run, load the earlier journal."""
+        if self.resumed_from is not None:
+            for entry in await self.store.journal(self.resumed_from):
+                if entry.kind == "agent":
+                    self._replays.setdefault(entry.key, deque()).append(entry)
+                elif entry.number is not None:
+                    self._numbers[entry.kind].append(entry.number)
+        await self.store.create_run(self.run_id, meta=self._meta, script=self._script,
+                                    args=self._args, resumed_from=self.resumed_from)
+        self.began = True
+        early, self._early_events = self._early_events, None
+        if early:
+            self.store.post_events(self.run_id, early)
+
+    def numbers_text(self) -> str:
+        """The recorded clock and random values, as the runtime's replay input (JSON)."""
+        return json.dumps(self._numbers, allow_nan=False)
+
+    def replay(self, key: str) -> JournalEntry | None:
+        """The earlier run's next completed entry for ``key`` (consumed), or None."""
+        waiting = self._replays.get(key)
+        if not waiting:
+            return None
+        return waiting.popleft()
+
+    def entry(self, seq: int, key: str, *, text: str | None, structured: Any,
+              usage: Usage | None) -> JournalEntry:
+        """This run's journal entry for call ``seq``."""
+        return JournalEntry(run_id=self.run_id, seq=seq, key=key, text=text,
+                            structured=structured, usage=usage)
+
+    async def commit(self, entries: Sequence[JournalEntry]) -> None:
+        """Return once ``entries`` survive ``kill -9`` (concurrent callers share a commit)."""
+        await self.store.commit_journal(entries)
+
+    def post_numbers(self, kind: str, first: int, values: Sequence[float]) -> None:
+        """Journal clock or random values the script received (queued; committed, in order,
+        no later than the next :meth:`commit`)."""
+        end = min(first + len(values), MAX_RECORDED_NUMBERS + 1)
+        if kind not in self._numbers or first < 1 or first >= end:
+            return
+        self.store.post_journal([
+            JournalEntry(run_id=self.run_id, seq=seq, kind=kind,  # type: ignore[arg-type]
+                         number=float(values[seq - first]))
+            for seq in range(first, end)])
+
+    def post_event(self, event: Mapping[str, Any]) -> None:
+        """Queue one event (JSON data) for the run's stored event log (held back until the run
+        is recorded)."""
+        if self._early_events is not None:
+            self._early_events.append(event)
+        else:
+            self.store.post_events(self.run_id, [event])
+
+    async def finish(self, status: str, result: Mapping[str, Any], *, agents: int,
+                     replayed: int, usage: Usage) -> RunRecord:
+        """Record the run's end (``completed``, ``error`` or ``cancelled``) and its result."""
+        return await self.store.finish_run(self.run_id, status=status,  # type: ignore[arg-type]
+                                           result=result, agents=agents, replayed=replayed,
+                                           usage=usage, ended_at=time.time())
+
+
+def check_resume(store: RunStore | None, resume_from: object) -> str | None:
+    """The run to resume, checked at start: it must be a run of ``store``. Raises ``ValueError``
+    with the reason otherwise (the caller makes it ``INVALID_ARGUMENT``)."""
+    if resume_from is None:
+        return None
+    if not isinstance(resume_from, str) or not resume_from:
+        raise ValueError(f"resume_from must be a run id (got {resume_from!r})")
+    if store is None:
+        raise ValueError("resume_from needs an engine with a run store (store=...); this engine "
+                         "records no runs")
+    try:
+        found = store.get_run_sync(resume_from)
+    except RunStoreError as exc:
+        raise ValueError(f"resume_from {resume_from!r} cannot be read: {exc}") from None
+    if found is None:
+        raise ValueError(f"resume_from {resume_from!r} is not a run of the store {store.path}")
+    return resume_from
+
+
+class EventRecorder:
+    """An engine's event listener that files each run's events in that run's journal, as
+    ``{"event": <class name>, ...fields}`` without the repeated ``run`` identity."""
+
+    def __init__(self) -> None:
+        self.journals: dict[str, RunJournal] = {}
+
+    def __call__(self, event: BaseModel) -> None:
+        journal = self.journals.get(event.run.id)  # type: ignore[attr-defined]
+        if journal is not None:
+            record = event.model_dump(mode="json", exclude={"run"})
+            record["event"] = type(event).__name__
+            journal.post_event(record)
+
+
+class EngineStore:
+    """What an engine given ``store=`` does with it, written once for every engine: open it on
+    entering, file every run's events, and on exit commit what is queued and close it if the
+    engine was the one that opened it (a store the caller opened stays open for the caller)."""
+
+    def __init__(self, store: object) -> None:
+        needed = ("open", "aclose", "create_run", "commit_journal", "get_run_sync")
+        if not all(callable(getattr(store, name, None)) for name in needed):
+            raise TypeError("store must be a RunStore (for example SQLiteRunStore(path))")
+        self.store: RunStore = store  # type: ignore[assignment]
+        self.recorder = EventRecorder()
+        self._opened_here = False
+
+    async def enter(self) -> None:
+        self._opened_here = not getattr(self.store, "is_open", False)
+        await self.store.open()
+
+    async def exit(self) -> None:
+        try:
+            await self.store.flush()
+        except RunStoreError as exc:
+            logger.error("dsh-workflow: the run store could not commit the last events: %s", exc)
+        finally:
+            if self._opened_here:
+                await self.store.aclose()
