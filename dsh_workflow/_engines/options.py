@@ -45,14 +45,15 @@ def _kind(value: object) -> str:
     return "a string" if isinstance(value, str) else type(value).__name__
 
 
-def parse_agent_options(raw: object) -> AgentOptions:
+def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptions:
     """Validate ``agent()`` options (already JSON data).
 
     Keys are checked in order and the first offending key decides: ``effort``, ``isolation``
     and ``agentType`` are not supported, any other unknown key is not recognized (both
     ``UNSUPPORTED_OPTION``). Then ``label``/``phase``/``model``/``provider`` must be strings
     (``INVALID_ARGUMENT``; ``null`` counts as absent; model and provider names are at most 256
-    characters) and ``schema`` must pass the schema gate (``UNSUPPORTED_SCHEMA``).
+    characters) and ``schema`` must pass the schema gate (``UNSUPPORTED_SCHEMA``) — unless
+    ``check_schema`` is false: then the caller runs the gate (off the event loop).
     """
     if raw is None:
         return AgentOptions()
@@ -78,7 +79,7 @@ def parse_agent_options(raw: object) -> AgentOptions:
                 f'agent() option "{key}" is {len(values[key])} characters; a {key} name is at '
                 f"most {_NAME_CHARS}"))
     schema = values.get("schema")
-    if "schema" in values:
+    if "schema" in values and check_schema:
         check_agent_schema(schema)
     return AgentOptions(label=values.get("label"), phase=values.get("phase"), schema=schema,
                         model=values.get("model"), provider=values.get("provider"))
