@@ -20,7 +20,7 @@ from ._schema import SchemaLimits, bounded_search, compiled_validator, validatio
 
 __all__ = ["GENERATION_LIMITS", "GENERATION_MATCH_S", "minimal_instance"]
 
-GENERATION_LIMITS = SchemaLimits(max_validation_steps=100_000)
+GENERATION_LIMITS = SchemaLimits(max_validation_steps=50_000)
 """The budget of one generation: every candidate validation together."""
 
 GENERATION_MATCH_S = 0.05
