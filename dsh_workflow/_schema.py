@@ -155,6 +155,7 @@ class _Budget:
     pattern_units: int
     deadline: float
     memo: dict[str, Any]
+    branch_depth: int = 0
 
 
 _local = threading.local()
@@ -246,8 +247,10 @@ def _short(text: str) -> str:
 
 def _describe(error: ValidationError, root: str) -> str:
     message = error.message
-    if isinstance(error.cause, PatternRefused):
-        message = f"{message}: {error.cause}"
+    refused = [sub for sub in (error, *error.context[:_MAX_LISTED])
+               if isinstance(sub.cause, PatternRefused)]
+    if refused:  # a pattern refused by analysis says so, even inside an anyOf
+        message = f"{refused[0].message}: {refused[0].cause}"
     elif error.context:
         detail = best_match(error.context)
         message = f"{message} ({detail.message})"
@@ -359,7 +362,7 @@ def _size_problems(node: object, limits: SchemaLimits) -> list[str]:
                 if not isinstance(key, str):
                     problems.append(f"{format_path('schema', path)}: key {key!r} is not a string")
                 else:
-                    chars += len(key) + 4
+                    chars += len(key) + 3  # a lower bound: '"key":'
                     stack.append((value, (*path, key)))
         elif isinstance(item, list):
             chars += 2
@@ -373,6 +376,9 @@ def _size_problems(node: object, limits: SchemaLimits) -> list[str]:
             problems.append(f"{format_path('schema', path)}: a {type(item).__name__} is not JSON data")
         else:
             chars += 1
+    if chars > max_chars:
+        return [f"schema: too large: more than {max_chars} characters of JSON "
+                f"(max_schema_chars={max_chars}); describe only the fields you need"]
     return problems
 
 
@@ -650,6 +656,68 @@ def _unevaluated_properties(validator: Any, unevaluated: Any, instance: object,
                                   f"({listed} unevaluated and invalid)")
 
 
+def _branch_failure(instance: object, errors: list[ValidationError]) -> ValidationError:
+    """The error of a failed ``anyOf``/``oneOf``, its branches' errors as context but without
+    the back-links jsonschema adds (``parent``): a fanned-out schema builds thousands of these,
+    and with the links every one is a reference cycle that only the cyclic collector frees —
+    in one full collection that holds the GIL, and so the event loop, for a tenth of a second."""
+    error = ValidationError(f"{instance!r} is not valid under any of the given schemas")
+    error.context = errors
+    return error
+
+
+_KEPT_BRANCH_LEVELS = 2
+"""``anyOf``/``oneOf`` nested deeper than this keep no branch errors as context: only the
+outer levels name the closest branch, and a fan-out keeps O(depth) errors alive instead of
+one per step (thousands of live objects make the collector's full passes long too)."""
+
+
+def _branches(validator: Any, branches: list[Any], instance: object,
+              stop_at_first_valid: bool) -> tuple[list[ValidationError], list[Any]]:
+    """The errors of the failing branches (if kept at this depth) and the valid branches;
+    stops at the first valid branch when ``stop_at_first_valid``."""
+    budget = _current()
+    keep = budget is None or budget.branch_depth < _KEPT_BRANCH_LEVELS
+    if budget is not None:
+        budget.branch_depth += 1
+    errors: list[ValidationError] = []
+    valid: list[Any] = []
+    try:
+        for index, branch in enumerate(branches):
+            if valid and not stop_at_first_valid:
+                if validator.evolve(schema=branch).is_valid(instance):
+                    valid.append(branch)
+                continue
+            found = list(validator.descend(instance, branch, schema_path=index))
+            if not found:
+                valid.append(branch)
+                if stop_at_first_valid:
+                    break
+            elif keep:
+                errors.extend(found)
+    finally:
+        if budget is not None:
+            budget.branch_depth -= 1
+    return errors, valid
+
+
+def _any_of(validator: Any, branches: list[Any], instance: object,
+            schema: Any) -> Iterator[ValidationError]:
+    errors, valid = _branches(validator, branches, instance, stop_at_first_valid=True)
+    if not valid:
+        yield _branch_failure(instance, errors)
+
+
+def _one_of(validator: Any, branches: list[Any], instance: object,
+            schema: Any) -> Iterator[ValidationError]:
+    errors, valid = _branches(validator, branches, instance, stop_at_first_valid=False)
+    if not valid:
+        yield _branch_failure(instance, errors)
+    elif len(valid) > 1:
+        listed = ", ".join(repr(branch) for branch in [*valid[1:], valid[0]])
+        yield ValidationError(f"{instance!r} is valid under each of {listed}")
+
+
 def _counted(keyword: Any) -> Any:
     def apply(validator: Any, value: Any, instance: object, schema: Any) -> Any:
         _tick()
@@ -664,6 +732,8 @@ _KEYWORDS = {
     "patternProperties": _pattern_properties,
     "additionalProperties": _additional_properties,
     "unevaluatedProperties": _unevaluated_properties,
+    "anyOf": _any_of,
+    "oneOf": _one_of,
 }
 _BoundedValidator = validators.extend(
     Draft202012Validator, {name: _counted(fn) for name, fn in _KEYWORDS.items()})
