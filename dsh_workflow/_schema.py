@@ -39,7 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import islice
 from typing import Any
@@ -185,12 +185,21 @@ def _current() -> _Budget | None:
     return getattr(_local, "budget", None)
 
 
+_YIELD_EVERY = 64
+
+
 def _tick() -> None:
     budget = _current()
     if budget is not None:
         budget.steps -= 1
         if budget.steps < 0:
             raise _OutOfSteps
+        if budget.steps % _YIELD_EVERY == 0:
+            # Hand the GIL over now and then (about every millisecond): a thread that
+            # computes without pause keeps it for the whole switch interval each time the
+            # event loop's thread asks for it, and a loop that asks often (asyncio's debug
+            # mode does, on every callback) then waits tens of milliseconds per turn.
+            time.sleep(0)
 
 
 def _checked_regex(pattern: object) -> bool:
@@ -223,8 +232,6 @@ _FORMAT_CHECKER = FormatChecker(formats=())
 _FORMAT_CHECKER.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
 _FORMAT_CHECKER.checks("regex", raises=(PatternRefused, regex.error))(_checked_regex)
 
-_META_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA,
-                                       format_checker=_FORMAT_CHECKER)
 
 
 def format_path(root: str, parts: Any) -> str:
@@ -448,7 +455,8 @@ def finish_schema_check(ticket: GateTicket, limits: SchemaLimits = DEFAULT_LIMIT
     if ticket.violations is not None:
         return ticket.violations
     try:
-        with validation_budget(limits):
+        with validation_budget(replace(limits, max_validation_steps=_GATE_STEPS),
+                               seconds=_GATE_MATCH_S):
             verdict = tuple(_deep_problems(ticket.schema))  # type: ignore[arg-type]
     except RecursionError:
         verdict = ("schema: nested too deeply to check",)
@@ -524,7 +532,9 @@ def bounded_search(pattern: str, text: str) -> bool | None:
         return None
     compiled = compile_bounded(pattern, budget.limits.max_pattern_cost, budget.memo)
     try:
-        return compiled.search(text, timeout=remaining) is not None
+        # concurrent: the GIL is released while matching, so other threads (the event loop)
+        # run during a slow match
+        return compiled.search(text, timeout=remaining, concurrent=True) is not None
     except TimeoutError:
         return None
 
@@ -752,6 +762,13 @@ def _evolve(self: Any, **changes: Any) -> Any:
 
 
 _BoundedValidator.evolve = _evolve  # type: ignore[method-assign]
+
+
+# The metaschema check uses the same keyword functions (so it yields the GIL like any
+# validation); its work is bounded by the schema's size limits, not by the step budget.
+_META_VALIDATOR = _BoundedValidator(Draft202012Validator.META_SCHEMA, format_checker=_FORMAT_CHECKER)
+_GATE_STEPS = 10**9
+_GATE_MATCH_S = 60.0  # the metaschema's own (linear) patterns; script patterns are only compiled
 
 
 @lru_cache(maxsize=32)
