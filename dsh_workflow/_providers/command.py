@@ -144,7 +144,10 @@ class CommandProvider:
             with anyio.CancelScope(shield=True):
                 await _terminate_group(process, self.kill_grace_s)
                 await process.aclose()
-        return self._result(request, process.returncode, stdout, stderr, overflow, scope.cancelled_caught)
+        args = (request, process.returncode, stdout, stderr, overflow, scope.cancelled_caught)
+        if request.schema is None:
+            return self._result(*args)
+        return await anyio.to_thread.run_sync(self._result, *args)  # validation: off the loop
 
     def _child_env(self, request: SubagentRequest) -> dict[str, str]:
         env = dict(self.env)
