@@ -344,7 +344,46 @@ def _reference_problems(schema: dict[str, Any]) -> list[str]:
 def _size_problems(node: object, limits: SchemaLimits) -> list[str]:
     """Where ``node`` is not JSON data, nests deeper than :data:`MAX_SCHEMA_DEPTH`, or is
     bigger than ``limits`` allow. Iterative, and stops as soon as a size limit is passed, so
-    it costs at most about ``max_schema_nodes`` steps whatever it is given."""
+    it costs at most about ``max_schema_nodes`` steps whatever it is given.
+
+    This runs on the event loop for every uncached schema, so the common case allocates
+    nothing per value (two parallel stacks, no paths): only when it finds a problem does
+    the slower walk run again to name where."""
+    max_nodes, max_chars = limits.max_schema_nodes, limits.max_schema_chars
+    items: list[object] = [node]
+    depths: list[int] = [0]
+    nodes = chars = 0
+    while items:
+        item = items.pop()
+        depth = depths.pop()
+        nodes += 1
+        if nodes > max_nodes or chars > max_chars or depth > MAX_SCHEMA_DEPTH:
+            return _located_problems(node, limits)
+        if type(item) is str:
+            chars += len(item) + 2
+        elif type(item) is dict:
+            chars += 2
+            for key in islice(item, max_nodes + 1):
+                if type(key) is not str:
+                    return _located_problems(node, limits)
+                chars += len(key) + 3  # a lower bound: '"key":'
+            items.extend(islice(item.values(), max_nodes + 1))
+            depths.extend([depth + 1] * min(len(item), max_nodes + 1))
+        elif type(item) is list:
+            chars += 2
+            items.extend(islice(item, max_nodes + 1))
+            depths.extend([depth + 1] * min(len(item), max_nodes + 1))
+        elif item is None or type(item) in (bool, int) or (type(item) is float and math.isfinite(item)):
+            chars += 1
+        else:
+            return _located_problems(node, limits)
+    if chars > max_chars:
+        return _located_problems(node, limits)
+    return []
+
+
+def _located_problems(node: object, limits: SchemaLimits) -> list[str]:
+    """:func:`_size_problems` with every problem's path (slower: a path per value)."""
     problems: list[str] = []
     nodes = 0
     chars = 0
