@@ -382,3 +382,26 @@ def test_default_limits_match_the_engine_config() -> None:
     config = EngineConfig(max_schema_nodes=77, max_schema_chars=5_000, max_pattern_cost=300,
                           max_validation_steps=999)
     assert SchemaLimits.of(config) == SchemaLimits(5_000, 77, 300, 999)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "(", ")", "(?:", "|", "{3}", "{12}", "{99}", "{2,}", "{0,40}",
+                                 "[a-z]", "\\d", "*", "+", "?", "{", "}", "[(]"]), max_size=24))
+def test_patterns_within_the_cost_limit_compile_small(parts: list[str]) -> None:
+    """The estimate bounds what the ``regex`` package really builds: any pattern the analysis
+    lets through at a small limit compiles quickly and into little memory."""
+    import regex
+
+    pattern = "".join(parts)
+    try:
+        if pattern_cost(pattern, 2_000) > 2_000:
+            return
+    except PatternRefused:
+        return
+    started = time.perf_counter()
+    try:
+        compiled = regex.compile(pattern, cache_pattern=False)
+    except regex.error:
+        return
+    assert time.perf_counter() - started < 0.05, pattern
+    del compiled

@@ -3,7 +3,8 @@
 A :class:`HostedRun` drives one script runtime (a thread in-process, or a child process) that it
 knows only through :class:`ScriptRuntime`: start it, settle hook calls by id, stop it, and
 receive its reports (outbox batches, then one end). Everything else lives here, on the event
-loop: option checks, the total-agent cap, the FIFO concurrency limit, running children (on
+loop (except the schema gate's expensive stage and the validation of structured values, which
+run on worker threads without changing the order calls are served in): option checks, the total-agent cap, the FIFO concurrency limit, running children (on
 worker tasks reused from call to call) under cancel scopes and timeouts, event pairing,
 cancellation, timeouts and the one result.
 """
