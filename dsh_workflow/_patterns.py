@@ -36,8 +36,9 @@ __all__ = [
     "pattern_cost",
 ]
 
-CACHED_PATTERN_COST = 2_000
-"""Patterns whose cost is at most this go to the process-wide LRU (below a megabyte each)."""
+CACHED_PATTERN_COST = 500
+"""Patterns whose cost is at most this go to the process-wide LRU (about 100 KB each at most;
+the patterns models write cost well under 100)."""
 
 _CACHE_SIZE = 64
 _cache: OrderedDict[str, Any] = OrderedDict()
