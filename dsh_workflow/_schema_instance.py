@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from typing import Any
 
 from referencing import Registry
@@ -199,10 +200,15 @@ class _Builder:
         target = self._resolve(schema["$ref"])
         return target is not None and id(target) in active
 
+    def _step(self) -> None:
+        self._steps += 1
+        if self._steps % 32 == 0:
+            time.sleep(0)  # hand the GIL over now and then (see ``_schema._tick``)
+
     def _valid(self, schema: object, candidate: object) -> bool:
         if self._validator is None:
             return True
-        self._steps += 1
+        self._step()
         try:
             return bool(self._validator.evolve(schema=schema).is_valid(candidate))
         except Exception:
@@ -211,7 +217,7 @@ class _Builder:
     # -- generation ------------------------------------------------------------------------
 
     def build(self, schema: object, depth: int, active: frozenset[int]) -> object:
-        self._steps += 1
+        self._step()
         if depth > _MAX_DEPTH or self._steps > _MAX_STEPS or not isinstance(schema, dict):
             return None
         base, branches, targets, recursive = self._flatten(schema, active)
