@@ -72,3 +72,23 @@ class EngineConfig(BaseModel):
     max_value_depth: int = Field(
         256, ge=8, le=512, description="Deepest nesting of a value leaving the script "
         "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")
+    max_schema_chars: int = Field(
+        100_000, ge=1_000, description="Longest agent() schema, in characters of its canonical "
+        "JSON (sorted keys, no spaces); a longer one is refused with UNSUPPORTED_SCHEMA. Models "
+        "write schemas of a few kilobytes.")
+    max_schema_nodes: int = Field(
+        1_000, ge=50, description="Most JSON values (objects, arrays, strings, numbers, ...) one "
+        "agent() schema may hold (UNSUPPORTED_SCHEMA past it). Checking a schema against the "
+        "JSON Schema metaschema costs about a quarter of a millisecond per subschema, on a "
+        "worker thread; this bounds it (about 0.25 s at the default).")
+    max_pattern_cost: int = Field(
+        20_000, ge=100, description="Most units of compiled regular expression one check may "
+        "build: the patterns of one agent() schema together (UNSUPPORTED_SCHEMA past it), or "
+        "the format: regex strings of one child value. A pattern's cost is its length with "
+        "every counted repeat multiplied out ('(a{100}){100}' costs about 10,000), which is what "
+        "compiling it expands to.")
+    max_validation_steps: int = Field(
+        20_000, ge=100, description="Most keyword applications one validation of a child's "
+        "structured value may make; past it the value is rejected (agent() resolves null, "
+        "outcome 'failed') and the reason is logged. Bounds schemas whose anyOf/allOf/$ref "
+        "chains fan out exponentially.")

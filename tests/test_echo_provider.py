@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import anyio
 import pytest
@@ -335,3 +336,66 @@ _json_values = st.recursive(
 @given(_json_values)
 def test_minimal_instance_never_raises(schema: object) -> None:
     json.dumps(minimal_instance(schema), allow_nan=False)
+
+
+# -- hostile schemas: bounded generation, off the event loop ----------------------------------
+
+
+def test_the_generator_lives_in_its_own_module() -> None:
+    from dsh_workflow import _schema_instance
+
+    assert minimal_instance is _schema_instance.minimal_instance
+
+
+@pytest.mark.parametrize("pattern", ["^(a+)+$", "^(a|a)+$", "((a{100}){100}){100}", "("])
+def test_pattern_properties_are_matched_with_bounded_regex(pattern: str) -> None:
+    key = "a" * 30 + "!"
+    schema = {"type": "object", "required": [key], "patternProperties": {pattern: {"type": "integer"}},
+              "additionalProperties": {"type": "string"}}
+    started = time.perf_counter()
+    value = minimal_instance(schema)
+    assert time.perf_counter() - started < 0.5
+    assert isinstance(value, dict) and list(value) == [key]
+
+
+def test_pattern_properties_still_pick_the_matching_subschema() -> None:
+    schema = {"type": "object", "required": ["x1"], "patternProperties": {"^x[0-9]$": {"type": "integer"}},
+              "additionalProperties": False}
+    assert _satisfied(schema) == {"x1": 0}
+
+
+def _fanout(n: int) -> dict:
+    defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(n)}
+    defs[f"d{n}"] = {"type": "string", "minLength": 5, "pattern": "^z"}
+    return {"type": "object", "$defs": defs, "properties": {"a": {"$ref": "#/$defs/d0"}}, "required": ["a"]}
+
+
+def test_fanout_generation_is_bounded() -> None:
+    started = time.perf_counter()
+    value = minimal_instance(_fanout(24))
+    assert time.perf_counter() - started < 5
+    assert isinstance(value, dict)
+
+
+@pytest.mark.anyio
+async def test_generation_never_holds_the_event_loop() -> None:
+    gaps: list[float] = []
+
+    async def heartbeat() -> None:
+        last = time.perf_counter()
+        while True:
+            await anyio.sleep(0.002)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(heartbeat)
+        await anyio.sleep(0.01)
+        result = await EchoProvider().run(_request("x", _fanout(24)))
+        key = "a" * 30 + "!"
+        await EchoProvider().run(_request("y", {"type": "object", "required": [key],
+                                                "patternProperties": {"^(a+)+$": {}}}))
+        tg.cancel_scope.cancel()
+    assert result.stop_reason == "completed"
+    assert max(gaps) < 0.1, f"the event loop was held for {max(gaps):.3f} s"

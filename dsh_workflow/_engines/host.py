@@ -3,7 +3,8 @@
 A :class:`HostedRun` drives one script runtime (a thread in-process, or a child process) that it
 knows only through :class:`ScriptRuntime`: start it, settle hook calls by id, stop it, and
 receive its reports (outbox batches, then one end). Everything else lives here, on the event
-loop: option checks, the total-agent cap, the FIFO concurrency limit, running children (on
+loop (except the schema gate's expensive stage and the validation of structured values, which
+run on worker threads without changing the order calls are served in): option checks, the total-agent cap, the FIFO concurrency limit, running children (on
 worker tasks reused from call to call) under cancel scopes and timeouts, event pairing,
 cancellation, timeouts and the one result.
 """
@@ -38,7 +39,14 @@ from .._events import (
 from .._meta import WorkflowMeta
 from .._result import WorkflowResult
 from .._run import WorkflowRun
-from .._schema import value_violations
+from .._schema import (
+    GateTicket,
+    SchemaLimits,
+    finish_schema_check,
+    prepare_schema_check,
+    unsupported_schema,
+    value_violations,
+)
 from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 from .journal import RunJournal, call_key
 from .options import default_label, parse_agent_options
@@ -57,6 +65,16 @@ def _render(exc: BaseException) -> str:
         return str(exc)
     except Exception:  # noqa: BLE001
         return "[unrenderable exception]"
+
+
+def _structured_problems(schema: dict[str, Any], value: object,
+                         limits: SchemaLimits) -> list[str]:
+    """Why a child's structured ``value`` is rejected (``[]``: accepted); for a worker thread."""
+    try:
+        json.dumps(value, allow_nan=False)
+        return value_violations(schema, value, limits=limits)
+    except (TypeError, ValueError, RecursionError):
+        return ["the structured value is not JSON data"]
 
 
 class ScriptRuntime(Protocol):
@@ -142,6 +160,10 @@ class HostedRun(WorkflowRun):
         self._parked: list[anyio.Event] = []  # wake-ups of idle workers
         self._workers: set[anyio.CancelScope] = set()
         self._keep_parked = min(config.max_concurrent_agents, _MAX_PARKED_WORKERS)
+
+        self._limits = SchemaLimits.of(config)
+        # the agent() call whose schema awaits the gate's worker thread, with its ticket
+        self._gating: tuple[int, GateTicket] | None = None
 
         self._phase: str | None = None
         self._narrated = 0
@@ -328,7 +350,10 @@ class HostedRun(WorkflowRun):
                     start = self._serve_slice(messages, start)
                     if start >= len(messages):
                         break
-                    await anyio.lowlevel.checkpoint()
+                    if self._gating is not None:
+                        start = await self._gate(messages, start)
+                    else:
+                        await anyio.lowlevel.checkpoint()
                 if self._fault is not None:
                     self._stop()
                     return
@@ -361,7 +386,9 @@ class HostedRun(WorkflowRun):
 
     def _serve_slice(self, messages: list[Any], start: int) -> int:
         """Serve ``messages`` in order from ``start``, at most ``_SERVE_SLICE`` of them (so a
-        flood of log() calls cannot monopolize the loop); returns where to go on from."""
+        flood of log() calls cannot monopolize the loop); returns where to go on from. Stops
+        at an ``agent()`` call whose schema needs the gate's worker thread (``_gating`` is then
+        set): the pump runs :meth:`_gate` for it, so later messages wait in call order."""
         end = min(len(messages), start + _SERVE_SLICE)
         for index in range(start, end):
             if self._stopping:
@@ -375,7 +402,8 @@ class HostedRun(WorkflowRun):
                 self._narrate(kind, message[1])
             elif (kind == "agent" and len(message) == 4 and type(message[1]) is int
                   and isinstance(message[2], str)):
-                self._on_agent(message[1], message[2], message[3])
+                if not self._on_agent(message[1], message[2], message[3]):
+                    return index  # its schema goes through the gate first: see _gate()
             elif (kind == "numbers" and len(message) == 4 and self._journal is not None
                   and message[1] in ("clock", "random") and type(message[2]) is int
                   and isinstance(message[3], list)
@@ -404,28 +432,63 @@ class HostedRun(WorkflowRun):
             text = self._script_frames(text)
         self._events.emit(LogEmitted(run=self._info, message=text))
 
-    def _on_agent(self, call_id: int, prompt: str, raw_options: object) -> None:
+    async def _gate(self, messages: list[Any], index: int) -> int:
+        """Check the schema of the ``agent()`` call at ``messages[index]`` on a worker thread,
+        then serve the call with that verdict; returns the index after it.
+
+        The pump awaits this, so the messages after the call (and later batches) wait behind
+        it: calls are still admitted, refused and numbered in call order. If the run is
+        cancelled meanwhile, the thread finishes its bounded check (the gate's limits bound
+        it) and the verdict is dropped with the call."""
+        assert self._gating is not None
+        call_id, ticket = self._gating
+        verdict = await anyio.to_thread.run_sync(finish_schema_check, ticket, self._limits)
+        self._gating = None
+        if not self._stopping:
+            message = messages[index]
+            self._on_agent(message[1], message[2], message[3], verdict=(call_id, verdict))
+        return index + 1
+
+    def _on_agent(self, call_id: int, prompt: str, raw_options: object, *,
+                  verdict: tuple[int, tuple[str, ...]] | None = None) -> bool:
+        """Accept or refuse one ``agent()`` call. Returns False, doing nothing else, when the
+        call's schema has no verdict yet (not cached): ``_gating`` then holds its ticket, and
+        the caller serves it again through :meth:`_gate`. Schema-less calls and cached
+        verdicts never leave the loop."""
         try:
-            options = parse_agent_options(raw_options)
+            options = parse_agent_options(raw_options, check_schema=False)
         except WorkflowError as exc:
             self._refuse(call_id, exc.code, exc.message)
-            return
+            return True
+        if options.schema is not None:
+            if verdict is not None and verdict[0] == call_id:
+                violations = verdict[1]
+            else:
+                ticket = prepare_schema_check(options.schema, self._limits)
+                if ticket.violations is None:
+                    self._gating = (call_id, ticket)
+                    return False
+                violations = ticket.violations
+            if violations:
+                refusal = unsupported_schema(violations)
+                self._refuse(call_id, refusal.code, refusal.message)
+                return True
         if self._budget_spent():
             self._refuse(call_id, WorkflowErrorCode.BUDGET_EXCEEDED, self._budget_message())
-            return
+            return True
         if self._accepted >= self._max_total:
             self._refuse(call_id, WorkflowErrorCode.AGENT_CAP, (
                 f"agent() refused: this run reached its total agent cap (max_total_agents="
                 f"{self._max_total}) — a backstop against runaway loops; use fewer agent() calls "
                 "or raise max_total_agents if the scale is intentional"))
-            return
+            return True
         definition = None
         if options.agent_type is not None and self._agents is not None:
             try:
                 definition = self._agents.resolve(options.agent_type)
             except WorkflowError as exc:
                 self._refuse(call_id, exc.code, exc.message)
-                return
+                return True
         self._accepted += 1
         seq = self._accepted
         # pydantic-core validates these few fields faster than model_construct() assigns them.
@@ -456,11 +519,12 @@ class HostedRun(WorkflowRun):
                                                 phase=request.phase))
                 self._replays.append(call)
                 self._replay_wake.set()
-                return
+                return True
         if self._running < self._config.max_concurrent_agents:
             self._admit(call)
         else:
             self._queue.append(call)
+        return True
 
     def _admit(self, call: _Call, *, wake: bool = True) -> None:
         """Give ``call`` a concurrency slot and hand it to a worker. Slots are handed out here,
@@ -567,9 +631,11 @@ class HostedRun(WorkflowRun):
             return [call.call_id, False, WorkflowErrorCode.AGENT_FAILED.value, (
                 "agent() failed: the subagent provider raised "
                 f"{type(exc).__name__}: {_render(exc)}")], "failed"
-        return self._map_result(call, result)
+        return await self._map_result(call, result)
 
-    def _map_result(self, call: _Call, result: object) -> tuple[list[Any], AgentOutcome]:
+    async def _map_result(self, call: _Call, result: object) -> tuple[list[Any], AgentOutcome]:
+        """The reply and outcome for a provider's result. A structured value is validated on a
+        worker thread (bounded by the schema limits; cancellation waits for it and drops it)."""
         if not isinstance(result, SubagentResult):
             return [call.call_id, False, WorkflowErrorCode.AGENT_FAILED.value, (
                 "agent() failed: the subagent provider returned "
@@ -583,11 +649,8 @@ class HostedRun(WorkflowRun):
         value = result.structured
         if value is None:
             return [call.call_id, True, None], "failed"
-        try:
-            json.dumps(value, allow_nan=False)
-            problems = value_violations(schema, value)
-        except (TypeError, ValueError, RecursionError):
-            problems = ["the structured value is not JSON data"]
+        problems = await anyio.to_thread.run_sync(_structured_problems, schema, value,
+                                                  self._limits)
         if problems:
             logger.info("dsh-workflow: %s#%d structured value rejected: %s", self.id, call.seq,
                         "; ".join(problems))

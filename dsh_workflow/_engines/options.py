@@ -65,7 +65,7 @@ def _shown(value: object) -> str:
     return _kind(value)
 
 
-def parse_agent_options(raw: object) -> AgentOptions:
+def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptions:
     """Validate ``agent()`` options (already JSON data).
 
     Keys are checked in order and the first unknown key decides (``UNSUPPORTED_OPTION``, the
@@ -74,7 +74,8 @@ def parse_agent_options(raw: object) -> AgentOptions:
     and agent type names non-empty where it matters and at most 256 characters), ``effort``
     one of ``low|medium|high|max`` and ``isolation`` ``worktree`` (all ``INVALID_ARGUMENT``,
     naming the allowed values), and ``schema`` must pass the schema gate
-    (``UNSUPPORTED_SCHEMA``).
+    (``UNSUPPORTED_SCHEMA``) — unless ``check_schema`` is false: then the caller runs the gate
+    (off the event loop).
     """
     if raw is None:
         return AgentOptions()
@@ -105,7 +106,7 @@ def parse_agent_options(raw: object) -> AgentOptions:
                 + ", ".join(f'"{choice}"' for choice in allowed)
                 + f" (got {_shown(values[key])})"))
     schema = values.get("schema")
-    if "schema" in values:
+    if "schema" in values and check_schema:
         check_agent_schema(schema)
     return AgentOptions(label=values.get("label"), phase=values.get("phase"), schema=schema,
                         model=values.get("model"), provider=values.get("provider"),

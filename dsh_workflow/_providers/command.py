@@ -202,8 +202,11 @@ class CommandProvider:
             with anyio.CancelScope(shield=True):
                 await terminate_group(process, self.kill_grace_s)
                 await process.aclose()
-        result = self._result(request, process.returncode, stdout, stderr, overflow,
-                              scope.cancelled_caught)
+        args = (request, process.returncode, stdout, stderr, overflow, scope.cancelled_caught)
+        if request.schema is None:
+            result = self._result(*args)
+        else:
+            result = await anyio.to_thread.run_sync(self._result, *args)  # validation: off the loop
         usage = _reported_usage(stderr)
         return result if usage is None else result.model_copy(update={"usage": usage})
 

@@ -228,13 +228,13 @@ class OpenAIProvider:
             reply = await self._complete(client, model, messages, schema, effort, tally, limit)
             if schema is None:
                 return SubagentResult(stop_reason="completed", text=reply, usage=tally.usage())
-            value, violations = parse_structured_reply(reply, schema)
+            value, violations = await anyio.to_thread.run_sync(parse_structured_reply, reply, schema)
             if violations:
                 messages.append({"role": "assistant", "content": reply})
                 messages.append({"role": "user", "content": _repair_prompt(violations)})
                 left = None if limit is None else max(1, limit - tally.output)
                 reply = await self._complete(client, model, messages, schema, effort, tally, left)
-                value, violations = parse_structured_reply(reply, schema)
+                value, violations = await anyio.to_thread.run_sync(parse_structured_reply, reply, schema)
         except _CallFailed as failed:
             return SubagentResult(stop_reason="error", error=str(failed), usage=tally.usage())
         if violations:

@@ -1,0 +1,481 @@
+"""``minimal_instance``: a small value meant to satisfy a JSON Schema (for ``EchoProvider``).
+
+The schema comes from a script, so generation is bounded like the engine's own checks: it
+validates candidates with the engine's step-counting validator inside one
+:func:`~._schema.validation_budget`, matches ``patternProperties`` with the same bounded
+``regex`` matching (compiled only after the pattern-cost analysis, under a time budget), and
+stops after a fixed number of steps.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from typing import Any
+
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
+
+from ._schema import SchemaLimits, bounded_search, compiled_validator, validation_budget
+
+__all__ = ["GENERATION_LIMITS", "GENERATION_MATCH_S", "minimal_instance"]
+
+GENERATION_LIMITS = SchemaLimits(max_validation_steps=50_000)
+"""The budget of one generation: every candidate validation together."""
+
+GENERATION_MATCH_S = 0.05
+"""Wall time all pattern matching of one generation may take."""
+
+_MAX_DEPTH = 32  # deepest instance nesting built; recursive "$ref"s stop here
+_MAX_STEPS = 20_000  # builds plus validations per call; beyond it the builder answers null
+_MAX_BRANCHES = 32  # anyOf/oneOf branches tried per list
+_BASE_URI = "https://dsh-workflow.invalid/echo-schema.json"
+_MISSING = object()
+
+_FORMAT_SAMPLES = {
+    "date": "1970-01-01",
+    "date-time": "1970-01-01T00:00:00Z",
+    "time": "00:00:00Z",
+    "duration": "P1D",
+    "email": "x@example.com",
+    "idn-email": "x@example.com",
+    "hostname": "example.com",
+    "idn-hostname": "example.com",
+    "ipv4": "127.0.0.1",
+    "ipv6": "::1",
+    "uri": "https://example.com/",
+    "uri-reference": "https://example.com/",
+    "iri": "https://example.com/",
+    "iri-reference": "https://example.com/",
+    "uri-template": "https://example.com/",
+    "uuid": "00000000-0000-0000-0000-000000000000",
+    "json-pointer": "",
+    "relative-json-pointer": "0",
+    "regex": "",
+}
+_PAD_FRONT = {"email", "idn-email"}  # "xxx@example.com" stays an address
+
+_SKIPPED = {
+    "$id", "$schema", "$anchor", "$dynamicAnchor", "$defs", "definitions", "$comment",
+    "$vocabulary", "title", "description", "examples", "default", "deprecated", "readOnly",
+    "writeOnly",
+}  # fmt: skip
+_LOWER = {"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains"}
+_UPPER = {"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains"}
+_SCHEMA_VALUED = {
+    "items", "additionalProperties", "contains", "propertyNames", "unevaluatedItems",
+    "unevaluatedProperties",
+}  # fmt: skip
+_OBJECT_HINTS = {"properties", "required", "minProperties", "maxProperties", "additionalProperties",
+                 "patternProperties", "propertyNames", "dependentRequired", "dependentSchemas"}  # fmt: skip
+_ARRAY_HINTS = {"items", "prefixItems", "minItems", "maxItems", "contains", "uniqueItems"}
+_STRING_HINTS = {"minLength", "maxLength", "pattern", "format"}
+_NUMBER_HINTS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}
+_ALL_TYPES = ("null", "object", "string", "number", "boolean", "array")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _types_of(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [t for t in value if isinstance(t, str)]
+    return []
+
+
+def _intersect_types(a: object, b: object) -> object:
+    left, right = _types_of(a), _types_of(b)
+    out = [t for t in left if t in right]
+    if "integer" not in out and (
+        ("integer" in left and "number" in right) or ("number" in left and "integer" in right)
+    ):
+        out.append("integer")
+    return out if out else a  # contradictory: keep the first, best effort
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The conjunction of two flattened schemas, as far as generation needs it."""
+    out = dict(a)
+    for key, value in b.items():
+        if key not in out:
+            out[key] = value
+            continue
+        current = out[key]
+        if key in ("properties", "patternProperties") and isinstance(current, dict) and isinstance(value, dict):
+            merged = dict(current)
+            for name, sub in value.items():
+                merged[name] = {"allOf": [merged[name], sub]} if name in merged else sub
+            out[key] = merged
+        elif key == "required" and isinstance(current, list) and isinstance(value, list):
+            out[key] = list(dict.fromkeys(n for n in [*current, *value] if isinstance(n, str)))
+        elif key == "type":
+            out[key] = _intersect_types(current, value)
+        elif key in _LOWER and _is_number(current) and _is_number(value):
+            out[key] = max(current, value)
+        elif key in _UPPER and _is_number(current) and _is_number(value):
+            out[key] = min(current, value)
+        elif key == "enum" and isinstance(current, list) and isinstance(value, list):
+            out[key] = [m for m in current if m in value] or current
+        elif key in _SCHEMA_VALUED:
+            out[key] = {"allOf": [current, value]}
+        elif key == "not":
+            out[key] = {"anyOf": [current, value]}
+        # any other clash (const, pattern, format, if, ...): keep the first, best effort
+    return out
+
+
+class _Builder:
+    """One :func:`minimal_instance` call: the root schema, its resolver and a step budget."""
+
+    def __init__(self, root: dict[str, Any]) -> None:
+        self._steps = 0
+        try:
+            self._validator: Any = compiled_validator(root)
+        except Exception:
+            self._validator = None  # not JSON data: generate without checking candidates
+        try:
+            registry = Registry().with_resource(_BASE_URI, DRAFT202012.create_resource(root))
+            try:
+                registry = registry.crawl()
+            except Exception:
+                pass
+            self._resolver: Any = registry.resolver(_BASE_URI)
+        except Exception:
+            self._resolver = None
+
+    # -- references and flattening ---------------------------------------------------------
+
+    def _resolve(self, ref: str) -> object:
+        if self._resolver is None or not ref.startswith("#"):
+            return None
+        try:
+            return self._resolver.lookup(ref).contents
+        except Exception:
+            return None
+
+    def _flatten(
+        self, schema: object, active: frozenset[int]
+    ) -> tuple[dict[str, Any], list[list[Any]], frozenset[int], bool]:
+        """Merge ``schema`` with its ``$ref`` targets and ``allOf`` members into one dict.
+
+        Returns the merged keywords, the ``anyOf``/``oneOf`` lists still to choose from, the
+        ids of the reference targets expanded, and whether one of them was already being
+        expanded further up (a recursive reference).
+        """
+        base: dict[str, Any] = {}
+        branches: list[list[Any]] = []
+        targets: set[int] = set()
+        recursive = False
+        pending = [schema]
+        while pending:
+            node = pending.pop(0)
+            if not isinstance(node, dict):
+                continue
+            rest: dict[str, Any] = {}
+            for key, value in node.items():
+                if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                    target = self._resolve(value)
+                    if target is None:
+                        continue
+                    recursive = recursive or id(target) in active
+                    if id(target) not in targets:
+                        targets.add(id(target))
+                        pending.append(target)
+                elif key == "allOf" and isinstance(value, list):
+                    pending.extend(value)
+                elif key in ("anyOf", "oneOf") and isinstance(value, list) and value:
+                    branches.append(list(value))
+                elif key not in _SKIPPED:
+                    rest[key] = value
+            base = _merge(base, rest)
+        return base, branches, frozenset(targets), recursive
+
+    def _reenters(self, schema: object, active: frozenset[int]) -> bool:
+        if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
+            return False
+        target = self._resolve(schema["$ref"])
+        return target is not None and id(target) in active
+
+    def _step(self) -> None:
+        self._steps += 1
+        if self._steps % 32 == 0:
+            time.sleep(0)  # hand the GIL over now and then (see ``_schema._tick``)
+
+    def _valid(self, schema: object, candidate: object) -> bool:
+        if self._validator is None:
+            return True
+        self._step()
+        try:
+            return bool(self._validator.evolve(schema=schema).is_valid(candidate))
+        except Exception:
+            return False
+
+    # -- generation ------------------------------------------------------------------------
+
+    def build(self, schema: object, depth: int, active: frozenset[int]) -> object:
+        self._step()
+        if depth > _MAX_DEPTH or self._steps > _MAX_STEPS or not isinstance(schema, dict):
+            return None
+        base, branches, targets, recursive = self._flatten(schema, active)
+        return self._choose(schema, base, branches, depth, active | targets, recursive)
+
+    def _choose(
+        self,
+        original: dict[str, Any],
+        base: dict[str, Any],
+        branches: list[list[Any]],
+        depth: int,
+        active: frozenset[int],
+        recursive: bool,
+    ) -> object:
+        """The first candidate over the branch lists that satisfies ``original``."""
+        if not branches:
+            return self._conditional(base, depth, active, recursive)
+        first, rest = branches[0], branches[1:]
+        ordered = sorted(first[:_MAX_BRANCHES], key=lambda b: self._reenters(b, active))
+        fallback: object = _MISSING
+        for branch in ordered:
+            if self._steps > _MAX_STEPS:
+                break
+            b_base, b_branches, b_targets, b_recursive = self._flatten(branch, active)
+            merged = _merge(base, b_base)
+            candidate = self._choose(
+                original, merged, b_branches + rest, depth, active | b_targets, recursive or b_recursive
+            )
+            if fallback is _MISSING:
+                fallback = candidate
+            if self._valid(original, candidate):
+                return candidate
+            if _is_number(candidate):  # e.g. oneOf number/integer: 0 matches both, 0.5 one
+                for nudged in (candidate + 0.5, candidate - 0.5):
+                    if self._valid(original, nudged):
+                        return nudged
+        return None if fallback is _MISSING else fallback
+
+    def _conditional(self, base: dict[str, Any], depth: int, active: frozenset[int], recursive: bool) -> object:
+        if "if" not in base:
+            return self._typed(base, depth, active, recursive)
+        plain = {k: v for k, v in base.items() if k not in ("if", "then", "else")}
+        candidate = self._typed(plain, depth, active, recursive)
+        if self._valid(base, candidate):
+            return candidate
+        for key in ("then", "else"):
+            if isinstance(base.get(key), dict):
+                e_base, e_branches, e_targets, e_rec = self._flatten(base[key], active)
+                merged = _merge(plain, e_base)
+                other = self._choose(base, merged, e_branches, depth, active | e_targets, recursive or e_rec)
+                if self._valid(base, other):
+                    return other
+        return candidate
+
+    def _typed(self, base: dict[str, Any], depth: int, active: frozenset[int], recursive: bool) -> object:
+        if "const" in base:
+            return copy.deepcopy(base["const"])
+        enum = base.get("enum")
+        if isinstance(enum, list) and enum:
+            rest = {k: v for k, v in base.items() if k != "enum"}
+            return copy.deepcopy(next((m for m in enum if self._valid(rest, m)), enum[0]))
+        types = _types_of(base.get("type"))
+        if not types:
+            hinted = [t for t, hints in (("object", _OBJECT_HINTS), ("array", _ARRAY_HINTS),
+                                         ("string", _STRING_HINTS), ("number", _NUMBER_HINTS))
+                      if hints & base.keys()]  # fmt: skip
+            types = list(dict.fromkeys([*hinted, *_ALL_TYPES]))
+        else:
+            non_null = [t for t in types if t != "null"]
+            nulls = [t for t in types if t == "null"]
+            types = [*nulls, *non_null] if recursive else [*non_null, *nulls]
+        first: object = _MISSING
+        for kind in types:
+            candidate = self._of_type(kind, base, depth, active)
+            if candidate is _MISSING:
+                continue
+            if first is _MISSING:
+                first = candidate
+            if self._valid(base, candidate):
+                return candidate
+            if kind == "number" and _is_number(candidate):
+                # a non-integer keeps a number apart from an integer branch of a oneOf
+                for nudged in (candidate + 0.5, candidate - 0.5):
+                    if self._valid(base, nudged):
+                        return nudged
+        return None if first is _MISSING else first
+
+    def _of_type(self, kind: str, base: dict[str, Any], depth: int, active: frozenset[int]) -> object:
+        if kind == "object":
+            return self._object(base, depth, active)
+        if kind == "array":
+            return self._array(base, depth, active)
+        if kind == "string":
+            return _string(base)
+        if kind in ("number", "integer"):
+            return _number(base, integer=kind == "integer")
+        if kind == "boolean":
+            return False
+        if kind == "null":
+            return None
+        return _MISSING
+
+    def _property(self, base: dict[str, Any], name: str, depth: int, active: frozenset[int]) -> object:
+        properties = base.get("properties")
+        if isinstance(properties, dict) and name in properties:
+            return self.build(properties[name], depth + 1, active)
+        patterns = base.get("patternProperties")
+        if isinstance(patterns, dict):
+            for pattern, sub in patterns.items():
+                try:
+                    matched = bounded_search(pattern, name) is True
+                except Exception:  # a refused or invalid pattern matches nothing
+                    matched = False
+                if matched:
+                    return self.build(sub, depth + 1, active)
+        return self.build(base.get("additionalProperties"), depth + 1, active)
+
+    def _object(self, base: dict[str, Any], depth: int, active: frozenset[int]) -> dict[str, Any]:
+        required = base.get("required")
+        names = [n for n in required if isinstance(n, str)] if isinstance(required, list) else []
+        dependent = base.get("dependentRequired") if isinstance(base.get("dependentRequired"), dict) else {}
+        out: dict[str, Any] = {}
+        i = 0
+        while i < len(names):
+            name = names[i]
+            i += 1
+            if name in out:
+                continue
+            out[name] = self._property(base, name, depth, active)
+            extra = dependent.get(name)
+            if isinstance(extra, list):
+                names.extend(n for n in extra if isinstance(n, str) and n not in names)
+        wanted = base.get("minProperties")
+        if _is_number(wanted) and len(out) < wanted:
+            properties = base.get("properties") if isinstance(base.get("properties"), dict) else {}
+            spare = [n for n in properties if n not in out]
+            if base.get("additionalProperties") is not False:
+                spare += [f"x{j}" for j in range(1, int(wanted) + 1) if f"x{j}" not in out]
+            for name in spare[: max(0, math.ceil(wanted) - len(out))]:
+                out[name] = self._property(base, name, depth, active)
+        return out
+
+    def _array(self, base: dict[str, Any], depth: int, active: frozenset[int]) -> list[Any]:
+        prefix = base.get("prefixItems") if isinstance(base.get("prefixItems"), list) else []
+        items = base.get("items", True)
+        count = base.get("minItems") if _is_number(base.get("minItems")) else 0
+        contains = base.get("contains")
+        matching = 0
+        if contains is not None:
+            matching = base.get("minContains") if _is_number(base.get("minContains")) else 1
+            count = max(count, matching)
+        unique = base.get("uniqueItems") is True
+        out: list[Any] = []
+        for i in range(min(math.ceil(count), 10_000)):
+            sub = prefix[i] if i < len(prefix) else items
+            if i < matching:
+                sub = {"allOf": [sub, contains]}
+            element = self.build(sub, depth + 1, active) if sub is not True else None
+            if unique and element in out:
+                element = self._distinct(sub, element, out)
+            out.append(element)
+        return out
+
+    def _distinct(self, sub: object, element: object, taken: list[Any]) -> object:
+        """A variant of ``element`` still valid under ``sub`` and not in ``taken``, if simple."""
+        variants: list[object] = []
+        if isinstance(sub, dict) and isinstance(sub.get("enum"), list):
+            variants += sub["enum"]
+        for j in range(1, len(taken) + 2):
+            if isinstance(element, str):
+                variants += [element + "x" * j, "x" * j + element]
+            elif _is_number(element):
+                variants += [element + j, element - j]
+            elif element is None or isinstance(element, bool):
+                variants += [True, False, None, j, str(j)]
+        for variant in variants:
+            if variant not in taken and self._valid(sub, variant):
+                return copy.deepcopy(variant)
+        return element
+
+
+def _bound(base: dict[str, Any], inclusive: str, exclusive: str, pick: Any) -> tuple[float | None, bool]:
+    """The tighter of an inclusive and an exclusive bound: (value, is_exclusive)."""
+    inc, exc = base.get(inclusive), base.get(exclusive)
+    inc = inc if _is_number(inc) else None
+    exc = exc if _is_number(exc) else None
+    if inc is None:
+        return exc, exc is not None
+    if exc is None or pick(inc, exc) == inc and inc != exc:
+        return inc, False
+    return exc, True
+
+
+def _number(base: dict[str, Any], *, integer: bool) -> int | float:
+    lo, lo_ex = _bound(base, "minimum", "exclusiveMinimum", max)
+    hi, hi_ex = _bound(base, "maximum", "exclusiveMaximum", min)
+    step = base.get("multipleOf") if _is_number(base.get("multipleOf")) and base["multipleOf"] > 0 else None
+    value: float = 0
+    try:
+        if lo is not None and (value < lo or (lo_ex and value <= lo)):
+            if step:
+                value = math.ceil(lo / step) * step
+                value = value + step if lo_ex and value <= lo else value
+            elif integer:
+                value = math.floor(lo) + 1 if lo_ex else math.ceil(lo)
+            elif lo_ex:
+                value = (lo + hi) / 2 if hi is not None else math.floor(lo) + 1
+            else:
+                value = lo
+        elif hi is not None and (value > hi or (hi_ex and value >= hi)):
+            if step:
+                value = math.floor(hi / step) * step
+                value = value - step if hi_ex and value >= hi else value
+            elif integer:
+                value = math.ceil(hi) - 1 if hi_ex else math.floor(hi)
+            elif hi_ex:
+                value = (lo + hi) / 2 if lo is not None else math.ceil(hi) - 1
+            else:
+                value = hi
+    except (OverflowError, ValueError):
+        value = 0
+    if isinstance(value, float) and value.is_integer() and (integer or abs(value) < 2**53):
+        return int(value)
+    return value
+
+
+def _string(base: dict[str, Any]) -> str:
+    fmt = base.get("format")
+    text = _FORMAT_SAMPLES.get(fmt, "") if isinstance(fmt, str) else ""
+    wanted = base.get("minLength")
+    if _is_number(wanted) and len(text) < wanted:
+        pad = "x" * min(math.ceil(wanted) - len(text), 1_000_000)
+        text = pad + text if fmt in _PAD_FRONT else text + pad
+    return text
+
+
+def minimal_instance(schema: object) -> object:
+    """A small value meant to satisfy ``schema`` (Draft 2020-12), deterministic.
+
+    Honours types (the first non-null type of a list; null first under a recursive
+    reference), required properties, ``enum`` (first member that fits), ``const``,
+    ``anyOf``/``oneOf`` (the first branch whose candidate validates, which for ``oneOf`` means
+    exactly one branch matches), ``allOf`` and ``$ref`` (merged), ``if``/``then``/``else``,
+    numeric bounds and ``multipleOf``, ``minLength`` (padded with ``"x"``), ``minItems``,
+    ``contains``, ``uniqueItems`` for simple items, ``minProperties``, ``dependentRequired`` and
+    common ``format`` values. Best effort beyond that: ``pattern`` and the like may be left
+    unsatisfied. Recursive references stop at a depth guard. Never raises.
+
+    Bounded: at most ``_MAX_STEPS`` builds and validations, :data:`GENERATION_LIMITS`' keyword
+    applications and pattern compilation over all its validations, and
+    :data:`GENERATION_MATCH_S` of pattern matching (the engine's bounded ``regex`` matching,
+    never Python's backtracking ``re``). Still, call it off the event loop for a script's
+    schema: it may take up to about a second.
+    """
+    if not isinstance(schema, dict):
+        return None
+    try:
+        with validation_budget(GENERATION_LIMITS, seconds=GENERATION_MATCH_S):
+            return _Builder(schema).build(schema, 0, frozenset())
+    except RecursionError:
+        return {}
