@@ -21,6 +21,9 @@ from ._events import RunInfo as RunInfo
 from ._events import WorkflowEnded as WorkflowEnded
 from ._events import WorkflowEvent as WorkflowEvent
 from ._events import WorkflowStarted as WorkflowStarted
+from ._library import LibraryProblem as LibraryProblem
+from ._library import SavedWorkflow as SavedWorkflow
+from ._library import WorkflowLibrary as WorkflowLibrary
 from ._meta import PhaseMeta as PhaseMeta
 from ._meta import WorkflowMeta as WorkflowMeta
 from ._providers import CommandProvider as CommandProvider
@@ -60,6 +63,7 @@ __all__ = [
     "EngineConfig",
     "EventHub",
     "JournalEntry",
+    "LibraryProblem",
     "LogEmitted",
     "OpenAIProvider",
     "PhaseMeta",
@@ -73,6 +77,7 @@ __all__ = [
     "RunStoreError",
     "SQLiteRunStore",
     "SandboxPolicy",
+    "SavedWorkflow",
     "StopReason",
     "StoredEvent",
     "SubagentProvider",
@@ -87,6 +92,7 @@ __all__ = [
     "WorkflowError",
     "WorkflowErrorCode",
     "WorkflowEvent",
+    "WorkflowLibrary",
     "WorkflowMeta",
     "WorkflowResult",
     "WorkflowRun",

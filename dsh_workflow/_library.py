@@ -1,0 +1,181 @@
+"""Saved workflows: Claude-Code-style ``.js`` files found by their ``meta.name`` (SPEC §11).
+
+A saved workflow is a file that begins with an ``export const meta = {...}`` literal (read as
+data, never run) followed by the script's body. :class:`WorkflowLibrary` searches a list of
+folders in order; the first file whose meta names a workflow wins. A missing folder is empty. A
+file that cannot be used (no meta, a broken literal, invalid meta, a body that does not parse)
+is never skipped silently: it is listed in :attr:`WorkflowLibrary.problems` with its path and
+the reason, and looking its name up says so.
+
+Files are read when the library is built (:meth:`WorkflowLibrary.reload` reads them again), so a
+lookup from a running script never touches the disk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ._cli.metafile import MetaFileError, split_meta
+from ._errors import WorkflowError
+from ._meta import WorkflowMeta, parse_meta
+from ._script import check_body
+
+__all__ = ["LibraryProblem", "SavedWorkflow", "WorkflowLibrary"]
+
+#: Largest workflow file read (a saved workflow is a script, not data).
+MAX_FILE_BYTES = 1_000_000
+
+
+class SavedWorkflow(BaseModel):
+    """One usable saved workflow: its meta, its body (the file with the meta statement blanked,
+    so lines and columns match the file) and where it came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    meta: WorkflowMeta
+    body: str
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def description(self) -> str:
+        return self.meta.description
+
+
+class LibraryProblem(BaseModel):
+    """A file in a library folder that could not be used, and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    path: Path
+    reason: str
+
+
+def read_workflow_file(path: Path) -> SavedWorkflow:
+    """Read and check one workflow file; raises ``ValueError`` with the reason."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
+        source = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot be read ({exc})") from None
+    try:
+        raw_meta, body = split_meta(source)
+    except MetaFileError as exc:
+        raise ValueError(f"meta block: {exc}") from None
+    if raw_meta is None:
+        raise ValueError("it does not begin with `export const meta = {...}`")
+    try:
+        meta = parse_meta(raw_meta)
+        check_body(body)
+    except WorkflowError as exc:
+        raise ValueError(exc.message) from None
+    return SavedWorkflow(meta=meta, body=body, path=path)
+
+
+class WorkflowLibrary:
+    """Saved workflows found by ``meta.name`` in ``paths``, searched in order (first hit wins).
+
+    ``base_dir`` is where ``workflow({scriptPath})`` resolves relative paths (default: the first
+    folder); a script path must name a ``.js`` file inside ``base_dir`` or one of ``paths``.
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]], *,
+                 base_dir: str | os.PathLike[str] | None = None) -> None:
+        self.paths = [Path(p).expanduser() for p in paths]
+        self.base_dir = Path(base_dir).expanduser() if base_dir is not None else (
+            self.paths[0] if self.paths else Path.cwd())
+        self._by_name: dict[str, SavedWorkflow] = {}
+        self._problems: list[LibraryProblem] = []
+        self.reload()
+
+    @classmethod
+    def default_paths(cls, cwd: str | os.PathLike[str] | None = None) -> list[Path]:
+        """The search path of SPEC §11: the project's ``.dsh-workflow/workflows/`` and
+        ``.claude/workflows/``, then the user's ``~/.config/dsh-workflow/workflows/`` and
+        ``~/.claude/workflows/``."""
+        here = Path(cwd) if cwd is not None else Path.cwd()
+        home = Path.home()
+        return [here / ".dsh-workflow" / "workflows", here / ".claude" / "workflows",
+                home / ".config" / "dsh-workflow" / "workflows", home / ".claude" / "workflows"]
+
+    @classmethod
+    def default(cls, extra: Sequence[str | os.PathLike[str]] = (), *,
+                cwd: str | os.PathLike[str] | None = None,
+                base_dir: str | os.PathLike[str] | None = None) -> WorkflowLibrary:
+        """The default search path, after the ``extra`` folders."""
+        return cls([*extra, *cls.default_paths(cwd)], base_dir=base_dir)
+
+    def reload(self) -> None:
+        """Read every folder again."""
+        found: dict[str, SavedWorkflow] = {}
+        problems: list[LibraryProblem] = []
+        for folder in self.paths:
+            try:
+                files = sorted(p for p in folder.iterdir() if p.suffix == ".js" and p.is_file())
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                problems.append(LibraryProblem(path=folder, reason=f"cannot be listed ({exc})"))
+                continue
+            for path in files:
+                try:
+                    saved = read_workflow_file(path)
+                except ValueError as exc:
+                    problems.append(LibraryProblem(path=path, reason=str(exc)))
+                    continue
+                found.setdefault(saved.name, saved)
+        self._by_name = found
+        self._problems = problems
+
+    @property
+    def problems(self) -> list[LibraryProblem]:
+        """Files that could not be used, with their reasons."""
+        return list(self._problems)
+
+    def workflows(self) -> list[SavedWorkflow]:
+        """Every usable workflow (the first of each name), by name."""
+        return [self._by_name[name] for name in sorted(self._by_name)]
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def get(self, name: str) -> SavedWorkflow | None:
+        return self._by_name.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def resolve_script_path(self, script_path: str) -> SavedWorkflow:
+        """The workflow file ``script_path`` names (relative to :attr:`base_dir`); raises
+        ``ValueError`` when it is outside the allowed folders, not a ``.js`` file, or unusable.
+        The reason never quotes the file's content."""
+        candidate = Path(script_path)
+        if not candidate.is_absolute():
+            candidate = self.base_dir / candidate
+        try:
+            resolved = candidate.resolve(strict=True)
+        except (OSError, RuntimeError):
+            raise ValueError(f"no workflow file at {script_path!r}") from None
+        roots = [root.resolve() for root in [self.base_dir, *self.paths] if root.exists()]
+        if resolved.suffix != ".js" or not any(resolved.is_relative_to(r) for r in roots):
+            raise ValueError(f"{script_path!r} is not a .js file inside the workflow folders")
+        return read_workflow_file(resolved)
+
+    def describe_names(self) -> str:
+        """``a, b, c`` or ``none`` — for error messages."""
+        names = self.names()
+        return ", ".join(names) if names else "none"
+
+
+def describe(problems: Sequence[LibraryProblem]) -> list[dict[str, Any]]:
+    """Problems as JSON data (for ``list --json``)."""
+    return [{"path": str(p.path), "reason": p.reason} for p in problems]

@@ -1,0 +1,86 @@
+"""WorkflowLibrary: saved workflows found by meta.name on a search path (SPEC §11)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dsh_workflow import WorkflowLibrary
+
+
+def saved(folder: Path, file: str, name: str, body: str = "return 1",
+          description: str = "a saved workflow") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / file
+    path.write_text(f"export const meta = {{ name: '{name}', description: '{description}' }};\n"
+                    + body, "utf-8")
+    return path
+
+
+def test_found_by_meta_name_not_file_name(tmp_path: Path) -> None:
+    saved(tmp_path / "a", "whatever.js", "review-all")
+    library = WorkflowLibrary([tmp_path / "a"])
+    found = library.get("review-all")
+    assert found is not None and found.path.name == "whatever.js"
+    assert library.get("whatever") is None
+    assert library.names() == ["review-all"]
+
+
+def test_first_hit_wins_across_folders_and_missing_folders_are_empty(tmp_path: Path) -> None:
+    saved(tmp_path / "project", "x.js", "shared", description="project copy")
+    saved(tmp_path / "user", "x.js", "shared", description="user copy")
+    saved(tmp_path / "user", "y.js", "user-only")
+    library = WorkflowLibrary([tmp_path / "missing", tmp_path / "project", tmp_path / "user"])
+    shared = library.get("shared")
+    assert shared is not None and shared.description == "project copy"
+    assert library.names() == ["shared", "user-only"]
+    assert library.problems == []
+
+
+def test_broken_files_are_reported_with_path_and_reason(tmp_path: Path) -> None:
+    folder = tmp_path / "wf"
+    saved(folder, "good.js", "good")
+    (folder / "no-meta.js").write_text("return 1", "utf-8")
+    (folder / "bad-literal.js").write_text("export const meta = { name: x };\nreturn 1", "utf-8")
+    saved(folder, "bad-body.js", "bad-body", body="return (")
+    (folder / "bad-meta.js").write_text("export const meta = { name: '' };\nreturn 1", "utf-8")
+    (folder / "notes.txt").write_text("not a workflow", "utf-8")
+    library = WorkflowLibrary([folder])
+    assert library.names() == ["good"]
+    reasons = {p.path.name: p.reason for p in library.problems}
+    assert set(reasons) == {"no-meta.js", "bad-literal.js", "bad-body.js", "bad-meta.js"}
+    assert "export const meta" in reasons["no-meta.js"]
+    assert "meta block" in reasons["bad-literal.js"]
+    assert "line" in reasons["bad-body.js"]
+    assert "description" in reasons["bad-meta.js"]
+
+
+def test_default_search_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    project = tmp_path / "project"
+    saved(project / ".claude" / "workflows", "a.js", "from-claude-project")
+    saved(project / ".dsh-workflow" / "workflows", "a.js", "dup", description="project")
+    saved(home / ".config" / "dsh-workflow" / "workflows", "b.js", "dup", description="user")
+    saved(home / ".claude" / "workflows", "c.js", "from-claude-user")
+    library = WorkflowLibrary.default(cwd=project)
+    assert library.paths == [project / ".dsh-workflow" / "workflows",
+                             project / ".claude" / "workflows",
+                             home / ".config" / "dsh-workflow" / "workflows",
+                             home / ".claude" / "workflows"]
+    assert library.names() == ["dup", "from-claude-project", "from-claude-user"]
+    dup = library.get("dup")
+    assert dup is not None and dup.description == "project"
+
+
+def test_script_paths_stay_inside_the_workflow_folders(tmp_path: Path) -> None:
+    base = tmp_path / "scripts"
+    saved(base / "sub", "helper.js", "helper")
+    outside = saved(tmp_path / "elsewhere", "secret.js", "secret")
+    (base / "data.txt").write_text("text", "utf-8")
+    library = WorkflowLibrary([tmp_path / "lib"], base_dir=base)
+    assert library.resolve_script_path("sub/helper.js").name == "helper"
+    for bad in [str(outside), "../elsewhere/secret.js", "data.txt", "missing.js"]:
+        with pytest.raises(ValueError):
+            library.resolve_script_path(bad)
