@@ -331,6 +331,83 @@ const agent = async function agent(prompt, opts) {
   throw makeError(code, _String(slot.message), misuse[code] === true && slot.site !== undefined ? slot.site : null);
 };
 
+// ---- workflow(): a saved workflow run inline (SPEC §11) --------------------------------------
+//
+// The host looks the workflow up in its library and answers with its (parse-checked) body; the
+// body runs here as an async function of (args, workflow), so it shares this run's hooks, caps,
+// budget, journal and events, sees its own `args`, and its `workflow` is one that refuses (one
+// level of nesting only).
+
+const _AsyncFunction = _getPrototypeOf(async function () {}).constructor;
+
+const nestedWorkflow = function workflow() {
+  throw makeError('UNSUPPORTED_OPTION', 'workflow() cannot be called inside a workflow that '
+    + 'workflow() started: nesting is one level only');
+};
+
+// The `<target>,<args>` part of a workflow message (JSON texts), or a fatal misuse error.
+function workflowRequest(target, args) {
+  let targetText;
+  if (typeof target === 'string' && target !== '') {
+    targetText = _stringify(target);
+  } else if (target !== null && typeof target === 'object' && !_isArray(target)) {
+    const keys = _keys(target);
+    const scriptPath = keys.length === 1 && keys[0] === 'scriptPath' ? target.scriptPath : undefined;
+    if (typeof scriptPath !== 'string' || scriptPath === '') {
+      throw makeError('INVALID_ARGUMENT', 'workflow() takes a saved workflow\'s name or '
+        + '{scriptPath: "file.js"} (got an object with keys ' + _stringify(keys) + ')');
+    }
+    targetText = '{"scriptPath":' + _stringify(scriptPath) + '}';
+  } else {
+    throw makeError('INVALID_ARGUMENT', 'workflow() takes a saved workflow\'s name or '
+      + '{scriptPath: "file.js"} as its first argument (got ' + describeKind(target) + ')');
+  }
+  let argsText = 'null';
+  if (args !== undefined) {
+    try {
+      argsText = materialize(args, 'args', maxDepth);
+    } catch (e) {
+      if (!isBoundaryError(e)) throw e;
+      throw makeError('INVALID_ARGUMENT', 'workflow() args must be plain JSON data — '
+        + e.path + ': ' + e.reason);
+    }
+  }
+  return targetText + ',' + argsText;
+}
+
+const workflow = async function workflow(target, args) {
+  const request = workflowRequest(target, args);
+  const id = nextId++;
+  const slot = _create(null);
+  slot.done = false;
+  const waiter = own(new _Promise(function (resolve) { slot.resolve = resolve; }));
+  post('["workflow",' + id + ',' + request + ']');
+  pending[id] = slot;
+  pendingCount++;
+  await waiter;
+  if (slot.ok !== true) throw makeError(_String(slot.code), _String(slot.message));
+  const found = slot.value;
+  const name = _String(found.name);
+  const nestedArgs = found.args === null ? undefined : found.args;
+  let value;
+  try {
+    const body = new _AsyncFunction('args', 'workflow', found.body);
+    value = await body(nestedArgs, nestedWorkflow);
+  } catch (e) {
+    if (isFatal(e)) throw e;
+    throw makeError('AGENT_FAILED', 'workflow("' + name + '") failed: ' + renderBrief(e));
+  }
+  let text;
+  try {
+    text = materialize(value, 'workflow("' + name + '") return value', maxDepth);
+  } catch (e) {
+    if (!isBoundaryError(e)) throw e;
+    throw makeError('RESULT_UNSERIALIZABLE', 'workflow("' + name + '") returned a value that is '
+      + 'not plain JSON data — ' + e.path + ': ' + e.reason);
+  }
+  return text === undefined ? null : _parse(text);
+};
+
 function narrate(kind, text) {
   post('[' + _stringify(kind) + ',' + _stringify(text) + ']');
 }
@@ -510,9 +587,11 @@ function defineGlobal(name, value) {
   _defineProperty(globalThis, name, { value: value, writable: true, enumerable: false, configurable: true });
 }
 
-for (const fn of [agent, phase, log, parallel, pipeline, budgetSpentFn, budgetRemainingFn]) _freeze(fn);
+for (const fn of [agent, phase, log, parallel, pipeline, budgetSpentFn, budgetRemainingFn,
+  workflow, nestedWorkflow]) _freeze(fn);
 defineGlobal('agent', agent);
 defineGlobal('subagent', agent);
+defineGlobal('workflow', workflow);
 defineGlobal('parallel', parallel);
 defineGlobal('pipeline', pipeline);
 defineGlobal('phase', phase);

@@ -19,13 +19,15 @@ from .._meta import WorkflowMeta, parse_meta
 from .._request import WorkflowStartRequest
 from .._script import RUN_HEADER, check_body
 from .._subagent import SubagentProvider
+from .._library import WorkflowLibrary
 from .._store import RunStore
 from .host import HostedRun
 from .._subagent import provider_identity
 from .journal import EventRecorder, RunJournal, check_resume
 from .runtime import body_line_offset
 
-__all__ = ["Admission", "EngineState", "admit", "check_agents", "encode_args", "hosted_run",
+__all__ = ["Admission", "EngineState", "admit", "check_agents", "check_library", "encode_args",
+           "hosted_run",
            "resolve_budget", "resolve_provider", "resolve_total_cap"]
 
 
@@ -137,7 +139,8 @@ def admit(request: object, *, default_provider: SubagentProvider,
 
 def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                task_group: TaskGroup, agents: AgentRegistry | None = None,
-               recorder: tuple[RunStore, EventRecorder] | None = None) -> HostedRun:
+               recorder: tuple[RunStore, EventRecorder] | None = None,
+               library: WorkflowLibrary | None = None) -> HostedRun:
     """The host side of an admitted run (its runtime is attached by the engine); ``agents``
     resolves ``agentType`` at each call; with a ``recorder`` (the engine's store and event
     listener) the run is durable."""
@@ -151,8 +154,16 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                              identity=provider_identity(admission.provider))
         listener.journals[run_id] = journal
     return HostedRun(run_id=run_id, meta=admission.meta, config=config, journal=journal,
+                     library=library,
                      provider=admission.provider, max_total_agents=admission.max_total_agents,
                      parent=admission.parent, budget_tokens=admission.budget_tokens,
                      events=events, task_group=task_group,
                      body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER),
                      agents=agents)
+
+
+def check_library(value: object) -> WorkflowLibrary | None:
+    """An engine's ``library=`` argument: a :class:`WorkflowLibrary` or None."""
+    if value is not None and not isinstance(value, WorkflowLibrary):
+        raise TypeError("library must be a WorkflowLibrary (or None)")
+    return value

@@ -22,6 +22,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from .._agents import AgentRegistry
+from .._library import WorkflowLibrary
 from .._store import JournalEntry, RunStoreError
 from .._config import EngineConfig
 from .._errors import WorkflowError, WorkflowErrorCode
@@ -120,8 +121,11 @@ class HostedRun(WorkflowRun):
                  provider: SubagentProvider, max_total_agents: int, parent: Any,
                  events: EventHub, task_group: TaskGroup, budget_tokens: int | None = None,
                  body_line_offset: int = 0, body_header_chars: int = 0,
-                 agents: AgentRegistry | None = None, journal: RunJournal | None = None) -> None:
+                 agents: AgentRegistry | None = None, journal: RunJournal | None = None,
+                 library: WorkflowLibrary | None = None) -> None:
         self.id = run_id
+        self._library = library
+        self._workflow_calls = 0
         self._journal = journal
         self._replays: deque[_Call] = deque()  # replayed calls waiting for their commit
         self._replay_wake = anyio.Event()
@@ -404,6 +408,8 @@ class HostedRun(WorkflowRun):
                   and isinstance(message[2], str)):
                 if not self._on_agent(message[1], message[2], message[3]):
                     return index  # its schema goes through the gate first: see _gate()
+            elif kind == "workflow" and len(message) == 4 and type(message[1]) is int:
+                self._on_workflow(message[1], message[2], message[3])
             elif (kind == "numbers" and len(message) == 4 and self._journal is not None
                   and message[1] in ("clock", "random") and type(message[2]) is int
                   and isinstance(message[3], list)
@@ -525,6 +531,44 @@ class HostedRun(WorkflowRun):
         else:
             self._queue.append(call)
         return True
+
+    def _on_workflow(self, call_id: int, target: object, args: object) -> None:
+        """Answer ``workflow(name | {scriptPath}, args)`` with the saved workflow's body, which
+        the runtime then runs inline (sharing this run's caps, budget, journal and events)."""
+        library = self._library
+        self._workflow_calls += 1
+        if self._workflow_calls > self._max_total:
+            self._refuse(call_id, WorkflowErrorCode.AGENT_CAP, (
+                f"workflow() refused: this run started {self._max_total} saved workflows "
+                f"(max_total_agents={self._max_total} bounds workflow() calls too) — a backstop "
+                "against runaway recursion"))
+            return
+        if library is None:
+            self._refuse(call_id, WorkflowErrorCode.INVALID_ARGUMENT, (
+                "workflow() needs an engine with a workflow library (library=...); no saved "
+                "workflows are available (available: none)"))
+            return
+        if isinstance(target, str):
+            found = library.get(target)
+            if found is None:
+                self._refuse(call_id, WorkflowErrorCode.INVALID_ARGUMENT, (
+                    f"workflow({target!r}): no saved workflow has that name (available: "
+                    f"{library.describe_names()})"))
+                return
+        elif isinstance(target, dict) and isinstance(target.get("scriptPath"), str):
+            try:
+                found = library.resolve_script_path(target["scriptPath"])
+            except ValueError as exc:
+                self._refuse(call_id, WorkflowErrorCode.INVALID_ARGUMENT,
+                             f"workflow({{scriptPath}}): {exc}")
+                return
+        else:
+            self._fault = "the script runtime sent a malformed workflow() call"
+            return
+        assert self._runtime is not None
+        if not self._stopping:
+            self._runtime.settle([call_id, True, {"name": found.name, "body": found.body,
+                                                  "args": args}])
 
     def _admit(self, call: _Call, *, wake: bool = True) -> None:
         """Give ``call`` a concurrency slot and hand it to a worker. Slots are handed out here,

@@ -20,8 +20,9 @@ from .._events import EventHub, RunInfo, WorkflowStarted
 from .._request import WorkflowStartRequest
 from .._run import WorkflowEngine, WorkflowRun
 from .._store import RunStore
+from .._library import WorkflowLibrary
 from .._subagent import SubagentProvider
-from .admission import EngineState, admit, check_agents, hosted_run
+from .admission import EngineState, admit, check_agents, check_library, hosted_run
 from .host import HostedRun
 from .journal import EngineStore
 from .launcher import ThreadLauncher
@@ -95,7 +96,8 @@ class QuickJSEngine(WorkflowEngine):
 
     def __init__(self, config: EngineConfig | None = None, *,
                  provider: SubagentProvider,
-                 agents: AgentRegistry | None = None, store: RunStore | None = None) -> None:
+                 agents: AgentRegistry | None = None, store: RunStore | None = None,
+                 library: WorkflowLibrary | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
@@ -103,6 +105,7 @@ class QuickJSEngine(WorkflowEngine):
             raise TypeError("provider must be a SubagentProvider with an async run(request)")
         self.provider = provider
         self.agents = check_agents(agents)
+        self.library = check_library(library)
         self.store = store
         self._store = EngineStore(store) if store is not None else None
         self.events = EventHub()
@@ -168,7 +171,7 @@ class QuickJSEngine(WorkflowEngine):
         loop = self._loop
         self._seq += 1
         run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
-                         agents=self.agents,
+                         agents=self.agents, library=self.library,
                          recorder=None if store is None else (store.store, store.recorder))
         journal = run.journal
         runtime = self._pool.take()

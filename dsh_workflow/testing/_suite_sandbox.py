@@ -10,7 +10,8 @@ from ._suite_base import ConformanceBase, assert_run_error
 
 __all__ = ["SandboxSuite"]
 
-HOOKS = {"agent", "subagent", "parallel", "pipeline", "phase", "log", "console", "args", "budget"}
+HOOKS = {"agent", "subagent", "parallel", "pipeline", "phase", "log", "console", "args", "budget",
+         "workflow"}
 ECMASCRIPT_GLOBALS = {
     "AggregateError", "Array", "ArrayBuffer", "AsyncDisposableStack", "Atomics", "BigInt",
     "BigInt64Array", "BigUint64Array", "Boolean", "DataView", "Date", "DisposableStack",

@@ -23,8 +23,9 @@ from ..._events import EventHub, RunInfo, WorkflowStarted
 from ..._request import WorkflowStartRequest
 from ..._run import WorkflowEngine, WorkflowRun
 from ..._store import RunStore
+from ..._library import WorkflowLibrary
 from ..._subagent import SubagentProvider
-from ..admission import EngineState, admit, check_agents, hosted_run
+from ..admission import EngineState, admit, check_agents, check_library, hosted_run
 from ..host import HostedRun
 from ..journal import EngineStore
 from . import sandbox
@@ -53,7 +54,8 @@ class SubprocessEngine(WorkflowEngine):
 
     def __init__(self, config: EngineConfig | None = None, *, provider: SubagentProvider,
                  pool_size: int = 2, policy: SandboxPolicy | None = None,
-                 agents: AgentRegistry | None = None, store: RunStore | None = None) -> None:
+                 agents: AgentRegistry | None = None, store: RunStore | None = None,
+                 library: WorkflowLibrary | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
@@ -65,6 +67,7 @@ class SubprocessEngine(WorkflowEngine):
             raise RuntimeError("SubprocessEngine needs a POSIX system")
         self.provider = provider
         self.agents = check_agents(agents)
+        self.library = check_library(library)
         self.store = store
         self._store = EngineStore(store) if store is not None else None
         self.pool_size = pool_size
@@ -145,7 +148,7 @@ class SubprocessEngine(WorkflowEngine):
                           store=None if store is None else store.store)
         assert self._tg is not None and self._pool is not None
         run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
-                         agents=self.agents,
+                         agents=self.agents, library=self.library,
                          recorder=None if store is None else (store.store, store.recorder))
         journal = run.journal
         runtime = ProcessRuntime(body=admission.script, args_text=admission.args_text,
