@@ -72,11 +72,13 @@ class LogEmitted(_Event):
 
 
 class AgentStarted(_Event):
-    """A child started (it holds a concurrency slot and its provider was called)."""
+    """A child started (it holds a concurrency slot and its provider was called). ``model`` is
+    the model it asked for, after aliases (None: the provider's default)."""
 
     seq: int
     label: str
     phase: str | None = None
+    model: str | None = None
 
 
 class AgentEnded(_Event):

@@ -582,7 +582,8 @@ class HostedRun(WorkflowRun):
             remaining = self._budget - self._input_tokens - self._output_tokens
             call.request = call.request.model_copy(update={"max_output_tokens": remaining})
         self._events.emit(AgentStarted(
-            run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase))
+            run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase,
+            model=call.request.model))
         self._ready.append(call)
         if not wake:
             return
