@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 import time
@@ -94,6 +95,8 @@ def command_worker(ns: argparse.Namespace) -> int:
         raise CliError("--task-queue must not be empty")
     make_provider = _provider_factory(ns, EngineConfig(max_concurrent_agents=ns.max_concurrent))
     progress = _Progress(ns.quiet)
+    # every child's outcome is on a progress line already; the SDK would add a traceback
+    logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     try:
         return asyncio.run(_serve(ns, make_provider, progress))
     except _WorkerFailed as exc:
