@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("script", metavar="SCRIPT.js")
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
     _agent_options(check)
+    from .worker import add_worker_parser  # SPEC §13: the Temporal worker, in its own module
+
+    add_worker_parser(commands, count=_count, seconds=_seconds, positive_seconds=_positive_seconds)
     return parser
 
 
@@ -492,6 +495,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dsh-workflow`` and ``python -m dsh_workflow``; returns the exit code."""
     try:
         ns = build_parser().parse_args(argv)
+        if ns.subcommand == "worker":
+            from .worker import command_worker
+
+            return command_worker(ns)
         command = command_check if ns.subcommand == "check" else command_run
         return command(ns)
     except CliError as exc:

@@ -1,0 +1,1 @@
+"""Integrations with systems outside the project; each lives behind its own optional extra."""
