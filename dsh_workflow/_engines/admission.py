@@ -16,7 +16,7 @@ from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import EventHub
 from .._meta import WorkflowMeta, parse_meta
 from .._request import WorkflowStartRequest
-from .._script import RUN_HEADER, check_body
+from .._script import check_body, run_header
 from .._subagent import SubagentProvider
 from .host import HostedRun
 from .runtime import body_line_offset
@@ -105,4 +105,4 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
     return HostedRun(run_id=str(uuid.uuid4()), meta=admission.meta, config=config,
                      provider=admission.provider, max_total_agents=admission.max_total_agents,
                      parent=admission.parent, events=events, task_group=task_group,
-                     body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER))
+                     body_line_offset=body_line_offset(), body_header_chars=len(run_header(admission.script)))
