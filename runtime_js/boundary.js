@@ -185,6 +185,7 @@ function materialize(root, rootLabel, maxDepth) {
     } catch (e) {
       // A limit hit inside a getter is that limit, not a property that failed to read; a bare
       // null may be an out-of-memory the engine could not even describe.
+      if (e === null) heapProbe(null);  // while the value being copied still holds its memory
       if (isBoundaryError(e) || e === null || limitKind(e) !== null) throw e;
       throw BoundaryError(pathTo(top + 1), 'reading the value threw: ' + renderBrief(e));
     }

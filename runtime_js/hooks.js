@@ -425,7 +425,7 @@ let bodySettled = false;
 // out-of-memory that could not even allocate its error, seen before the body's variables
 // released their memory (see run_header in _script.py).
 let nullWasOutOfMemory = false;
-const PROBE_CHARS = 64 * 1024;
+const PROBE_CHARS = config.heapEvidenceBytes;
 
 function heapProbe(thrown) {
   if (thrown !== null || nullWasOutOfMemory) return;
@@ -534,8 +534,10 @@ return {
     const ended = _apply(_then, promise, [onReturn, onThrow]);
     _apply(_then, ended, [undefined, function () { finish(END_UNRENDERABLE); }]);
   },
+  // take() and result() answer '' for "nothing": the binding hands Python None when it cannot
+  // allocate the copy of a string (the heap is full), and the host must tell that apart.
   take: function take() {
-    if (outbox === '') return null;
+    if (outbox === '') return '';
     const text = flat('[' + outbox + ']');
     outbox = '';
     return text;
@@ -561,7 +563,7 @@ return {
     }
   },
   result: function getResult() {
-    if (result === null) return bodySettled ? END_UNRENDERABLE : null;
+    if (result === null) return bodySettled ? END_UNRENDERABLE : '';
     return flat(result);
   },
   pending: function getPending() { return pendingCount; },

@@ -56,6 +56,11 @@ __all__ = ["RuntimeThread", "STOP", "body_line_offset"]
 #: 1.3 KB below a 16 MiB limit while the script still held its data).
 _HEAP_EVIDENCE_BYTES = 64 * 1024
 
+
+def _heap_evidence_bytes(memory_limit_bytes: int) -> int:
+    """Free heap below which the heap counts as full (the runtime's probe allocates this)."""
+    return max(_HEAP_EVIDENCE_BYTES, memory_limit_bytes // 100)
+
 #: Put on a runtime's inbox to make its thread stop at the next opportunity.
 STOP = object()
 _BEGIN = object()
@@ -104,6 +109,7 @@ class _Runtime:
             "maxValueDepth": config.max_value_depth,
             "maxPromptChars": config.max_prompt_chars,
             "maxLogChars": config.max_log_chars,
+            "heapEvidenceBytes": _heap_evidence_bytes(config.memory_limit_bytes),
         })
         ctx.eval("globalThis.__dsh_rt = " + _runtime_source() + "(" + js_config + ");")
         self._args = ctx.eval("__dsh_rt.args")
@@ -129,13 +135,22 @@ class _Runtime:
         self._start(self._body)
 
     def take(self) -> str | None:
-        return self._take()  # type: ignore[no-any-return]
+        """The outbox batch, or None when there is none."""
+        return self._text(self._take())
+
+    def _text(self, text: object) -> str | None:
+        # The runtime answers '' for "nothing"; None means the binding could not allocate the
+        # string's copy inside the full heap (the text is lost): that is the memory limit.
+        if text is None:
+            raise limit_error("memory", self.config)
+        return text if text else None  # type: ignore[return-value]
 
     def settle(self, batch_text: str) -> None:
         self._settle(batch_text)
 
     def result(self) -> str | None:
-        return self._result()  # type: ignore[no-any-return]
+        """The end record, or None while the body has not settled."""
+        return self._text(self._result())
 
     def pending(self) -> int:
         return int(self._pending())
@@ -159,7 +174,7 @@ class _Runtime:
         except Exception:  # noqa: BLE001 - no evidence
             return False
         limit = self.config.memory_limit_bytes
-        return allocated >= limit - max(_HEAP_EVIDENCE_BYTES, limit // 100)
+        return allocated >= limit - _heap_evidence_bytes(limit)
 
     def close(self) -> None:
         # Handles keep the context alive; drop them all here, on the owning thread.
