@@ -59,7 +59,8 @@ let renderLimit = null;
 
 function noteRenderFailure(e) {
   if (renderLimit !== null) return;
-  renderLimit = e === null ? 'NULL' : limitKind(e);
+  if (e === null) noteNull();
+  renderLimit = e === null ? (nullWasOutOfMemory ? 'MEMORY' : 'NULL') : limitKind(e);
 }
 
 // _String(value) under try, never script text that throws.
@@ -185,7 +186,7 @@ function materialize(root, rootLabel, maxDepth) {
     } catch (e) {
       // A limit hit inside a getter is that limit, not a property that failed to read; a bare
       // null may be an out-of-memory the engine could not even describe.
-      if (e === null) heapProbe(null);  // while the value being copied still holds its memory
+      if (e === null) noteNull();  // while the value being copied still holds its memory
       if (isBoundaryError(e) || e === null || limitKind(e) !== null) throw e;
       throw BoundaryError(pathTo(top + 1), 'reading the value threw: ' + renderBrief(e));
     }

@@ -421,19 +421,34 @@ function finish(text) {
 // The host turns it into a fixed text (or a memory verdict when the heap is full).
 const END_UNRENDERABLE = '{"ok":false,"code":"UNRENDERABLE","error":""}';
 let bodySettled = false;
-// Set when the body threw a bare null while the heap had no room for a small probe: QuickJS's
+// What the body threw, as its own catch saw it (see run_header in _script.py): with a full heap
+// the engine can lose the value on the way out of the body and reject with a bare null instead.
+let bodyThrew = null;
+// Set when the body threw a bare null while the heap had no room for a probe: QuickJS's
 // out-of-memory that could not even allocate its error, seen before the body's variables
-// released their memory (see run_header in _script.py).
+// released their memory.
 let nullWasOutOfMemory = false;
 const PROBE_CHARS = config.heapEvidenceBytes;
 
-function heapProbe(thrown) {
-  if (thrown !== null || nullWasOutOfMemory) return;
+// True when the heap has no room for PROBE_CHARS more characters. Never throws.
+function heapIsFull() {
   try {
     _apply(_stringRepeat, 'x', [PROBE_CHARS]);
+    return false;
   } catch (_) {
-    nullWasOutOfMemory = true;  // allocates nothing
+    return true;
   }
+}
+
+// A bare null was caught where the memory that failed may still be held: probe now.
+function noteNull() {
+  if (!nullWasOutOfMemory && heapIsFull()) nullWasOutOfMemory = true;
+}
+
+// Called by the body's own catch with what it threw. Allocates nothing unless it probes.
+function heapProbe(thrown) {
+  bodyThrew = thrown;
+  if (thrown === null) noteNull();
 }
 
 function onReturn(value) {
@@ -489,6 +504,7 @@ function thrownRecord(e) {
       + _stringify(fatalError.message) + '}';
   }
   if (e === null && nullWasOutOfMemory) return '{"ok":false,"code":"MEMORY","error":""}';
+  if (e === null && bodyThrew !== null) e = bodyThrew;  // lost on the way out: use what was thrown
   if (e === null || e === undefined) {
     return '{"ok":false,"code":"THROWN_NOTHING","error":"' + (e === null ? 'null' : 'undefined') + '"}';
   }
