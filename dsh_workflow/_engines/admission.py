@@ -12,6 +12,7 @@ from typing import Any
 from anyio.abc import TaskGroup
 
 from .._config import EngineConfig
+from .._depth import deeper_than
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import EventHub
 from .._meta import WorkflowMeta, parse_meta
@@ -68,10 +69,14 @@ def resolve_provider(value: object, default: SubagentProvider) -> SubagentProvid
     return value  # type: ignore[return-value]
 
 
-def encode_args(args: Any) -> str | None:
-    """``args`` as ASCII JSON text for the runtime, or None when absent."""
+def encode_args(args: Any, max_depth: int | None = None) -> str | None:
+    """``args`` as ASCII JSON text for the runtime, or None when absent; refused when nested
+    deeper than ``max_depth`` (the runtime parses it recursively)."""
     if args is None:
         return None
+    if max_depth is not None and deeper_than(args, max_depth):
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+            f"args are nested deeper than max_value_depth={max_depth} levels"))
     try:
         return json.dumps(args, ensure_ascii=True, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -95,7 +100,7 @@ def admit(request: object, *, default_provider: SubagentProvider,
     provider = resolve_provider(request.provider, default_provider)
     max_total = resolve_total_cap(request.max_total_agents, config.max_total_agents)
     return Admission(meta=meta, script=request.script, provider=provider,
-                     max_total_agents=max_total, args_text=encode_args(request.args),
+                     max_total_agents=max_total, args_text=encode_args(request.args, config.max_value_depth),
                      parent=request.parent)
 
 

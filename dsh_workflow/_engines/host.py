@@ -21,6 +21,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from .._config import EngineConfig
+from .._depth import deeper_than
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import (
     AgentEnded,
@@ -548,6 +549,12 @@ class HostedRun(WorkflowRun):
         self._live.discard(call)
         if call.reply is None:
             call.reply, call.outcome = self._cancelled_reply(call), "cancelled"
+        elif call.reply[1] is True and deeper_than(call.reply[2], self._config.max_value_depth):
+            # The script's JSON.parse recurses: keep what enters it within max_value_depth,
+            # which the configuration guarantees the stack holds.
+            logger.info("dsh-workflow: %s#%d answer nested deeper than max_value_depth=%d "
+                        "dropped", self.id, call.seq, self._config.max_value_depth)
+            call.reply, call.outcome = [call.call_id, True, None], "failed"
         if call.started and not call.ended:
             call.ended = True
             self._events.emit(AgentEnded(
