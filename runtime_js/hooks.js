@@ -424,6 +424,9 @@ let bodySettled = false;
 // What the body threw, as its own catch saw it (see run_header in _script.py): with a full heap
 // the engine can lose the value on the way out of the body and reject with a bare null instead.
 let bodyThrew = null;
+// Set once the body's catch ran: the body is over (the catch only rethrows), even if a full heap
+// loses the rejection on its way to onThrow.
+let bodyCaught = false;
 // Set when the body threw a bare null while the heap had no room for a probe: QuickJS's
 // out-of-memory that could not even allocate its error, seen before the body's variables
 // released their memory.
@@ -448,6 +451,7 @@ function noteNull() {
 // Called by the body's own catch with what it threw. Allocates nothing unless it probes.
 function heapProbe(thrown) {
   bodyThrew = thrown;
+  bodyCaught = true;
   if (thrown === null) noteNull();
 }
 
@@ -579,6 +583,12 @@ return {
     }
   },
   result: function getResult() {
+    if (result === null && bodyCaught && !bodySettled) {
+      // The body threw and the engine lost the rejection (no memory to queue onThrow): record
+      // what its catch saw now, once every job has run.
+      bodySettled = true;
+      record(bodyThrew);
+    }
     if (result === null) return bodySettled ? END_UNRENDERABLE : '';
     return flat(result);
   },
