@@ -318,3 +318,18 @@ async def test_a_revoked_proxy_is_a_fatal_misuse_not_a_swallowed_type_error(
       return await parallel([async () => {call}]);""")
     assert result.error is not None and result.error.startswith("INVALID_ARGUMENT:"), result.error
     assert "revoked Proxy" in result.error
+
+
+# ---- the body's wrapper -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("prologue", "strict"), [
+    ("'use strict';\n", True), ('// a comment\n"use strict"\n', True), ("", False),
+    ("const s = 'use strict';\n", False),
+])
+async def test_the_body_keeps_its_use_strict_directive(prologue: str, strict: bool) -> None:
+    """The runtime runs the body inside try/catch (for its heap probe); a leading "use strict"
+    directive must still make the body strict."""
+    result = await run_script(quickjs_factory,
+                              prologue + "return (function () { return this === undefined; })();")
+    assert result.value is strict
