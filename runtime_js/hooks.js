@@ -496,6 +496,19 @@ function record(e) {
   }
 }
 
+// The end record of a thrown value the engine could not deliver to onThrow: decided without
+// running script code (limitKind reads no accessor), with a fixed text otherwise.
+function lostRecord(e) {
+  if (e === null) {
+    return nullWasOutOfMemory ? '{"ok":false,"code":"MEMORY","error":""}'
+      : '{"ok":false,"code":"THROWN_NOTHING","error":"null"}';
+  }
+  const kind = limitKind(e);
+  if (kind !== null) return '{"ok":false,"code":"' + kind + '","error":""}';
+  return '{"ok":false,"code":"MEMORY_IF_FULL","thrown":true,"error":"the script threw an error '
+    + 'that the engine could not deliver (its heap was full)"}';
+}
+
 // The end record of a thrown value: {"ok":false, thrown:true, code, error, stack?}. `code` is a fatal
 // error's code, a limit kind (MEMORY, STACK, INTERRUPTED: an engine-made error, see limitKind;
 // the host confirms INTERRUPTED with the CPU time it measured), THROWN_NOTHING for null and
@@ -585,9 +598,9 @@ return {
   result: function getResult() {
     if (result === null && bodyCaught && !bodySettled) {
       // The body threw and the engine lost the rejection (no memory to queue onThrow): record
-      // what its catch saw now, once every job has run.
+      // what its catch saw, without rendering it (the host API runs no script code).
       bodySettled = true;
-      record(bodyThrew);
+      finish(lostRecord(bodyThrew));
     }
     if (result === null) return bodySettled ? END_UNRENDERABLE : '';
     return flat(result);

@@ -212,7 +212,8 @@ class RuntimeThread:
     each batch of hook calls, in order, and exactly once with ``("end", outcome)`` as the last
     report; the thread then frees the context and exits (:meth:`is_alive` turns false).
     ``outcome`` is ``None`` when the thread was stopped, else ``{"ok": True, "value": ...}`` or
-    ``{"ok": False, "code": str | None, "error": str}``. A thread stopped before it was
+    ``{"ok": False, "code": str | None, "error": str}``, the latter with ``"thrown": True`` and
+    an optional ``"stack"`` (the script's stack-frame lines) when the script threw it. A thread stopped before it was
     assigned reports nothing.
 
     ``exited()``, when given to :meth:`assign`, is called on the runtime thread as its last
