@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ._depth import STACK_BYTES_PER_LEVEL
 
 __all__ = ["EngineConfig"]
 
@@ -92,3 +94,16 @@ class EngineConfig(BaseModel):
         "structured value may make; past it the value is rejected (agent() resolves null, "
         "outcome 'failed') and the reason is logged. Bounds schemas whose anyOf/allOf/$ref "
         "chains fan out exponentially.")
+
+    @model_validator(mode="after")
+    def _stack_holds_deepest_value(self) -> EngineConfig:
+        # Values entering the script are parsed recursively by the engine: the stack must hold
+        # one nested max_value_depth deep (the boundary copying values out is iterative).
+        need = STACK_BYTES_PER_LEVEL * self.max_value_depth
+        if self.stack_limit_bytes < need:
+            raise ValueError(
+                f"stack_limit_bytes={self.stack_limit_bytes} cannot hold a value nested "
+                f"max_value_depth={self.max_value_depth} deep: it needs at least {need} bytes "
+                f"({STACK_BYTES_PER_LEVEL} per level); raise stack_limit_bytes or lower "
+                "max_value_depth")
+        return self

@@ -21,14 +21,28 @@ import quickjs
 
 from ._errors import WorkflowError, WorkflowErrorCode
 
-__all__ = ["RUN_HEADER", "check_body", "map_position"]
+__all__ = ["RUN_FOOTER", "check_body", "map_position", "run_header"]
 
 _SENTINEL = "__dsh_workflow_parsed__"
 _CHECK_NAME = "__dsh_workflow_body__"
 _CHECK_HEADER = f'throw "{_SENTINEL}"; async function {_CHECK_NAME}() {{'
 _CHECK_FN_HEADER = f"async function {_CHECK_NAME}() {{"
-#: The wrapper the runtime evaluates around a checked body; line 1 columns shift by its length.
-RUN_HEADER = "(async function () {"
+#: The wrapper the runtime evaluates around a checked body (``run_header(body) + body +
+#: RUN_FOOTER``): a factory that takes the runtime's heap probe and returns the body as an async
+#: function. The body runs inside ``try``, so when it throws a bare ``null`` (QuickJS's
+#: out-of-memory that could not even allocate its error) the probe looks at the heap while the
+#: body's own variables still hold their memory. Line 1 columns shift by the header's length.
+_RUN_PREFIX = "(function (__dsh_workflow_probe__) { return async function () { "
+RUN_FOOTER = ("\n} catch (__dsh_workflow_thrown__) { __dsh_workflow_probe__(__dsh_workflow_thrown__); "
+              "throw __dsh_workflow_thrown__; }\n}; })")
+_USE_STRICT = re.compile(r"""(['"])use strict\1\s*(?:;|\n|$)""")
+
+
+def run_header(body: str) -> str:
+    """The runtime's wrapper before ``body``; a body that opens with a "use strict" directive
+    keeps it (inside ``try`` it would be a plain expression)."""
+    strict = _USE_STRICT.match(body, _skip_leading_comments(body)) is not None
+    return _RUN_PREFIX + ("'use strict'; try {" if strict else "try {")
 
 _EXPORT_META = re.compile(r"export\s+const\s+meta\b")
 _POSITION = re.compile(r"<input>:(\d+):(\d+)")

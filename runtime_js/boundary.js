@@ -7,52 +7,157 @@
 //   * an object property whose value is undefined is left out, as JSON.stringify does;
 //   * throws a BoundaryError {path, reason} for anything JSON would corrupt or cannot carry;
 //   * reads values the ordinary way (getters run; their result is what crosses), never mutates
-//     them, and treats a "__proto__" key as an ordinary key.
+//     them, and treats a "__proto__" key as an ordinary key;
+//   * walks iteratively: its own stack use does not grow with the value's depth, so any value
+//     within maxDepth crosses under the smallest stack limit (only a script's getter adds frames).
+//
+// Describing or rendering a value (describeKind, renderValue, renderParts) never throws: a
+// value whose reads throw (a Proxy, a revoked Proxy, throwing getters or toString) gets a fixed
+// text instead.
+
+const boundaryErrors = new _WeakSet();
 
 function BoundaryError(path, reason) {
   const e = _create(null);
   e.path = path.length > 160 ? _apply(_stringSlice, path, [0, 80]) + '…' + _apply(_stringSlice, path, [-60]) : path;
   e.reason = reason;
+  _apply(_weakSetAdd, boundaryErrors, [e]);
   return e;
+}
+
+function isBoundaryError(e) {
+  // Membership only: probing a caught value's prototype or properties could run a Proxy trap.
+  return e !== null && typeof e === 'object' && _apply(_weakSetHas, boundaryErrors, [e]);
+}
+
+// True for a revoked Proxy: the one value on which Array.isArray throws.
+function isRevoked(value) {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false;
+  try {
+    _ArrayIsArray(value);
+    return false;
+  } catch (_) {
+    return true;
+  }
 }
 
 function describeKind(value) {
   if (value === null) return 'null';
-  if (_isArray(value)) return 'an array';
   const t = typeof value;
-  if (t === 'object') return 'an object';
+  if (t === 'object' || t === 'function') {
+    if (isRevoked(value)) return 'a revoked Proxy';
+    if (t === 'object') return _ArrayIsArray(value) ? 'an array' : 'an object';
+  }
   if (t === 'string') return 'a string';
+  if (t === 'undefined') return 'undefined';
   return 'a ' + t;
 }
 
-function renderThrown(value) {
-  // The error's own text, then its stack; a plain object with a message shows the message.
+// A limit the script's own code hit while the runtime rendered a value (its toString or a
+// getter ran out of memory or stack): limitKind's verdict, 'NULL' for a bare null, or null.
+let renderLimit = null;
+
+function noteRenderFailure(e) {
+  if (renderLimit !== null) return;
+  if (e === null) noteNull();
+  renderLimit = e === null ? (nullWasOutOfMemory ? 'MEMORY' : 'NULL') : limitKind(e);
+}
+
+// _String(value) under try, never script text that throws.
+function textOf(value, fallback) {
   try {
-    if (value !== null && typeof value === 'object') {
-      const stack = value.stack;
-      const message = value.message;
-      let head = _String(value);
-      if (head === '[object Object]' && typeof message === 'string' && message !== '') {
-        head = message;
-      }
-      if (typeof stack === 'string' && stack !== '') {
-        return stack.indexOf(head) === 0 ? stack : head + '\n' + stack;
-      }
-      return head;
-    }
-    return _String(value);
-  } catch (_) {
-    return '[unrenderable thrown value]';
+    const text = _String(value);
+    return typeof text === 'string' ? text : fallback;
+  } catch (e) {
+    noteRenderFailure(e);
+    return fallback;
   }
 }
 
-// The thrown value's one-line form (no stack, so no runtime frames end up in a message).
-function renderBrief(value) {
+// Reads value[key] under try; undefined when the read throws.
+function quietRead(value, key) {
   try {
-    return _String(value);
-  } catch (_) {
-    return '[unrenderable thrown value]';
+    return value[key];
+  } catch (e) {
+    noteRenderFailure(e);
+    return undefined;
   }
+}
+
+const UNRENDERABLE = '[unrenderable thrown value]';
+
+// A value's text for log()/console output: an Error's text and stack, a plain object with a
+// message its message, anything else its string form.
+function renderValue(value) {
+  if (value === null || typeof value !== 'object' || isRevoked(value)) {
+    return isRevoked(value) ? '[a revoked Proxy]' : textOf(value, UNRENDERABLE);
+  }
+  const parts = renderParts(value);
+  return parts.stack === '' ? parts.head : parts.head + '\n' + parts.stack;
+}
+
+// {head, stack} of an object: the head is its own text (for a non-Error object with a message,
+// that message); the stack is a real Error's stack string, '' otherwise or when unreadable.
+function renderParts(value) {
+  const parts = _create(null);
+  parts.stack = '';
+  if (isRevoked(value)) {
+    parts.head = '[a revoked Proxy]';
+    return parts;
+  }
+  const real = _isError(value);
+  let head = textOf(value, '');
+  if (head === '' || head === '[object Object]') {
+    const message = quietRead(value, 'message');
+    if (typeof message === 'string' && message !== '') head = message;
+    else if (head === '') head = real ? '[an Error with no name and no message]' : UNRENDERABLE;
+  }
+  parts.head = head;
+  if (real) {
+    const stack = quietRead(value, 'stack');
+    if (typeof stack === 'string') {
+      // QuickJS stacks are frame lines only; a forged one may repeat the head: drop that.
+      parts.stack = _apply(_stringIndexOf, stack, [head]) === 0
+        ? _apply(_stringSlice, stack, [head.length + 1]) : stack;
+    }
+  }
+  return parts;
+}
+
+// The one-line form of a value a getter threw (no stack, so no runtime frames end up in a
+// path's reason).
+function renderBrief(value) {
+  if (typeof value === 'string') return _stringify(value);
+  if (value !== null && typeof value === 'object') return renderParts(value).head;
+  return textOf(value, UNRENDERABLE);
+}
+
+// The limit an engine-made error stands for, or null. Decided from what the script cannot
+// forge by construction: a real Error object (Error.isError: no Proxy, no Object.create copy),
+// not built by the script through the RangeError/InternalError constructors (their script
+// instances are recorded), with the engine's prototype and the engine's own message. Never
+// throws and never runs script code (an Error object is an ordinary object: no traps; the
+// descriptor is read as own properties only).
+function limitKind(e) {
+  try {
+    if (e === null || typeof e !== 'object' || !_isError(e)) return null;
+    if (_apply(_weakSetHas, scriptErrors, [e])) return null;
+    const d = _getOwnPropertyDescriptor(e, 'message');
+    if (d === undefined || !_hasOwn(d, 'value')) return null;
+    const proto = _getPrototypeOf(e);
+    const message = d.value;
+    if (proto === _InternalErrorPrototype) {
+      if (message === 'out of memory') return 'MEMORY';
+      if (message === 'interrupted') return 'INTERRUPTED';
+      if (message === 'stack overflow') return 'STACK';
+    }
+    if (proto === _RangeErrorPrototype && message === 'Maximum call stack size exceeded') {
+      return 'STACK';
+    }
+  } catch (_) {
+    // unreachable for a real Error; a failure here is no evidence of a limit
+  }
+  return null;
 }
 
 function keyPath(path, key) {
@@ -60,122 +165,154 @@ function keyPath(path, key) {
 }
 
 function materialize(root, rootLabel, maxDepth) {
-  // `stack` holds the objects on the current path (cycle detection); a null-prototype record
-  // indexed by depth, so no Array.prototype accessor a script installed can run here.
-  const stack = _create(null);
+  // One frame per open object or array on the current path, reused by depth: a null-prototype
+  // record in a null-prototype table, so no accessor a script installed runs here.
+  const frames = _create(null);
+  let top = -1;
 
-  function walk(value, path, depth, inArray) {
-    switch (typeof value) {
-      case 'string':
-        return _stringify(value);
-      case 'number':
-        if (!_isFinite(value)) throw BoundaryError(path, 'non-finite numbers (NaN, Infinity) are not JSON data');
-        return _stringify(value);
-      case 'boolean':
-        return value ? 'true' : 'false';
-      case 'undefined':
-        if (inArray) throw BoundaryError(path, 'undefined inside an array is not JSON data (use null)');
-        return undefined;
-      case 'bigint':
-        throw BoundaryError(path, 'bigints are not JSON data (convert with Number() or String())');
-      case 'symbol':
-        throw BoundaryError(path, 'symbols are not JSON data');
-      case 'function':
-        throw BoundaryError(path, 'functions are not JSON data');
-      default:
-        break;
+  // The path of the value being looked at: the root, then each open frame's current key.
+  function pathTo(level) {
+    let path = rootLabel;
+    for (let i = 0; i < level; i++) {
+      const f = frames[i];
+      path = f.isArray ? path + '[' + f.key + ']' : keyPath(path, f.key);
     }
-    if (value === null) return 'null';
-    if (depth >= maxDepth) {
-      throw BoundaryError(path, 'nesting deeper than ' + maxDepth + ' levels is not supported (max_value_depth)');
-    }
-    for (let i = 0; i < depth; i++) {
-      if (stack[i] === value) throw BoundaryError(path, 'circular references are not JSON data');
-    }
-    stack[depth] = value;
-    let text;
-    try {
-      text = _isArray(value) ? walkArray(value, path, depth) : walkObject(value, path, depth);
-    } finally {
-      stack[depth] = undefined;
-    }
-    return text;
+    return path;
   }
 
-  function read(value, key, path) {
+  function read(value, key) {
     try {
       return value[key];
     } catch (e) {
-      // A limit hit inside a getter is that limit, not a property that failed to read.
-      if (isBoundaryError(e) || classify(e) !== null) throw e;
-      throw BoundaryError(path, 'reading the value threw: ' + renderBrief(e));
+      // A limit hit inside a getter is that limit, not a property that failed to read; a bare
+      // null may be an out-of-memory the engine could not even describe.
+      if (e === null) noteNull();  // while the value being copied still holds its memory
+      if (isBoundaryError(e) || e === null || limitKind(e) !== null) throw e;
+      throw BoundaryError(pathTo(top + 1), 'reading the value threw: ' + renderBrief(e));
     }
   }
 
-  function checkSymbols(value, path) {
+  function checkSymbols(value) {
     const symbols = _getOwnPropertySymbols(value);
     for (let i = 0; i < symbols.length; i++) {
       const d = _getOwnPropertyDescriptor(value, symbols[i]);
       if (d !== undefined && d.enumerable) {
-        throw BoundaryError(path, 'symbol-keyed properties are not JSON data');
+        throw BoundaryError(pathTo(top + 1), 'symbol-keyed properties are not JSON data');
       }
     }
   }
 
-  function walkArray(value, path, depth) {
-    if (_getPrototypeOf(value) !== _ArrayPrototype) {
-      throw BoundaryError(path, 'only plain objects and arrays are JSON data (exotic prototype)');
+  // Opens an object or array at depth top + 1: checks it and pushes its frame.
+  function open(value) {
+    const depth = top + 1;
+    if (depth >= maxDepth) {
+      throw BoundaryError(pathTo(depth), 'nesting deeper than ' + maxDepth + ' levels is not supported (max_value_depth=' + maxDepth + ')');
     }
-    const length = value.length;
-    const keys = _keys(value);
-    if (keys.length !== length) {
-      for (let i = 0; i < keys.length; i++) {
-        if (!_index.test(keys[i])) {
-          throw BoundaryError(keyPath(path, keys[i]), 'arrays with non-index properties are not JSON data');
+    if (isRevoked(value)) throw BoundaryError(pathTo(depth), 'a revoked Proxy is not JSON data');
+    for (let i = 0; i < depth; i++) {
+      if (frames[i].value === value) throw BoundaryError(pathTo(depth), 'circular references are not JSON data');
+    }
+    const isArray = _ArrayIsArray(value);
+    const proto = _getPrototypeOf(value);
+    let keys = null;
+    let length;
+    if (isArray) {
+      if (proto !== _ArrayPrototype) {
+        throw BoundaryError(pathTo(depth), 'only plain objects and arrays are JSON data (exotic prototype)');
+      }
+      length = value.length;
+      keys = _keys(value);
+      if (keys.length !== length) {
+        for (let i = 0; i < keys.length; i++) {
+          if (!_index.test(keys[i])) {
+            throw BoundaryError(keyPath(pathTo(depth), keys[i]), 'arrays with non-index properties are not JSON data');
+          }
         }
       }
+      keys = null;
+    } else {
+      if (proto !== _ObjectPrototype && proto !== null) {
+        throw BoundaryError(pathTo(depth), 'only plain objects and arrays are JSON data (exotic prototype: '
+          + 'Date, Map, Set, class instances, errors and typed arrays cannot cross)');
+      }
+      keys = _keys(value);
+      length = keys.length;
     }
-    checkSymbols(value, path);
-    let text = '[';
-    for (let i = 0; i < length; i++) {
-      const itemPath = path + '[' + i + ']';
-      if (!_hasOwn(value, i)) throw BoundaryError(itemPath, 'sparse arrays are not JSON data');
-      const item = walk(read(value, i, itemPath), itemPath, depth + 1, true);
-      text += (i === 0 ? '' : ',') + item;
+    checkSymbols(value);
+    let f = frames[depth];
+    if (f === undefined) {
+      f = _create(null);
+      frames[depth] = f;
     }
-    return text + ']';
+    f.value = value;
+    f.isArray = isArray;
+    f.keys = keys;
+    f.length = length;
+    f.index = 0;
+    f.key = null;
+    f.text = isArray ? '[' : '{';
+    f.first = true;
+    top = depth;
   }
 
-  function walkObject(value, path, depth) {
-    const proto = _getPrototypeOf(value);
-    if (proto !== _ObjectPrototype && proto !== null) {
-      throw BoundaryError(path, 'only plain objects and arrays are JSON data (exotic prototype: '
-        + 'Date, Map, Set, class instances, errors and typed arrays cannot cross)');
+  let value = root;
+  for (;;) {
+    // 1. The value at hand becomes text (undefined: left out), or opens a frame (text null).
+    let text = null;
+    switch (typeof value) {
+      case 'string':
+        text = _stringify(value);
+        break;
+      case 'number':
+        if (!_isFinite(value)) throw BoundaryError(pathTo(top + 1), 'non-finite numbers (NaN, Infinity) are not JSON data');
+        text = _stringify(value);
+        break;
+      case 'boolean':
+        text = value ? 'true' : 'false';
+        break;
+      case 'undefined':
+        if (top >= 0 && frames[top].isArray) {
+          throw BoundaryError(pathTo(top + 1), 'undefined inside an array is not JSON data (use null)');
+        }
+        text = undefined;
+        break;
+      case 'bigint':
+        throw BoundaryError(pathTo(top + 1), 'bigints are not JSON data (convert with Number() or String())');
+      case 'symbol':
+        throw BoundaryError(pathTo(top + 1), 'symbols are not JSON data');
+      case 'function':
+        throw BoundaryError(pathTo(top + 1), 'functions are not JSON data');
+      default:
+        if (value === null) text = 'null';
+        else open(value);
     }
-    const keys = _keys(value);
-    checkSymbols(value, path);
-    let text = '{';
-    let first = true;
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i];
-      const itemPath = keyPath(path, key);
-      const item = walk(read(value, key, itemPath), itemPath, depth + 1, false);
-      if (item === undefined) continue;
-      text += (first ? '' : ',') + _stringify(key) + ':' + item;
-      first = false;
+    // 2. Hand the text to the open frame and find the next value, closing finished frames.
+    for (;;) {
+      if (top < 0) return text;
+      const f = frames[top];
+      if (text !== null) {
+        if (text !== undefined) {
+          f.text += f.isArray ? (f.first ? text : ',' + text)
+            : (f.first ? '' : ',') + _stringify(f.key) + ':' + text;
+          f.first = false;
+        }
+      }
+      if (f.index < f.length) {
+        const i = f.index++;
+        if (f.isArray) {
+          f.key = i;
+          if (!_hasOwn(f.value, i)) throw BoundaryError(pathTo(top + 1), 'sparse arrays are not JSON data');
+          value = read(f.value, i);
+        } else {
+          f.key = f.keys[i];
+          value = read(f.value, f.key);
+        }
+        break;
+      }
+      text = f.text + (f.isArray ? ']' : '}');
+      f.value = undefined;
+      f.keys = null;
+      top--;
     }
-    return text + '}';
   }
-
-  try {
-    return walk(root, rootLabel, 0, false);
-  } catch (e) {
-    if (isBoundaryError(e)) throw e;
-    throw e;
-  }
-}
-
-function isBoundaryError(e) {
-  return e !== null && typeof e === 'object' && _getPrototypeOf(e) === null
-    && typeof e.reason === 'string' && typeof e.path === 'string';
 }

@@ -20,8 +20,15 @@
 //     the body once and refuses a second call, and `args` works only before it;
 //   * Error.prepareStackTrace is locked to undefined, so call sites (and the functions on the
 //     stack) are never handed to a script;
-//   * fatality is membership of a private WeakSet: a script can build a look-alike error object
-//     but never a fatal one.
+//   * fatality is membership of a private WeakMap (holding the error's code and message as made):
+//     a script can build a look-alike error object but never a fatal one;
+//   * every cap is checked on a snapshot (a value read once) with captured intrinsics, and the
+//     host checks what arrives again;
+//   * the end of a run (onReturn/onThrow) reads what it needs of the script's value once, under
+//     try, with a fixed fallback text, so every run whose body settled records exactly one
+//     result whatever it threw;
+//   * limit verdicts never come from a thrown object's text alone: see limitKind (boundary.js)
+//     and the host side (runtime.py), which confirms them with what it measured.
 
 const _Object = Object;
 const _create = _Object.create;
@@ -34,24 +41,43 @@ const _keys = _Object.keys;
 const _hasOwn = _Object.hasOwn;
 const _ObjectPrototype = _Object.prototype;
 const _ArrayPrototype = Array.prototype;
-const _isArray = Array.isArray;
+const _ArrayIsArray = Array.isArray;
+// Array.isArray that never throws: a revoked Proxy, whose kind can no longer be known, counts as
+// an array, so each check that refuses arrays (agent() options) refuses it too.
+const _isArray = function (value) {
+  try {
+    return _ArrayIsArray(value);
+  } catch (_) {
+    return true;
+  }
+};
+const _isError = Error.isError;
+const _construct = Reflect.construct;
+const _setPrototypeOf = _Object.setPrototypeOf;
 const _stringify = JSON.stringify;
 const _parse = JSON.parse;
 const _apply = Reflect.apply;
 const _String = String;
 const _isFinite = Number.isFinite;
 const _Error = Error;
+const _RangeError = RangeError;
 const _RangeErrorPrototype = RangeError.prototype;
-const _InternalErrorPrototype = typeof InternalError === 'function' ? InternalError.prototype : null;
+const _InternalError = typeof InternalError === 'function' ? InternalError : null;
+const _InternalErrorPrototype = _InternalError === null ? null : _InternalError.prototype;
 const _Promise = Promise;
 const _then = Promise.prototype.then;
 const _WeakSet = WeakSet;
 const _weakSetAdd = WeakSet.prototype.add;
 const _weakSetHas = WeakSet.prototype.has;
+const _WeakMap = WeakMap;
+const _weakMapGet = WeakMap.prototype.get;
+const _weakMapSet = WeakMap.prototype.set;
 const _identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
 const _index = /^(0|[1-9][0-9]*)$/;
 const _regexpTest = RegExp.prototype.test;
 const _stringSlice = String.prototype.slice;
+const _stringIndexOf = String.prototype.indexOf;
+const _stringRepeat = String.prototype.repeat;
 // RegExp#test looks up `exec` on the regexp; make both patterns immune to a replaced exec.
 _defineProperty(_identifier, 'exec', { value: RegExp.prototype.exec });
 _defineProperty(_index, 'exec', { value: RegExp.prototype.exec });
@@ -66,6 +92,31 @@ _defineProperty(_Error, 'prepareStackTrace', {
 _defineProperty(_Promise, Symbol.species, {
   value: _Promise, writable: false, enumerable: false, configurable: false,
 });
+
+// Errors the script builds with RangeError/InternalError (or subclasses of them) are recorded
+// here, so limitKind can tell them from the engine's own limit errors, which the engine makes
+// from the intrinsic prototypes without calling any constructor. The script-visible
+// constructors are wrappers: same name, length, prototype and [[Prototype]], and
+// prototype.constructor points at them, so `instanceof`, `e.constructor === RangeError` and
+// `class X extends RangeError` behave as before.
+const scriptErrors = new _WeakSet();
+
+function wrapErrorConstructor(Real, name) {
+  const Wrapper = function (message, options) {
+    const e = _construct(Real, arguments, new.target === undefined ? Wrapper : new.target);
+    _apply(_weakSetAdd, scriptErrors, [e]);
+    return e;
+  };
+  _defineProperty(Wrapper, 'name', { value: name, writable: false, enumerable: false, configurable: true });
+  _defineProperty(Wrapper, 'length', { value: 1, writable: false, enumerable: false, configurable: true });
+  _defineProperty(Wrapper, 'prototype', { value: Real.prototype, writable: false, enumerable: false, configurable: false });
+  _setPrototypeOf(Wrapper, _getPrototypeOf(Real));
+  _defineProperty(Real.prototype, 'constructor', { value: Wrapper, writable: true, enumerable: false, configurable: true });
+  _defineProperty(globalThis, name, { value: Wrapper, writable: true, enumerable: false, configurable: true });
+}
+
+wrapErrorConstructor(_RangeError, 'RangeError');
+if (_InternalError !== null) wrapErrorConstructor(_InternalError, 'InternalError');
 
 function own(promise) {
   _defineProperty(promise, 'constructor', {
@@ -83,7 +134,9 @@ const maxLogChars = config.maxLogChars;
 
 // ---- fatal errors --------------------------------------------------------------------------
 
-const fatal = new _WeakSet();
+// fatal error -> {code, message} as made: what the end of a run reports, whatever the script
+// later did to the error object's own properties.
+const fatal = new _WeakMap();
 
 // Where a hook was misused: the script's own line and column of the first script frame on a
 // stack (rows up to bodyLineOffset belong to the runtime; row 1 of the body follows the
@@ -260,12 +313,20 @@ function makeError(code, message, site) {
   _defineProperty(e, 'code', { value: code, writable: false, enumerable: true, configurable: false });
   _defineProperty(e, 'fatal', { value: true, writable: false, enumerable: true, configurable: false });
   _defineProperty(e, 'stack', { value: 'WorkflowError: ' + message, writable: false, enumerable: false, configurable: false });
-  _apply(_weakSetAdd, fatal, [e]);
+  const record = _create(null);
+  record.code = _String(code);
+  record.message = _String(message);
+  _apply(_weakMapSet, fatal, [e, record]);
   return e;
 }
 
+function fatalRecord(e) {
+  if (e === null || (typeof e !== 'object' && typeof e !== 'function')) return undefined;
+  return _apply(_weakMapGet, fatal, [e]);
+}
+
 function isFatal(e) {
-  return e !== null && (typeof e === 'object' || typeof e === 'function') && _apply(_weakSetHas, fatal, [e]);
+  return fatalRecord(e) !== undefined;
 }
 
 // ---- state shared with the host ------------------------------------------------------------
@@ -416,7 +477,7 @@ const phase = function phase(title) {
   if (typeof title !== 'string' || title === '') {
     throw makeError('INVALID_ARGUMENT', 'phase() requires a non-empty title string (got ' + describeKind(title) + ')');
   }
-  narrate('phase', title.length > maxLogChars ? title.slice(0, maxLogChars) + '…' : title);
+  narrate('phase', title.length > maxLogChars ? _apply(_stringSlice, title, [0, maxLogChars]) + '…' : title);
 };
 
 const log = function log(message) {
@@ -424,7 +485,8 @@ const log = function log(message) {
     throw makeError('INVALID_ARGUMENT', 'log() requires a message string (got ' + describeKind(message)
       + '); build one with a template literal or JSON.stringify(value)');
   }
-  narrate('log', message.length > maxLogChars ? message.slice(0, maxLogChars) + '… [truncated]' : message);
+  narrate('log', message.length > maxLogChars
+    ? _apply(_stringSlice, message, [0, maxLogChars]) + '… [truncated]' : message);
 };
 
 function formatConsoleArg(value) {
@@ -437,7 +499,7 @@ function formatConsoleArg(value) {
       // not JSON data: fall back to its string form
     }
   }
-  return renderThrown(value);
+  return renderValue(value);
 }
 
 function consoleMethod(name) {
@@ -481,12 +543,20 @@ async function settleThunk(fn) {
   }
 }
 
-function checkItems(hook, items) {
-  if (items.length > maxItems) {
-    throw makeError('ITEM_CAP', hook + ' received ' + items.length + ' items — over the per-call cap '
+// The item count of an array argument, read once (a Proxy may answer each read differently) and
+// checked as that snapshot; everything after works on the snapshot.
+function itemCount(hook, items) {
+  const count = items.length;
+  if (typeof count !== 'number' || !(count >= 0) || count % 1 !== 0) {
+    throw makeError('INVALID_ARGUMENT', hook + ' received an array-like whose length is not an '
+      + 'array length (got ' + describeKind(count) + ')');
+  }
+  if (count > maxItems) {
+    throw makeError('ITEM_CAP', hook + ' received ' + count + ' items — over the per-call cap '
       + '(max_items_per_call=' + maxItems + '); split the work into smaller calls or raise '
       + 'max_items_per_call in the engine config');
   }
+  return count;
 }
 
 function rejected(error) {
@@ -497,16 +567,15 @@ function rejected(error) {
 // function would resolve its result through the script-visible Promise.prototype.then.
 const parallel = function parallel(thunks) {
   try {
-    if (!_isArray(thunks)) {
+    if (isRevoked(thunks) || !_ArrayIsArray(thunks)) {
       throw makeError('INVALID_ARGUMENT', 'parallel() requires an array of zero-argument functions, '
         + 'e.g. parallel(items.map(x => () => agent(...))) (got ' + describeKind(thunks) + ')');
     }
-    checkItems('parallel()', thunks);
-    const count = thunks.length;
+    const count = itemCount('parallel()', thunks);
     const fns = _create(null);
     for (let i = 0; i < count; i++) {
       const fn = thunks[i];
-      if (typeof fn !== 'function') {
+      if (typeof fn !== 'function' || isRevoked(fn)) {
         throw makeError('INVALID_ARGUMENT', 'parallel() item ' + i + ' is not a function (got '
           + describeKind(fn) + '); wrap each task as () => agent(...)');
       }
@@ -535,11 +604,11 @@ async function runChain(stages, stageCount, item, index) {
 
 const pipeline = function pipeline(items) {
   try {
-    if (!_isArray(items)) {
+    if (isRevoked(items) || !_ArrayIsArray(items)) {
       throw makeError('INVALID_ARGUMENT', 'pipeline() requires an items array as its first argument (got '
         + describeKind(items) + ')');
     }
-    checkItems('pipeline()', items);
+    const count = itemCount('pipeline()', items);
     const stageCount = arguments.length - 1;
     if (stageCount < 1) {
       throw makeError('INVALID_ARGUMENT', 'pipeline() requires at least one stage function after the '
@@ -548,13 +617,12 @@ const pipeline = function pipeline(items) {
     const stages = _create(null);
     for (let s = 0; s < stageCount; s++) {
       const stage = arguments[s + 1];
-      if (typeof stage !== 'function') {
+      if (typeof stage !== 'function' || isRevoked(stage)) {
         throw makeError('INVALID_ARGUMENT', 'pipeline() stage ' + s + ' is not a function (got '
           + describeKind(stage) + ')');
       }
       stages[s] = stage;
     }
-    const count = items.length;
     const values = _create(null);
     for (let i = 0; i < count; i++) values[i] = items[i];
     const promises = _create(null);
@@ -619,7 +687,6 @@ const _Date = Date;
 const _dateNow = Date.now;
 const _dateToString = Date.prototype.toString;
 const _mathRandom = Math.random;
-const _construct = Reflect.construct;
 const NUMBER_KINDS = ['clock', 'random'];
 //: Most values of one kind a run journals; later ones are live and not recorded.
 const MAX_RECORDED_NUMBERS = 100000;
@@ -692,49 +759,135 @@ function finish(text) {
   if (result === null) result = text;
 }
 
-function classify(e) {
-  if (e === null || e === undefined) return 'THROWN_NOTHING';
-  if (typeof e === 'object') {
-    const proto = _getPrototypeOf(e);
-    if (proto === _InternalErrorPrototype) {
-      const d = _getOwnPropertyDescriptor(e, 'message');
-      if (d !== undefined && d.value === 'out of memory') return 'MEMORY';
-      if (d !== undefined && d.value === 'interrupted') return 'SLICE';
-    }
-    if (proto === _RangeErrorPrototype) {
-      const d = _getOwnPropertyDescriptor(e, 'message');
-      if (d !== undefined && d.value === 'Maximum call stack size exceeded') return 'STACK';
-    }
+// The fallback end record, built before any script code runs: recording it allocates nothing.
+// The host turns it into a fixed text (or a memory verdict when the heap is full).
+const END_UNRENDERABLE = '{"ok":false,"code":"UNRENDERABLE","error":""}';
+let bodySettled = false;
+// What the body threw, as its own catch saw it (see run_header in _script.py): with a full heap
+// the engine can lose the value on the way out of the body and reject with a bare null instead.
+let bodyThrew = null;
+// Set once the body's catch ran: the body is over (the catch only rethrows), even if a full heap
+// loses the rejection on its way to onThrow.
+let bodyCaught = false;
+// Set when the body threw a bare null while the heap had no room for a probe: QuickJS's
+// out-of-memory that could not even allocate its error, seen before the body's variables
+// released their memory.
+let nullWasOutOfMemory = false;
+const PROBE_CHARS = config.heapEvidenceBytes;
+
+// True when the heap has no room for PROBE_CHARS more characters. Never throws.
+function heapIsFull() {
+  try {
+    _apply(_stringRepeat, 'x', [PROBE_CHARS]);
+    return false;
+  } catch (_) {
+    return true;
   }
-  return null;
+}
+
+// A bare null was caught where the memory that failed may still be held: probe now.
+function noteNull() {
+  if (!nullWasOutOfMemory && heapIsFull()) nullWasOutOfMemory = true;
+}
+
+// Called by the body's own catch with what it threw. Allocates nothing unless it probes.
+function heapProbe(thrown) {
+  bodyThrew = thrown;
+  bodyCaught = true;
+  if (thrown === null) noteNull();
 }
 
 function onReturn(value) {
+  if (bodySettled) return;
+  bodySettled = true;
   let text;
   try {
     text = materialize(value, 'return value', maxDepth);
   } catch (e) {
-    if (!isBoundaryError(e)) {
-      onThrow(e);
+    if (isBoundaryError(e)) {
+      try {
+        finish('{"ok":false,"code":"RESULT_UNSERIALIZABLE","error":' + _stringify(
+          "the workflow's return value is not plain JSON data — " + e.path + ': ' + e.reason
+          + '. Return only JSON objects, arrays, strings, finite numbers, booleans and null.') + '}');
+      } catch (_) {
+        finish(END_UNRENDERABLE);
+      }
       return;
     }
-    finish('{"ok":false,"code":"RESULT_UNSERIALIZABLE","error":' + _stringify(
-      "the workflow's return value is not plain JSON data — " + e.path + ': ' + e.reason
-      + '. Return only JSON objects, arrays, strings, finite numbers, booleans and null.') + '}');
+    record(e);
     return;
   }
-  finish('{"ok":true,"value":' + (text === undefined ? 'null' : text) + '}');
+  try {
+    finish('{"ok":true,"value":' + (text === undefined ? 'null' : text) + '}');
+  } catch (e) {
+    record(e);
+  }
 }
 
 function onThrow(e) {
-  if (isFatal(e)) {
-    finish('{"ok":false,"code":' + _stringify(_String(e.code)) + ',"error":'
-      + _stringify(_String(e.message)) + '}');
-    return;
+  if (bodySettled) return;
+  bodySettled = true;
+  record(e);
+}
+
+function record(e) {
+  try {
+    finish(thrownRecord(e));
+  } catch (_) {
+    finish(END_UNRENDERABLE);
   }
-  const kind = classify(e);
-  finish('{"ok":false,"code":' + (kind === null ? 'null' : _stringify(kind)) + ',"error":'
-    + _stringify(renderThrown(e)) + '}');
+}
+
+// The end record of a thrown value the engine could not deliver to onThrow: decided without
+// running script code (limitKind reads no accessor), with a fixed text otherwise.
+function lostRecord(e) {
+  if (e === null) {
+    return nullWasOutOfMemory ? '{"ok":false,"code":"MEMORY","error":""}'
+      : '{"ok":false,"code":"THROWN_NOTHING","error":"null"}';
+  }
+  const kind = limitKind(e);
+  if (kind !== null) return '{"ok":false,"code":"' + kind + '","error":""}';
+  return '{"ok":false,"code":"MEMORY_IF_FULL","thrown":true,"error":"the script threw an error '
+    + 'that the engine could not deliver (its heap was full)"}';
+}
+
+// The end record of a thrown value: {"ok":false, thrown:true, code, error, stack?}. `code` is a fatal
+// error's code, a limit kind (MEMORY, STACK, INTERRUPTED: an engine-made error, see limitKind;
+// the host confirms INTERRUPTED with the CPU time it measured), THROWN_NOTHING for null and
+// undefined and MEMORY_IF_FULL for a bare null met while rendering (the host looks at the heap
+// for both), or null. A thrown non-Error is named as such.
+function thrownRecord(e) {
+  const fatalError = fatalRecord(e);
+  if (fatalError !== undefined) {
+    return '{"ok":false,"code":' + _stringify(fatalError.code) + ',"error":'
+      + _stringify(fatalError.message) + '}';
+  }
+  if (e === null && nullWasOutOfMemory) return '{"ok":false,"code":"MEMORY","error":""}';
+  if (e === null && bodyThrew !== null) e = bodyThrew;  // lost on the way out: use what was thrown
+  if (e === null || e === undefined) {
+    return '{"ok":false,"code":"THROWN_NOTHING","error":"' + (e === null ? 'null' : 'undefined') + '"}';
+  }
+  let kind = limitKind(e);
+  renderLimit = null;
+  const t = typeof e;
+  let head;
+  let stack = '';
+  if (t === 'object' && !isRevoked(e)) {
+    const parts = renderParts(e);
+    head = _isError(e) ? parts.head : 'the script threw ' + describeKind(e) + ', not an Error: ' + parts.head;
+    stack = parts.stack;
+  } else if (t === 'string') {
+    head = 'the script threw a string, not an Error: ' + _stringify(e);
+  } else if (t === 'object' || t === 'function') {
+    head = 'the script threw ' + describeKind(e) + ', not an Error';
+  } else {
+    head = 'the script threw ' + describeKind(e) + ', not an Error: ' + textOf(e, UNRENDERABLE);
+  }
+  // Rendering ran the script's own code (toString, getters): a limit it hit there is the
+  // run's verdict; a bare null there is out of memory only if the host finds the heap full.
+  if (kind === null && renderLimit !== null) kind = renderLimit === 'NULL' ? 'MEMORY_IF_FULL' : renderLimit;
+  return '{"ok":false,"thrown":true,"code":' + (kind === null ? 'null' : _stringify(kind)) + ',"error":'
+    + _stringify(head) + (stack === '' ? '' : ',"stack":' + _stringify(stack)) + '}';
 }
 
 return {
@@ -761,11 +914,16 @@ return {
       onThrow(e);
       return;
     }
-    _apply(_then, promise, [onReturn, onThrow]);
+    // A handler that failed anyway (it cannot, short of the engine itself failing) still
+    // ends the run: its derived promise rejects into the fixed record.
+    const ended = _apply(_then, promise, [onReturn, onThrow]);
+    _apply(_then, ended, [undefined, function () { finish(END_UNRENDERABLE); }]);
   },
+  // take() and result() answer '' for "nothing": the binding hands Python None when it cannot
+  // allocate the copy of a string (the heap is full), and the host must tell that apart.
   take: function take() {
     if (numberStates.clock !== undefined) postNumbers();
-    if (outbox === '') return null;
+    if (outbox === '') return '';
     const text = flat('[' + outbox + ']');
     outbox = '';
     return text;
@@ -794,6 +952,16 @@ return {
       slot.resolve(undefined);
     }
   },
-  result: function getResult() { return result === null ? null : flat(result); },
+  result: function getResult() {
+    if (result === null && bodyCaught && !bodySettled) {
+      // The body threw and the engine lost the rejection (no memory to queue onThrow): record
+      // what its catch saw, without rendering it (the host API runs no script code).
+      bodySettled = true;
+      finish(lostRecord(bodyThrew));
+    }
+    if (result === null) return bodySettled ? END_UNRENDERABLE : '';
+    return flat(result);
+  },
   pending: function getPending() { return pendingCount; },
+  probe: heapProbe,
 };

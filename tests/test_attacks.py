@@ -29,7 +29,11 @@ What one test (one file on one engine) proves:
    event contract holds: every ``AgentStarted`` paired once), with the expected stop reason,
    value or error, and the error names the cause (the setting and its value for limits);
 2. the run ends within its time bound, and the event loop never stalls (heartbeat gap below
-   :data:`MAX_LOOP_GAP_S`) — a script must not freeze the host;
+   :data:`MAX_LOOP_GAP_S`) — a script must not freeze the host; nor may it bloat the host: the
+   host's resident memory, sampled on every heartbeat, never rises above its level before the
+   attack by more than the run's ``memory_limit_bytes`` plus :data:`RSS_MARGIN_BYTES` (the peak,
+   not the end: the allocator keeps freed memory, so "after" would hide nothing and blame
+   caching), and once the engine has closed it is back within the same bound;
 3. no host access: nothing is written to the working directory, the environment is unchanged,
    and a canary secret from the host's environment appears in no result, error or event;
 4. isolation: a sibling run on the same engine, holding a child while the attack runs,
@@ -45,11 +49,14 @@ time budget on the 2-core reference machine.
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import os
 import shlex
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,7 +95,10 @@ CORPUS_CONFIG: dict[str, Any] = {
     "warm_runtimes": 1,
 }
 DEFAULT_MAX_SECONDS = 4.0
-MAX_LOOP_GAP_S = 1.0
+MAX_LOOP_GAP_S = 0.1
+#: Host memory an attack may add beyond its run's heap cap: the host's own copies of what
+#: crosses the boundary (outbox text, decoded values, events) and allocator slack.
+RSS_MARGIN_BYTES = 16 * 1024 * 1024
 START_CODES = {WorkflowErrorCode.SCRIPT_PARSE.value, WorkflowErrorCode.META_INVALID.value}
 CODES = {code.value for code in WorkflowErrorCode}
 DIRECTIVES = {"expect", "config", "args", "cancel-after", "max-seconds", "max-logs",
@@ -195,7 +205,10 @@ def _cases() -> list[Any]:
 # ---- the obedient model, the sibling, the fingerprint -----------------------------------
 
 
+@functools.cache
 def _deep(levels: int) -> dict[str, Any]:
+    # Built once per depth: a 100,000-deep dict takes the loop ~50 ms to build (and to free),
+    # which the loop-lag bound would blame on the engine.
     value: dict[str, Any] = {}
     for _ in range(levels):
         value = {"a": value}
@@ -245,11 +258,25 @@ async def wait_no_leftovers(threads_before: set[threading.Thread], pids_before: 
         await anyio.sleep(0.02)
 
 
+def host_rss() -> int:
+    """This process's resident set size in bytes (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open("/proc/self/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 class Heartbeat:
-    """Measures the longest gap between ticks of a 10 ms sleep loop on the event loop."""
+    """Measures the longest gap between ticks of a 10 ms sleep loop on the event loop, and the
+    host's peak resident memory (sampled on every tick)."""
 
     def __init__(self) -> None:
         self.max_gap = 0.0
+        self.peak_rss = host_rss()
 
     async def run(self) -> None:
         last = time.monotonic()
@@ -258,6 +285,7 @@ class Heartbeat:
             now = time.monotonic()
             self.max_gap = max(self.max_gap, now - last)
             last = now
+            self.peak_rss = max(self.peak_rss, host_rss())
 
 
 # ---- the test -----------------------------------------------------------------------------
@@ -266,6 +294,20 @@ class Heartbeat:
 @pytest.fixture
 def anyio_backend() -> str:
     return "trio"
+
+
+@pytest.fixture(autouse=True)
+def _frozen_heap() -> Iterator[None]:
+    """Move everything alive before the test (the session's own objects, cached test values)
+    out of the garbage collector's reach, so a collection during the attack scans only what the
+    attack made: the loop-lag bound then measures the engine, not the size of the test session
+    (a full collection of that heap took 165 ms late in a corpus run)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def test_corpus_is_large_and_well_formed() -> None:
@@ -303,7 +345,10 @@ async def test_attack(attack: Attack, engine: str, tmp_path: Path,
             sibling = eng.start(WorkflowStartRequest(meta=META, script=SIBLING, provider=gate))
             await gate.wait_running(1, timeout=10)
 
+            rss_before = host_rss()
+            heartbeat.peak_rss = rss_before
             attack_run_id, attack_result = await _run_attack(eng, attack, events, config)
+            rss_peak = max(heartbeat.peak_rss, host_rss())
 
             gate.release_all()
             with anyio.fail_after(10):
@@ -324,9 +369,16 @@ async def test_attack(attack: Attack, engine: str, tmp_path: Path,
         "the attack changed what a sibling run on the same engine sees"
     check_events(events, sibling, sibling_result)
 
-    # 2. the event loop stayed live
+    # 2. the event loop stayed live, and the host's memory stayed bounded
     assert heartbeat.max_gap < MAX_LOOP_GAP_S, \
-        f"the event loop was blocked for {heartbeat.max_gap:.2f} s"
+        f"the event loop was blocked for {heartbeat.max_gap:.3f} s"
+    bound = config.memory_limit_bytes + RSS_MARGIN_BYTES
+    assert rss_peak - rss_before <= bound, \
+        f"host memory grew by {(rss_peak - rss_before) / 2**20:.1f} MiB during the attack " \
+        f"(bound {bound / 2**20:.0f} MiB)"
+    assert host_rss() - rss_before <= bound, \
+        f"host memory is {(host_rss() - rss_before) / 2**20:.1f} MiB above its level before " \
+        "the attack after the engine closed"
 
     # 3. no host access
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "the attack wrote to the host's cwd"

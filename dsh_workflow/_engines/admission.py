@@ -13,11 +13,12 @@ from anyio.abc import TaskGroup
 
 from .._agents import AgentRegistry
 from .._config import EngineConfig
+from .._depth import deeper_than
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import EventHub
 from .._meta import WorkflowMeta, parse_meta
 from .._request import WorkflowStartRequest
-from .._script import RUN_HEADER, check_body
+from .._script import check_body, run_header
 from .._subagent import SubagentProvider
 from .._library import WorkflowLibrary
 from .._store import RunStore
@@ -100,10 +101,14 @@ def resolve_provider(value: object, default: SubagentProvider) -> SubagentProvid
     return value  # type: ignore[return-value]
 
 
-def encode_args(args: Any) -> str | None:
-    """``args`` as ASCII JSON text for the runtime, or None when absent."""
+def encode_args(args: Any, max_depth: int | None = None) -> str | None:
+    """``args`` as ASCII JSON text for the runtime, or None when absent; refused when nested
+    deeper than ``max_depth`` (the runtime parses it recursively)."""
     if args is None:
         return None
+    if max_depth is not None and deeper_than(args, max_depth):
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+            f"args are nested deeper than max_value_depth={max_depth} levels"))
     try:
         return json.dumps(args, ensure_ascii=True, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -132,7 +137,8 @@ def admit(request: object, *, default_provider: SubagentProvider,
     except ValueError as exc:
         raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, str(exc)) from None
     return Admission(meta=meta, script=request.script, provider=provider,
-                     max_total_agents=max_total, args_text=encode_args(request.args),
+                     max_total_agents=max_total,
+                     args_text=encode_args(request.args, config.max_value_depth),
                      parent=request.parent, budget_tokens=budget, args=request.args,
                      resume_from=resume_from)
 
@@ -158,8 +164,8 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                      provider=admission.provider, max_total_agents=admission.max_total_agents,
                      parent=admission.parent, budget_tokens=admission.budget_tokens,
                      events=events, task_group=task_group,
-                     body_line_offset=body_line_offset(), body_header_chars=len(RUN_HEADER),
-                     agents=agents)
+                     body_line_offset=body_line_offset(),
+                     body_header_chars=len(run_header(admission.script)), agents=agents)
 
 
 def check_library(value: object) -> WorkflowLibrary | None:

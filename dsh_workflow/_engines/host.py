@@ -25,6 +25,7 @@ from .._agents import AgentRegistry
 from .._library import WorkflowLibrary
 from .._store import JournalEntry, RunStoreError
 from .._config import EngineConfig
+from .._depth import deeper_than
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import (
     AgentEnded,
@@ -57,7 +58,15 @@ __all__ = ["HostedRun", "ScriptRuntime"]
 logger = logging.getLogger("dsh_workflow.engine")
 
 _CODES = {code.value for code in WorkflowErrorCode}
-_FRAME = re.compile(r"<input>:(\d+):(\d+)")
+#: A QuickJS stack-frame line ("    at f (<input>:3:5)" or "    at <input>:3:5"): only such
+#: lines are rewritten or dropped, never a message line that merely mentions a position.
+_FRAME_LINE = re.compile(r"^\s+at (?:.* \()?<input>:(\d+):(\d+)\)?\s*$")
+#: Texts only the engine writes; a script's own error text that starts so is marked as the
+#: script's (see :meth:`HostedRun._render_error`).
+_ENGINE_PREFIXES = tuple(f"{code.value}:" for code in WorkflowErrorCode) + (
+    "workflow runtime failed", "the script runtime", "the workflow run exceeded",
+    "the workflow engine failed", "workflow run cancelled", "the script is waiting for a promise",
+    "the sandbox process")
 
 
 def _render(exc: BaseException) -> str:
@@ -406,6 +415,13 @@ class HostedRun(WorkflowRun):
                 self._narrate(kind, message[1])
             elif (kind == "agent" and len(message) == 4 and type(message[1]) is int
                   and isinstance(message[2], str)):
+                if len(message[2]) > self._config.max_prompt_chars:
+                    # The runtime checks this first; the host does not rely on it.
+                    self._refuse(message[1], WorkflowErrorCode.INVALID_ARGUMENT, (
+                        f"agent() prompt is {len(message[2])} characters — over the per-prompt "
+                        f"cap (max_prompt_chars={self._config.max_prompt_chars}); shorten it or "
+                        "pass less data"))
+                    continue
                 if not self._on_agent(message[1], message[2], message[3]):
                     return index  # its schema goes through the gate first: see _gate()
             elif kind == "workflow" and len(message) == 4 and type(message[1]) is int:
@@ -421,6 +437,10 @@ class HostedRun(WorkflowRun):
         return end
 
     def _narrate(self, kind: str, text: str) -> None:
+        cut = self._config.max_log_chars
+        if len(text) > cut:
+            # The runtime cuts first; the host does not rely on it.
+            text = text[:cut] + ("…" if kind == "phase" else "… [truncated]")
         if kind == "phase":
             self._phase = text  # the current phase holds even when its event is dropped
         self._narrated += 1
@@ -712,6 +732,12 @@ class HostedRun(WorkflowRun):
         self._live.discard(call)
         if call.reply is None:
             call.reply, call.outcome = self._cancelled_reply(call), "cancelled"
+        elif call.reply[1] is True and deeper_than(call.reply[2], self._config.max_value_depth):
+            # The script's JSON.parse recurses: keep what enters it within max_value_depth,
+            # which the configuration guarantees the stack holds.
+            logger.info("dsh-workflow: %s#%d answer nested deeper than max_value_depth=%d "
+                        "dropped", self.id, call.seq, self._config.max_value_depth)
+            call.reply, call.outcome = [call.call_id, True, None], "failed"
         spent_changed = self._count_usage(call.usage)
         if call.started and not call.ended:
             call.ended = True
@@ -938,21 +964,33 @@ class HostedRun(WorkflowRun):
                               error=self._render_error(outcome))
 
     def _render_error(self, outcome: dict[str, Any]) -> str:
+        """The error text of a failed outcome: never empty, and a script's own text never
+        passes for the engine's (a head that starts like an engine text is marked)."""
         code = outcome.get("code")
-        text = str(outcome.get("error") or "unknown error")
+        error = outcome.get("error")
+        text = error if isinstance(error, str) else ""
         if code == "STALLED":
-            return text
-        text = self._script_frames(text)
+            return text or "the script stalled"
         if isinstance(code, str) and code in _CODES:
-            return f"{code}: {text}"
+            return f"{code}: {text or 'the engine gave no detail'}"
+        if not text.strip():
+            text = "the script threw an error whose text is empty"
+        elif outcome.get("thrown") is True and text.startswith(_ENGINE_PREFIXES):
+            text = "the script's own error: " + text
+        stack = outcome.get("stack")
+        if isinstance(stack, str) and stack:
+            frames = self._script_frames(stack)
+            if frames:
+                text = text + "\n" + frames
         return text
 
     def _script_frames(self, text: str) -> str:
-        """Rewrite stack positions to the script's own lines; drop the runtime's frames."""
+        """Rewrite the positions of stack-frame lines to the script's own lines and drop the
+        runtime's frames; every other line is kept as it is (blank lines go)."""
         name = self.meta.name
         lines: list[str] = []
         for line in text.split("\n"):
-            found = _FRAME.search(line)
+            found = _FRAME_LINE.match(line)
             if found is None:
                 if line.strip():
                     lines.append(line)
@@ -963,8 +1001,8 @@ class HostedRun(WorkflowRun):
             row -= self._line_offset
             if row == 1:
                 col = max(1, col - self._header_chars)
-            lines.append(line[: found.start()] + f"workflow:{name}:{row}:{col}"
-                         + line[found.end():])
+            lines.append(line[: found.start(1) - len("<input>:")] + f"workflow:{name}:{row}:{col}"
+                         + line[found.end(2):])
         return "\n".join(lines)
 
     def on_runtime_start_failed(self, exc: BaseException) -> None:

@@ -56,14 +56,24 @@ def limit_error(kind: LimitKind, config: EngineConfig) -> LimitExceeded:
         "endless loop, or a promise chain that never yields)"), kind)
 
 
-def js_limit(exc: quickjs.JSException, config: EngineConfig) -> LimitExceeded | None:
-    """The limit an exception that escaped a QuickJS call stands for, or None if it is none."""
+def js_limit(exc: quickjs.JSException, config: EngineConfig, *,
+             sliced: bool) -> LimitExceeded | None:
+    """The limit an exception that escaped a QuickJS call stands for, or None if it is none.
+
+    Only the runtime's own calls raise here (a script's throw becomes a rejection the runtime
+    records), so what escapes is the engine failing: the interrupt (uncatchable), or an
+    allocation or the stack failing inside the runtime's own code. ``sliced``: the stretch has
+    used its whole CPU slice, measured by the caller; an "interrupted" text without it is no
+    interrupt of ours.
+    """
     head = str(exc).split("\n", 1)[0].strip()
+    if sliced and head.startswith("InternalError: interrupted"):
+        return limit_error("slice", config)
     if isinstance(exc, quickjs.StackOverflow) or "Maximum call stack size exceeded" in head \
             or "stack overflow" in head:
         return limit_error("stack", config)
-    if head.startswith("InternalError: interrupted"):
-        return limit_error("slice", config)
     if "out of memory" in head or head in ("", "null"):
         return limit_error("memory", config)
+    if sliced:
+        return limit_error("slice", config)
     return None

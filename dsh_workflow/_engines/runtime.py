@@ -12,6 +12,22 @@ Limits, enforced here for every stretch of script code wherever it occurs:
 * ``slice_cpu_limit_s`` twice: as QuickJS's own per-call interrupt (a synchronous loop), and as a
   budget of thread CPU time over a whole drain of promise jobs (``while (true) await null``
   creates a fresh job each turn, each under the per-call limit).
+
+Verdicts come from what this thread and the runtime measured, never from the text of what the
+script threw (a script can construct an ``InternalError('interrupted')`` or throw ``null``):
+
+* a CPU-slice overrun needs the process CPU time of the stretch to have reached
+  ``slice_cpu_limit_s`` (QuickJS's interrupt measures the same clock from a later start), or
+  the drain's thread-CPU budget to have run out;
+* out of memory and stack overflow are reported by the runtime only for errors the engine made
+  itself (``limitKind`` in ``runtime_js/boundary.js``);
+* a bare ``null`` (QuickJS's out-of-memory that could not even allocate its error) counts as
+  out of memory only with evidence: the runtime's heap probe failed when the body threw it
+  (``heapProbe`` in hooks.js, run while the body's variables still hold their memory), or the
+  heap is within :data:`_HEAP_EVIDENCE_BYTES` of ``memory_limit_bytes`` when this thread reads
+  the end record. Memory that the failing code's own frames held is released before either
+  looks, so such an out-of-memory reads as the script's own ``throw null`` (the error text says
+  both are possible).
 """
 
 from __future__ import annotations
@@ -19,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import quickjs
 
-from .._script import RUN_HEADER
+from .._script import RUN_FOOTER, run_header
 from .limits import LimitExceeded, js_limit, limit_error
 
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
@@ -35,9 +52,22 @@ if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
 
 __all__ = ["RuntimeThread", "STOP", "body_line_offset"]
 
+#: How close to ``memory_limit_bytes`` the heap must be (at least; or 1 % of the limit) to count
+#: as full. QuickJS throws a bare null when fewer than a few hundred bytes are left (measured:
+#: 1.3 KB below a 16 MiB limit while the script still held its data).
+_HEAP_EVIDENCE_BYTES = 64 * 1024
+
+
+def _heap_evidence_bytes(memory_limit_bytes: int) -> int:
+    """Free heap below which the heap counts as full (the runtime's probe allocates this)."""
+    return max(_HEAP_EVIDENCE_BYTES, memory_limit_bytes // 100)
+
 #: Put on a runtime's inbox to make its thread stop at the next opportunity.
 STOP = object()
 _BEGIN = object()
+
+
+_COMMENT_LINE = re.compile(r"(?m)^[ \t]*//.*$")
 
 
 @cache
@@ -61,6 +91,9 @@ def _runtime_source() -> str:
         return folder.joinpath(name).read_text("utf-8")
 
     hooks = read("hooks.js").replace("//__BOUNDARY__", read("boundary.js"))
+    # Whole-line comments are blanked (not removed, so line numbers hold): QuickJS compiles the
+    # runtime once per run, and its comments cost a fifth of that time.
+    hooks = _COMMENT_LINE.sub("", hooks)
     return "(function (config) {\n'use strict';\n" + hooks + "\n})"
 
 
@@ -84,7 +117,10 @@ class _Runtime:
             "maxPromptChars": config.max_prompt_chars,
             "maxLogChars": config.max_log_chars,
             "bodyLineOffset": body_line_offset(),
-            "bodyHeaderChars": len(RUN_HEADER),
+            # Call positions on the body's first line are shifted by the wrapper before it
+            # (a body that opens with "use strict" has a longer one; see _script.run_header).
+            "bodyHeaderChars": len(run_header("")),
+            "heapEvidenceBytes": _heap_evidence_bytes(config.memory_limit_bytes),
         })
         ctx.eval("globalThis.__dsh_rt = " + _runtime_source() + "(" + js_config + ");")
         self._args = ctx.eval("__dsh_rt.args")
@@ -95,6 +131,7 @@ class _Runtime:
         self._settle = ctx.eval("__dsh_rt.settle")
         self._result = ctx.eval("__dsh_rt.result")
         self._pending = ctx.eval("__dsh_rt.pending")
+        self._probe = ctx.eval("__dsh_rt.probe")
         ctx.eval("delete globalThis.__dsh_rt")
         self._body: Any = None
         self.ctx = ctx
@@ -110,19 +147,29 @@ class _Runtime:
         if numbers_text is not None:
             self._numbers(numbers_text)
         self.ctx.set_time_limit(self.config.slice_cpu_limit_s)
-        self._body = self.ctx.eval("\n" * body_line_offset() + RUN_HEADER + body + "\n})")
+        factory = self.ctx.eval("\n" * body_line_offset() + run_header(body) + body + RUN_FOOTER)
+        self._body = factory(self._probe)
 
     def start(self) -> None:
         self._start(self._body)
 
     def take(self) -> str | None:
-        return self._take()  # type: ignore[no-any-return]
+        """The outbox batch, or None when there is none."""
+        return self._text(self._take())
+
+    def _text(self, text: object) -> str | None:
+        # The runtime answers '' for "nothing"; None means the binding could not allocate the
+        # string's copy inside the full heap (the text is lost): that is the memory limit.
+        if text is None:
+            raise limit_error("memory", self.config)
+        return text if text else None  # type: ignore[return-value]
 
     def settle(self, batch_text: str) -> None:
         self._settle(batch_text)
 
     def result(self) -> str | None:
-        return self._result()  # type: ignore[no-any-return]
+        """The end record, or None while the body has not settled."""
+        return self._text(self._result())
 
     def pending(self) -> int:
         return int(self._pending())
@@ -139,15 +186,20 @@ class _Runtime:
 
     def near_memory_limit(self) -> bool:
         """True when the heap is nearly full: a CPU overrun then comes from the garbage collector
-        thrashing at the memory limit, and the memory limit is the one to report."""
-        allocated = int(self.ctx.memory()["malloc_size"])
-        return allocated >= 0.99 * self.config.memory_limit_bytes
+        thrashing at the memory limit, and the memory limit is the one to report; a bare
+        ``null`` seen now is the engine's out-of-memory, not the script's own throw."""
+        try:
+            allocated = int(self.ctx.memory()["malloc_size"])
+        except Exception:  # noqa: BLE001 - no evidence
+            return False
+        limit = self.config.memory_limit_bytes
+        return allocated >= limit - _heap_evidence_bytes(limit)
 
     def close(self) -> None:
         # Handles keep the context alive; drop them all here, on the owning thread.
         self._args = self._budget = self._numbers = None  # type: ignore[assignment]
         self._start = self._take = self._settle = None  # type: ignore[assignment]
-        self._result = self._pending = self._body = None  # type: ignore[assignment]
+        self._result = self._pending = self._body = self._probe = None  # type: ignore[assignment]
         self.ctx = None  # type: ignore[assignment]
 
 
@@ -176,7 +228,8 @@ class RuntimeThread:
     each batch of hook calls, in order, and exactly once with ``("end", outcome)`` as the last
     report; the thread then frees the context and exits (:meth:`is_alive` turns false).
     ``outcome`` is ``None`` when the thread was stopped, else ``{"ok": True, "value": ...}`` or
-    ``{"ok": False, "code": str | None, "error": str}``. A thread stopped before it was
+    ``{"ok": False, "code": str | None, "error": str}``, the latter with ``"thrown": True`` and
+    an optional ``"stack"`` (the script's stack-frame lines) when the script threw it. A thread stopped before it was
     assigned reports nothing.
 
     ``exited()``, when given to :meth:`assign`, is called on the runtime thread as its last
@@ -205,6 +258,7 @@ class RuntimeThread:
         self._lock = threading.Lock()  # guards _assignment against a failing launch
         self._starting = False
         self._failed: BaseException | None = None
+        self._stretch_cpu = 0.0  # process CPU time when the current stretch began
 
     def launch(self, via: Callable[[Callable[[], None]], None] | None = None) -> None:
         """Start the thread; it prepares its context and waits for :meth:`start`.
@@ -296,6 +350,7 @@ class RuntimeThread:
                 if failure is not None:
                     raise failure
                 assert runtime is not None and self._assignment is not None
+                self._stretch_cpu = time.process_time()
                 numbers = self._assignment.numbers
                 runtime.load(self._assignment.body, self._assignment.args_text,
                              self._assignment.budget_tokens,
@@ -303,7 +358,8 @@ class RuntimeThread:
                 self._assignment.body = ""
                 outcome = self._drive(runtime)
             except (LimitExceeded, quickjs.JSException) as exc:
-                limit = exc if isinstance(exc, LimitExceeded) else js_limit(exc, self._config)
+                limit = exc if isinstance(exc, LimitExceeded) else js_limit(
+                    exc, self._config, sliced=self._slice_spent())
                 if limit is None:
                     head = str(exc).split("\n", 1)[0].strip()
                     outcome = {"ok": False, "code": None,
@@ -337,6 +393,7 @@ class RuntimeThread:
         if self._stopped.is_set():
             return None
         deadline = time.thread_time() + budget
+        self._stretch_cpu = time.process_time()
         runtime.start()
         while True:
             runtime.drain(deadline)
@@ -345,7 +402,7 @@ class RuntimeThread:
                 assignment.report("outbox", out)
             final = runtime.result()
             if final is not None:
-                return self._decode_final(final)
+                return self._decode_final(final, runtime)
             if runtime.pending() == 0:
                 return {"ok": False, "code": "STALLED", "error": (
                     "the script is waiting for a promise that nothing will ever settle: no "
@@ -366,19 +423,54 @@ class RuntimeThread:
                 except queue.Empty:
                     break
             deadline = time.thread_time() + budget
+            self._stretch_cpu = time.process_time()
             runtime.settle(json.dumps(batch, ensure_ascii=True, allow_nan=False))
 
-    def _decode_final(self, text: str) -> dict[str, Any]:
-        outcome: dict[str, Any] = json.loads(text)
+    def _slice_spent(self) -> bool:
+        """True when the current stretch has used its whole CPU slice (process CPU time, the
+        clock QuickJS's interrupt measures, from a start no later than any call's)."""
+        limit = self._config.slice_cpu_limit_s
+        return time.process_time() - self._stretch_cpu >= 0.999 * limit
+
+    def _decode_final(self, text: str, runtime: _Runtime) -> dict[str, Any]:
+        """The run's outcome from the runtime's end record (see ``thrownRecord`` in hooks.js),
+        with limit verdicts confirmed by what this thread measured."""
+        try:
+            outcome = json.loads(text)
+        except ValueError:
+            outcome = None
+        if not isinstance(outcome, dict):
+            return {"ok": False, "code": None,
+                    "error": "workflow runtime failed: it recorded a malformed result"}
+        if outcome.get("ok") is True:
+            return outcome
         code = outcome.get("code")
-        if code in ("MEMORY", "STACK", "SLICE"):
+        if code in ("MEMORY", "STACK"):
+            # An engine-made error (limitKind), or the heap probe's evidence.
             return {"ok": False, **limit_error(code.lower(), self._config).as_outcome()}
-        if code == "THROWN_NOTHING":
-            if outcome.get("error") == "null":
-                # QuickJS throws a bare null when it cannot even allocate the error object of
-                # an out-of-memory failure; by then the memory may already be released.
-                limit = limit_error("memory", self._config)
-                return {"ok": False, **limit.as_outcome()}
+        if code == "INTERRUPTED":
+            if self._slice_spent():
+                return {"ok": False, **limit_error("slice", self._config).as_outcome()}
             outcome["code"] = None
-            outcome["error"] = f"the script threw {outcome.get('error')} (not an Error)"
+        elif code == "THROWN_NOTHING":
+            thrown = outcome.get("error")
+            if thrown == "null" and runtime.near_memory_limit():
+                return {"ok": False, **limit_error("memory", self._config).as_outcome()}
+            outcome["code"] = None
+            outcome["error"] = f"the script threw {thrown}, not an Error" + (
+                "" if thrown != "null" else
+                " — or it ran out of memory so completely that QuickJS could not even create "
+                "the error (it then throws a bare null); the heap was not near "
+                f"memory_limit_bytes={self._config.memory_limit_bytes} when the runtime "
+                "looked, after the failing code's own variables were released")
+        elif code == "MEMORY_IF_FULL":
+            if runtime.near_memory_limit():
+                return {"ok": False, **limit_error("memory", self._config).as_outcome()}
+            outcome["code"] = None
+        elif code == "UNRENDERABLE":
+            if runtime.near_memory_limit():
+                return {"ok": False, **limit_error("memory", self._config).as_outcome()}
+            outcome["code"] = None
+            outcome["error"] = ("the script failed, and what it threw could not be rendered as "
+                                "text")
         return outcome

@@ -1,3 +1,5 @@
 // Attack: exhaust memory inside a getter the runtime calls while copying the return value.
+// (The data stays reachable, so the runtime can see the full heap whatever the engine threw.)
 // expect: error RESOURCE_LIMIT memory_limit_bytes=16777216
-return {get a() { const x = []; for (;;) x.push('y'.repeat(1000) + x.length); }};
+globalThis.hoard = [];
+return {get a() { for (;;) hoard.push('y'.repeat(1000) + hoard.length); }};

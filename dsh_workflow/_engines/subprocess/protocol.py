@@ -23,7 +23,9 @@ Child → parent (untrusted: everything is validated here, see :func:`parse_chil
 * ``O`` outbox the runtime's JSON text of one batch of hook messages, passed on unparsed (the
   host parses it once and treats malformed text as a protocol violation);
 * ``I`` idle   ``[settles_received, cpu_seconds]`` — the script finished a stretch and waits;
-* ``E`` end    ``null`` (stopped) or an outcome object — always the last frame.
+* ``E`` end    ``null`` (stopped) or an outcome object — always the last frame: ``{"ok": true,
+  "value"}`` or ``{"ok": false, "code", "error"}``, the latter with ``"thrown": true`` and an
+  optional ``"stack"`` string when the script threw it.
 
 A frame longer than the receiver's limit, an unknown kind, undecodable text or a payload of the
 wrong shape is a :class:`ProtocolError`; the engine then kills the process and ends the run as
@@ -124,9 +126,11 @@ def _outcome(value: object) -> dict[str, Any] | None:
     if isinstance(value, dict) and value.get("ok") is True and set(value) <= {"ok", "value"}:
         return value
     if (isinstance(value, dict) and value.get("ok") is False
-            and set(value) <= {"ok", "code", "error"}
+            and set(value) <= {"ok", "code", "error", "thrown", "stack"}
             and (value.get("code") is None or isinstance(value.get("code"), str))
-            and isinstance(value.get("error"), str)):
+            and isinstance(value.get("error"), str)
+            and value.get("thrown", True) is True
+            and isinstance(value.get("stack", ""), str)):
         return value
     raise ProtocolError("an end frame whose outcome has the wrong shape")
 

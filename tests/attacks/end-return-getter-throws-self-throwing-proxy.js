@@ -1,0 +1,10 @@
+// Attack: a getter on the return value throws a Proxy whose traps throw that same Proxy, so
+// describing what the getter threw throws again, inside the runtime's copy of the value.
+// expect: error RESULT_UNSERIALIZABLE "return value.a" "unrenderable"
+const handler = {};
+const bomb = new Proxy({}, handler);
+for (const trap of ['get', 'has', 'ownKeys', 'getOwnPropertyDescriptor', 'getPrototypeOf']) {
+  handler[trap] = () => { throw bomb; };
+}
+agent('still in flight');
+return {ok: 1, get a() { throw bomb; }};
