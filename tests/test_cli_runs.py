@@ -44,7 +44,8 @@ STEPS_VALUE = [f"echo: step {i}" for i in range(1, 5)]
 
 def env_for(store: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("COLUMNS", "FORCE_COLOR")}
+           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
+           and k not in ("COLUMNS", "FORCE_COLOR")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["TERM"] = "dumb"
     if store is not None:
@@ -420,7 +421,7 @@ def test_ctrl_c_hint_omits_the_default_store_and_keeps_provider_options(tmp_path
     assert result["agents_started"] <= 3
 
 
-# -- progress in process -----------------------------------------------------------------------------
+# -- progress in process ---------------------------------------------------------------------------
 
 INFO = RunInfo(id="run-2", meta=WorkflowMeta(name="demo", description="d"))
 RESUMED = [

@@ -4,9 +4,10 @@ Every reporter here is an event listener (``engine.events.subscribe(reporter)``)
 touches the run itself:
 
 - :class:`RichProgress` — a live panel when stderr is a terminal: workflow name, current phase,
-  agents running / completed / failed / started (and replayed, for a resumed run), elapsed time, the labels of running agents and
-  the last few log lines, redrawn at most :data:`REFRESH_S` apart by :meth:`tick`; it stops with
-  its final frame kept and one summary line;
+  agents running / completed / failed / started (and replayed, for a resumed run), elapsed
+  time, the labels of running agents and the last few log lines, redrawn at most
+  :data:`REFRESH_S` apart by :meth:`tick`; it stops with its final frame kept and one summary
+  line;
 - :class:`PlainProgress` — one line per event (``[phase] Scan``, ``[agent 3 started] label``,
   ``[agent 3 completed] label``, ``[agent 3 replayed] label``, ``[log] ...``,
   ``[done] completed in 1.2s, 4 agents``), for logs and pipes;

@@ -36,7 +36,6 @@ from dsh_workflow import RunRecord, RunStoreError, SQLiteRunStore
 from .errors import EXIT_OK, CliError
 from .history import EventLines, agent_rows, run_document, run_summary, runs_table, show_text
 from .main import (
-    _agent_options,
     _count,
     _write_stdout,
     add_run_options,

@@ -149,7 +149,11 @@ def input_schema() -> dict[str, Any]:
 
 
 #: What the description adds for an engine that records runs (SPEC §9).
-RESUME_NOTE = """Resume: every result ends with `Run id: <id>`. If a run failed or returned a wrong result, fix the script and call again with the fixed script and resumeFrom: "<id>": completed agent() calls whose prompt and options did not change are replayed from that run, not rerun."""
+RESUME_NOTE = (
+    "Resume: every result ends with `Run id: <id>`. If a run failed or returned a wrong result, "
+    "fix the script and call again with the fixed script and resumeFrom: \"<id>\": completed "
+    "agent() calls whose prompt and options did not change are replayed from that run, not rerun."
+)
 
 _RESUME_FROM_SCHEMA: dict[str, Any] = {
     "type": "string",
