@@ -451,3 +451,34 @@ def test_rich_panel_counts_replayed_agents() -> None:
     assert "2 replayed" in progress.counts().plain
     progress(WorkflowEnded(run=INFO, stop_reason="completed", agents_started=1))
     assert "2 replayed" in stream.getvalue()
+
+
+def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    err = tmp_path / "run.err"
+    process = start("run", write(tmp_path, "s.js", STEPS), "--echo-latency", "0.4",
+                    "--store", store, cwd=tmp_path, err=err)
+    try:
+        wait_for(err, r"\[agent 2 completed\]")
+        process.kill()  # SIGKILL: no cleanup, no resume hint
+        process.communicate(timeout=20)
+    finally:
+        process.kill()
+    stderr = err.read_text(encoding="utf-8")
+    run_id = run_id_of(stderr)
+    assert "Resume it with" not in stderr
+    deadline = time.monotonic() + 10
+    while runs_json(tmp_path, store)[0]["status"] != "interrupted":
+        assert time.monotonic() < deadline, "the killed run never read interrupted"
+        time.sleep(0.2)
+    assert [r["id"] for r in runs_json(tmp_path, store, "--status", "interrupted")] == [run_id]
+    shown = cli("show", run_id, "--store", store, cwd=tmp_path).stdout
+    assert "status:      interrupted" in shown and "result:      none (the run was" in shown
+    assert re.search(r"3\s+step 3\s+Steps\s+unfinished", shown) or \
+        re.search(r"3\s+step 3\s+Steps\s+completed", shown)  # step 3 may have ended first
+    logs = cli("logs", run_id, "--follow", "--store", store, cwd=tmp_path)
+    assert logs.returncode == 0 and "[done]" not in logs.stdout  # it never ended
+    resumed = cli("resume", run_id, "--json", "--store", store, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["value"] == STEPS_VALUE and result["agents_started"] <= 2
