@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,10 @@ phase('Wait');
 return await parallel([1, 2, 3, 4, 5, 6].map((i) => () => agent('p' + i, { label: 'slow ' + i })));
 """
 SPIN_SCRIPT = META_HEADER + "await agent('first');\nwhile (true) {}\n"
+# `run` records every run by default: keep these runs out of the repository.
+_STORE_DIR = tempfile.TemporaryDirectory(prefix="dsh-cli-store-")
+STORE = Path(_STORE_DIR.name) / "runs.sqlite3"
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 def cli_env() -> dict[str, str]:
@@ -46,6 +51,7 @@ def cli_env() -> dict[str, str]:
            if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("COLUMNS", "FORCE_COLOR")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["TERM"] = "dumb"
+    env["DSH_WORKFLOW_STORE"] = str(STORE)
     return env
 
 
@@ -96,6 +102,14 @@ def test_example_with_its_args_file(name: str) -> None:
     result = json.loads(done.stdout)
     assert result["stop_reason"] == "completed"
     assert result["agents_started"] > 0
+    assert done.stderr == f"run id: {result['run_id']}\n"  # quiet keeps only the run id
+
+
+def test_quiet_without_a_store_prints_nothing_on_stderr(tmp_path: Path) -> None:
+    script = write(tmp_path, "s.js", META_HEADER + "return await agent('x')")
+    done = cli("run", script, "--quiet", "--no-store")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == "echo: x"
     assert done.stderr == ""
 
 
@@ -134,7 +148,7 @@ def test_value_only_without_json(tmp_path: Path) -> None:
     done = cli("run", script, "-q")
     assert done.returncode == 0
     assert json.loads(done.stdout) == [1, "two"]
-    assert done.stderr == ""
+    assert re.fullmatch(f"run id: {UUID}\n", done.stderr)  # quiet: only the run id
 
 
 def test_undefined_return_prints_null(tmp_path: Path) -> None:
@@ -438,6 +452,8 @@ def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
     assert json.loads(stdout)["stop_reason"] == "cancelled"
     stderr = err.read_text(encoding="utf-8")
     assert "Error: interrupted twice; quitting without waiting for the run" in stderr
+    run_id = re.search(f"\\(run ({UUID})\\)", stderr).group(1)  # type: ignore[union-attr]
+    assert f"Resume it with: dsh-workflow resume {run_id}\n" in stderr  # the default store
     assert "Traceback" not in stderr
 
 

@@ -1,4 +1,5 @@
-"""``dsh-workflow run`` and ``dsh-workflow check``: the command line of SPEC §7.
+"""``dsh-workflow run`` and ``dsh-workflow check``: the command line of SPEC §7 (the durable-run
+commands ``runs``, ``show``, ``logs`` and ``resume`` of SPEC §9 live in :mod:`.runs`).
 
 Contract:
 
@@ -19,6 +20,11 @@ Contract:
   not exist is a usage error. ``--model-alias NAME=MODEL`` (repeatable) maps model names.
 - ``--args`` text that is not JSON is passed as a string (Claude Code passes a workflow's
   arguments as text); text starting with ``{``, ``[`` or ``"`` must be valid JSON.
+- Durable runs: ``run`` records the run in a run store (see :mod:`.stores` for the file;
+  ``--no-store`` turns it off) and then puts the run id on stderr at start in every progress
+  mode: the plain ``[start] name (run <id>)`` line, else a ``run id: <id>`` line (``--quiet``
+  too). A run stopped by Ctrl-C ends with ``Resume it with: dsh-workflow resume <id>``
+  on stderr (with ``--store`` when not the default, and the provider options given).
 - Exit codes: ``0`` completed, ``1`` the run ended with an error, ``2`` usage or start error
   (one ``Error: <message>`` line on stderr, never a traceback), ``130`` cancelled by Ctrl-C.
 - Ctrl-C (SIGINT) cancels the run: its children are cancelled, every event stays paired, the
@@ -53,36 +59,35 @@ from dsh_workflow import (
     EchoProvider,
     EngineConfig,
     QuickJSEngine,
+    RunStore,
+    RunStoreError,
+    SQLiteRunStore,
     SubagentProvider,
     SubprocessEngine,
     WorkflowEngine,
     WorkflowError,
+    WorkflowEvent,
     WorkflowResult,
     WorkflowRun,
     WorkflowStartRequest,
+    WorkflowStarted,
 )
 from dsh_workflow._meta import parse_meta
 from dsh_workflow._script import check_body
 
+from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .lint import lint
 from .metafile import MetaFileError, split_meta
 from .progress import EventLog, Progress, make_progress
+from .stores import add_store_option, ensure_folder, resume_command, store_path
 
-__all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_CANCELLED = 130
+__all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "CliError", "build_parser",
+           "main"]
 
 NO_META = ("no meta: add `export const meta = {name, description}` at the top of the file or "
            "pass --meta")
 INTERRUPT_REASON = "interrupted (Ctrl-C)"
 _EXIT_FOR = {"completed": EXIT_OK, "error": EXIT_ERROR, "cancelled": EXIT_CANCELLED}
-
-
-class CliError(Exception):
-    """A usage or start error: printed as ``Error: <message>``, exit code 2."""
 
 
 # -- arguments ---------------------------------------------------------------------------------
@@ -122,7 +127,9 @@ def _positive_seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``dsh-workflow`` argument parser (``run`` and ``check`` subcommands)."""
+    """The ``dsh-workflow`` argument parser (``run``, ``check``, ``runs``, ``show``, ``logs``,
+    ``resume``)."""
+    from . import runs  # imports this module: loaded on use
     parser = _Parser(prog="dsh-workflow",
                      description="Run JavaScript workflow scripts in a sandboxed QuickJS engine.",
                      epilog="Exit codes: 0 completed, 1 run error, 2 usage or start error, "
@@ -136,6 +143,24 @@ def build_parser() -> argparse.ArgumentParser:
                      "@file.json, or @- for stdin)")
     run.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's "
                      "`export const meta`")
+    add_run_options(run)
+    add_store_option(run, can_disable=True)
+    run.set_defaults(handler=command_run)
+    check = commands.add_parser("check", help="validate meta and script without running it")
+    check.set_defaults(handler=command_check)
+    check.add_argument("script", metavar="SCRIPT.js")
+    check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
+    _agent_options(check)
+    runs.add_parsers(commands)
+    from .worker import add_worker_parser, command_worker  # SPEC §13: the Temporal worker
+
+    add_worker_parser(commands, count=_count, seconds=_seconds, positive_seconds=_positive_seconds)
+    commands.choices["worker"].set_defaults(handler=command_worker)
+    return parser
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    """The options ``run`` and ``resume`` share: provider, engine, limits, output."""
     run.add_argument("--provider", choices=("echo", "openai", "command"), default="echo",
                      help="who answers agent() calls (default: echo, offline)")
     run.add_argument("--model", help="model name (openai)")
@@ -163,14 +188,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the whole result object")
     run.add_argument("--events", metavar="FILE.jsonl", help="append every event as a JSON line")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
-    check = commands.add_parser("check", help="validate meta and script without running it")
-    check.add_argument("script", metavar="SCRIPT.js")
-    check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
-    _agent_options(check)
-    from .worker import add_worker_parser  # SPEC §13: the Temporal worker, in its own module
-
-    add_worker_parser(commands, count=_count, seconds=_seconds, positive_seconds=_positive_seconds)
-    return parser
 
 
 def _agent_options(parser: argparse.ArgumentParser) -> None:
@@ -213,12 +230,15 @@ class Plan:
     provider: Callable[[], SubagentProvider] = EchoProvider
     engine: str = "quickjs"
     agents: AgentRegistry | None = None
+    store_path: str | None = None  # the run store file; None records nothing
+    resume_from: str | None = None
+    provider_argv: list[str] = field(default_factory=list)  # for the resume hint
 
-    def make_engine(self, provider: SubagentProvider) -> WorkflowEngine:
+    def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         if self.engine == "subprocess":
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents)
-        return QuickJSEngine(self.config, provider=provider, agents=self.agents)
+                                    agents=self.agents, store=store)
+        return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store)
 
 
 def _read_text(path: str, what: str) -> str:
@@ -252,19 +272,33 @@ def _args_option(text: str) -> Any:
         return text
 
 
-def _script_parts(path: str, meta_option: str | None) -> tuple[dict[str, Any], str]:
-    """The meta (``--meta`` winning over the file's literal) and the body of the script file."""
+def script_parts(path: str, meta_option: str | None,
+                 fallback_meta: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """The meta (``--meta`` winning over the file's literal, then ``fallback_meta``) and the
+    body of the script file."""
     source = _read_text(path, "script")
     try:
         file_meta, body = split_meta(source)
     except MetaFileError as exc:
         raise CliError(f"{path}: {exc}") from None
-    meta = _json_option("--meta", meta_option) if meta_option is not None else file_meta
+    meta = meta_option_value(meta_option) if meta_option is not None else file_meta
+    if meta is None:
+        meta = fallback_meta
     if meta is None:
         raise CliError(NO_META)
     if not isinstance(meta, dict):
         raise CliError("--meta must be a JSON object like {\"name\": ..., \"description\": ...}")
     return meta, body
+
+
+def meta_option_value(text: str) -> Any:
+    """The ``--meta`` option's JSON value."""
+    return _json_option("--meta", text)
+
+
+def args_value(text: str) -> Any:
+    """The ``--args`` option's value (see :func:`_args_option`)."""
+    return _args_option(text)
 
 
 def _config(ns: argparse.Namespace) -> EngineConfig:
@@ -315,14 +349,40 @@ def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]
     return lambda: CommandProvider(argv)
 
 
-def plan_run(ns: argparse.Namespace) -> Plan:
-    """Read and check everything ``run`` needs; raises :class:`CliError`."""
-    meta, body = _script_parts(ns.script, ns.meta)
-    args = _args_option(ns.args) if ns.args is not None else None
+def _provider_argv(ns: argparse.Namespace) -> list[str]:
+    """The provider options given, as a resume command must repeat them: they decide the
+    provider's identity, which is part of every journal key."""
+    argv: list[str] = []
+    if ns.provider != "echo":
+        argv += ["--provider", ns.provider]
+    for option, value in (("--model", ns.model), ("--base-url", ns.base_url),
+                          ("--command", ns.command_line)):
+        if value is not None:
+            argv += [option, value]
+    for name, model in ns.model_alias:
+        argv += ["--model-alias", f"{name}={model}"]
+    return argv
+
+
+def plan_options(ns: argparse.Namespace, *, meta: dict[str, Any], body: str, args: Any,
+                 store: str | None, resume_from: str | None = None) -> Plan:
+    """A :class:`Plan` from the run options of ``ns`` (shared by ``run`` and ``resume``)."""
     config = _config(ns)
     return Plan(meta=meta, body=body, args=args, config=config,
                 provider=_provider_factory(ns, config), engine=ns.engine,
-                agents=load_agents(ns.agents))
+                agents=load_agents(ns.agents), store_path=store, resume_from=resume_from,
+                provider_argv=_provider_argv(ns))
+
+
+def plan_run(ns: argparse.Namespace) -> Plan:
+    """Read and check everything ``run`` needs; raises :class:`CliError`."""
+    meta, body = script_parts(ns.script, ns.meta)
+    args = _args_option(ns.args) if ns.args is not None else None
+    store = store_path(ns)
+    plan = plan_options(ns, meta=meta, body=body, args=args, store=store)
+    if store is not None:
+        ensure_folder(store)
+    return plan
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -343,8 +403,9 @@ class Interrupts:
     never wait on anything slow) cancels the run as soon as :meth:`adopt` hands it over.
     """
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, resume_hint: Callable[[str], str] | None = None) -> None:
         self.progress = progress
+        self.resume_hint = resume_hint  # run id -> the command that resumes it (runs recorded)
         self.count = 0
         self.run: WorkflowRun | None = None
         self.settled = False  # the run's result is in; only cleanup remains
@@ -370,6 +431,8 @@ class Interrupts:
         self.progress.abort()
         with contextlib.suppress(Exception):
             sys.stderr.write("Error: interrupted twice; quitting without waiting for the run\n")
+            if self.run is not None and self.resume_hint is not None:
+                sys.stderr.write(self.resume_hint(self.run.id) + "\n")
             sys.stderr.flush()
             sys.stdout.flush()
         os._exit(EXIT_CANCELLED)
@@ -384,7 +447,12 @@ async def _ticker(progress: Progress) -> None:
 async def execute(plan: Plan, progress: Progress, event_log: EventLog | None, *,
                   as_json: bool) -> int:
     """Run ``plan`` under SIGINT handling; print the result; return the exit code."""
-    interrupts = Interrupts(progress)
+    hint = None
+    if plan.store_path is not None:
+        store = plan.store_path
+        hint = lambda run_id: "Resume it with: " + resume_command(run_id, store,  # noqa: E731
+                                                                  plan.provider_argv)
+    interrupts = Interrupts(progress, hint)
     async with anyio.create_task_group() as tg:
         await tg.start(interrupts.watch)
         if progress.needs_ticks:
@@ -397,20 +465,44 @@ async def execute(plan: Plan, progress: Progress, event_log: EventLog | None, *,
     return _EXIT_FOR[outcome.result.stop_reason]
 
 
+def _announce(progress: Progress, plan: Plan) -> Callable[[WorkflowEvent], None]:
+    """A listener that puts the run id on stderr when the run starts (runs recorded only):
+    ``run id: <id>`` (plus `` (resuming run <id>)``), or only the resumed run's id where the
+    progress shows the run id itself."""
+    def announce(event: WorkflowEvent) -> None:
+        if not isinstance(event, WorkflowStarted):
+            return
+        resuming = f"resuming run {plan.resume_from}" if plan.resume_from else ""
+        if not progress.shows_run_id:
+            progress.info(f"run id: {event.run.id}" + (f" ({resuming})" if resuming else ""))
+        elif resuming:
+            progress.info(resuming)
+    return announce
+
+
 async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
                  interrupts: Interrupts, *, as_json: bool) -> Outcome:
     async with contextlib.AsyncExitStack() as stack:
+        store: RunStore | None = None
+        if plan.store_path is not None:
+            try:  # opened before the engine, so it is closed after it
+                store = await stack.enter_async_context(SQLiteRunStore(plan.store_path))
+            except RunStoreError as exc:
+                return Outcome(start_error=str(exc))
         provider = plan.provider()
         if hasattr(provider, "__aenter__"):
             provider = await stack.enter_async_context(provider)  # type: ignore[arg-type]
-        engine = await stack.enter_async_context(plan.make_engine(provider))
+        engine = await stack.enter_async_context(plan.make_engine(provider, store))
         # Listeners stay subscribed until the engine is gone, so that even a run disposed by
         # the engine's exit reports its WorkflowEnded.
         engine.events.subscribe(progress)
+        if store is not None:
+            engine.events.subscribe(_announce(progress, plan))
         if event_log is not None:
             engine.events.subscribe(event_log)
         try:
-            run = engine.start(WorkflowStartRequest(meta=plan.meta, script=plan.body, args=plan.args))
+            run = engine.start(WorkflowStartRequest(meta=plan.meta, script=plan.body,
+                                                    args=plan.args, resume_from=plan.resume_from))
         except WorkflowError as exc:
             return Outcome(start_error=str(exc))
         interrupts.adopt(run)  # from here on, Ctrl-C cancels the run itself
@@ -418,6 +510,9 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         interrupts.settled = True
         progress.finish()
         print_result(result, run.id, as_json=as_json)
+        if interrupts.count and result.stop_reason == "cancelled" \
+                and interrupts.resume_hint is not None:
+            progress.info(interrupts.resume_hint(run.id))
         await run.dispose()
         return Outcome(result=result)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -458,7 +553,12 @@ def _error_line(message: str) -> None:
 
 
 def command_run(ns: argparse.Namespace) -> int:
-    plan = plan_run(ns)
+    return run_plan(plan_run(ns), ns)
+
+
+def run_plan(plan: Plan, ns: argparse.Namespace) -> int:
+    """Run ``plan`` with the output options of ``ns`` (``--events``, ``--quiet``, ``--json``);
+    returns the exit code."""
     try:
         event_log = EventLog(ns.events) if ns.events else None
     except OSError as exc:
@@ -476,7 +576,7 @@ def command_run(ns: argparse.Namespace) -> int:
 
 
 def command_check(ns: argparse.Namespace) -> int:
-    meta, body = _script_parts(ns.script, ns.meta)
+    meta, body = script_parts(ns.script, ns.meta)
     try:
         checked = parse_meta(meta)
         check_body(body)
@@ -495,12 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dsh-workflow`` and ``python -m dsh_workflow``; returns the exit code."""
     try:
         ns = build_parser().parse_args(argv)
-        if ns.subcommand == "worker":
-            from .worker import command_worker
-
-            return command_worker(ns)
-        command = command_check if ns.subcommand == "check" else command_run
-        return command(ns)
+        return ns.handler(ns)  # type: ignore[no-any-return]
     except CliError as exc:
         _error_line(str(exc))
         return EXIT_USAGE

@@ -4,12 +4,13 @@ Every reporter here is an event listener (``engine.events.subscribe(reporter)``)
 touches the run itself:
 
 - :class:`RichProgress` — a live panel when stderr is a terminal: workflow name, current phase,
-  agents running / completed / failed / started, elapsed time, the labels of running agents and
-  the last few log lines, redrawn at most :data:`REFRESH_S` apart by :meth:`tick`; it stops with
-  its final frame kept and one summary line;
+  agents running / completed / failed / started (and replayed, for a resumed run), elapsed
+  time, the labels of running agents and the last few log lines, redrawn at most
+  :data:`REFRESH_S` apart by :meth:`tick`; it stops with its final frame kept and one summary
+  line;
 - :class:`PlainProgress` — one line per event (``[phase] Scan``, ``[agent 3 started] label``,
-  ``[agent 3 completed] label``, ``[log] ...``, ``[done] completed in 1.2s, 4 agents``), for logs
-  and pipes;
+  ``[agent 3 completed] label``, ``[agent 3 replayed] label``, ``[log] ...``,
+  ``[done] completed in 1.2s, 4 agents``), for logs and pipes;
 - :class:`QuietProgress` — nothing;
 - :class:`EventLog` — appends every event as one JSON line (``{"event": <class name>, ...}``).
 
@@ -31,6 +32,7 @@ from rich.text import Text
 
 from dsh_workflow import (
     AgentEnded,
+    AgentReplayed,
     AgentStarted,
     LogEmitted,
     PhaseStarted,
@@ -61,6 +63,13 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
+def summary_text(reason: str, elapsed: float, agents: int, replayed: int, tokens: str) -> str:
+    """The ``[done]`` summary: ``completed in 1.2s, 4 agents, 2 replayed, 1,234 tokens`` (the
+    replayed count only when there is one)."""
+    again = f", {replayed} replayed" if replayed else ""
+    return f"{reason} in {format_elapsed(elapsed)}, {plural(agents, 'agent')}{again}, {tokens}"
+
+
 class Tally:
     """What the events said so far about one run."""
 
@@ -72,6 +81,7 @@ class Tally:
         self.running: dict[int, str] = {}
         self.outcomes = {"completed": 0, "failed": 0, "cancelled": 0, "timeout": 0}
         self.started = 0
+        self.replayed = 0  # calls of a resumed run answered from the earlier run's journal
         self.logs: deque[str] = deque(maxlen=LOG_LINES)
         self.began: float | None = None
         self.ended: WorkflowEnded | None = None
@@ -88,6 +98,8 @@ class Tally:
         elif isinstance(event, AgentStarted):
             self.started += 1
             self.running[event.seq] = event.label
+        elif isinstance(event, AgentReplayed):
+            self.replayed += 1
         elif isinstance(event, AgentEnded):
             self.running.pop(event.seq, None)
             self.outcomes[event.outcome] = self.outcomes.get(event.outcome, 0) + 1
@@ -111,11 +123,10 @@ class Tally:
 
     def summary(self) -> str:
         """``completed in 1.2s, 4 agents, 1,234 tokens`` (the stop reason, elapsed time, agents
-        started, tokens spent)."""
+        started, tokens spent), with ``, 3 replayed`` after the agents when calls were replayed."""
         reason = self.ended.stop_reason if self.ended else "ended"
         agents = self.ended.agents_started if self.ended else self.started
-        return (f"{reason} in {format_elapsed(self.elapsed())}, {plural(agents, 'agent')}, "
-                f"{self.token_text()}")
+        return summary_text(reason, self.elapsed(), agents, self.replayed, self.token_text())
 
 
 class Progress:
@@ -123,6 +134,8 @@ class Progress:
 
     #: Whether :meth:`tick` must be called regularly (a live display with a clock).
     needs_ticks = False
+    #: Whether the display itself shows the run id on stderr (the ``[start]`` line).
+    shows_run_id = False
 
     def __call__(self, event: WorkflowEvent) -> None:
         """Take one event (an ``engine.events`` listener)."""
@@ -133,6 +146,10 @@ class Progress:
     def note(self, text: str) -> None:
         """Show an out-of-band message (such as "cancelling...")."""
 
+    def info(self, text: str) -> None:
+        """Show a line of information that must reach the stream in every mode, quiet too
+        (such as the run id)."""
+
     def finish(self) -> None:
         """Stop the display after the run ended; idempotent."""
 
@@ -141,7 +158,7 @@ class Progress:
 
 
 class QuietProgress(Progress):
-    """Shows nothing (``--quiet``); notes still go to the stream."""
+    """Shows nothing (``--quiet``); notes and information lines still go to the stream."""
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
@@ -149,9 +166,14 @@ class QuietProgress(Progress):
     def note(self, text: str) -> None:
         _write_line(self.stream, text)
 
+    def info(self, text: str) -> None:
+        _write_line(self.stream, text)
+
 
 class PlainProgress(Progress):
     """One line per event on a stream that is not a terminal."""
+
+    shows_run_id = True
 
     def __init__(self, stream: IO[str], *, budget: int | None = None) -> None:
         self.stream = stream
@@ -174,11 +196,16 @@ class PlainProgress(Progress):
             return f"[agent {event.seq} started] {event.label}"
         if isinstance(event, AgentEnded):
             return f"[agent {event.seq} {event.outcome}] {event.label}"
+        if isinstance(event, AgentReplayed):
+            return f"[agent {event.seq} replayed] {event.label}"
         if isinstance(event, WorkflowEnded):
             return f"[done] {self.tally.summary()}"
         return None
 
     def note(self, text: str) -> None:
+        _write_line(self.stream, text)
+
+    def info(self, text: str) -> None:
         _write_line(self.stream, text)
 
 
@@ -213,6 +240,10 @@ class RichProgress(Progress):
 
     def note(self, text: str) -> None:
         self.console.print(Text(text, style="yellow"))
+        self.tick()
+
+    def info(self, text: str) -> None:
+        self.console.print(Text(text, style="dim"))
         self.tick()
 
     def finish(self) -> None:
@@ -266,6 +297,8 @@ class RichProgress(Progress):
             if tally.outcomes[outcome]:
                 text.append(f"  {tally.outcomes[outcome]} {outcome}", style="yellow")
         text.append(f"  {tally.started} started")
+        if tally.replayed:
+            text.append(f"  {tally.replayed} replayed", style="blue")
         text.append(f"  ·  {tally.token_text()}", style="magenta")
         return text
 

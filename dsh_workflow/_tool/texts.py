@@ -13,7 +13,10 @@ from typing import Any
 
 __all__ = [
     "DESCRIPTION",
+    "RESUME_NOTE",
     "abnormal_text",
+    "durable_description",
+    "durable_input_schema",
     "cancelled_text",
     "failed_text",
     "input_schema",
@@ -22,6 +25,7 @@ __all__ = [
     "start_error_text",
     "success_text",
     "system_prompt_section",
+    "with_run_id",
 ]
 
 DESCRIPTION = """\
@@ -144,6 +148,35 @@ def input_schema() -> dict[str, Any]:
     return copy.deepcopy(_INPUT_SCHEMA)
 
 
+#: What the description adds for an engine that records runs (SPEC §9).
+RESUME_NOTE = (
+    "Resume: every result ends with `Run id: <id>`. If a run failed or returned a wrong result, "
+    "fix the script and call again with the fixed script and resumeFrom: \"<id>\": completed "
+    "agent() calls whose prompt and options did not change are replayed from that run, not rerun."
+)
+
+_RESUME_FROM_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "description": "Optional: the run id (from a previous result's `Run id:` line) to resume. "
+                   "Send the same or a fixed script; unchanged completed agent() calls are "
+                   "replayed, not rerun.",
+}
+
+
+def durable_description() -> str:
+    """The description for an engine with a run store: :data:`DESCRIPTION` and the resume
+    note."""
+    return f"{DESCRIPTION}\n\n{RESUME_NOTE}"
+
+
+def durable_input_schema() -> dict[str, Any]:
+    """The parameter schema for an engine with a run store: :func:`input_schema` plus an
+    optional ``resumeFrom`` string (a fresh copy)."""
+    schema = input_schema()
+    schema["properties"]["resumeFrom"] = copy.deepcopy(_RESUME_FROM_SCHEMA)
+    return schema
+
+
 def system_prompt_section(tool_name: str) -> str:
     """Guidance for the system prompt, naming the tool by its configured name."""
     return _SYSTEM_PROMPT.format(name=tool_name)
@@ -165,6 +198,11 @@ def success_text(name: str, agents_started: int, value: Any, max_chars: int) -> 
     noun = "agent" if agents_started == 1 else "agents"
     return (f'workflow "{name}" completed ({agents_started} {noun}).\n'
             f"Return value:\n{render_value(value, max_chars)}")
+
+
+def with_run_id(text: str, run_id: str) -> str:
+    """``text`` followed by the run id on its own last line: ``Run id: <id>``."""
+    return f"{text}\nRun id: {run_id}"
 
 
 def cancelled_text(error: str | None) -> str:

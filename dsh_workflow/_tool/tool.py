@@ -4,6 +4,11 @@ The tool validates the model's arguments, starts one run through
 :meth:`WorkflowEngine.start`, awaits its result, always disposes it, and turns the outcome into
 a :class:`ToolResult` whose text a model can read and correct from. It uses nothing of an
 engine but the seam (``start``, ``WorkflowRun.result/cancel/dispose``), so any engine works.
+
+Durable runs (SPEC §9): over an engine with a run store (``engine.store is not None``) the tool
+also accepts ``resumeFrom`` (a run id), its description says how to fix a script and resume,
+and every text of a run that started ends with its id on its own last line, ``Run id: <id>``.
+Without a store the schema, the description and the texts are exactly those of release 1.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import WorkflowError
 from .._request import WorkflowStartRequest
@@ -22,7 +27,7 @@ from .._result import WorkflowResult
 from .._run import WorkflowEngine, WorkflowRun
 from . import texts
 
-__all__ = ["ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs"]
+__all__ = ["DurableToolArgs", "ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs"]
 
 #: The name rule shared by the OpenAI and Anthropic tool formats.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -41,6 +46,9 @@ class ToolResult(BaseModel):
     * run cancelled / failed: ``{"run_id", "agents_started", "usage", "stop_reason", "error"}``;
     * start error: ``{"error_code": <WorkflowErrorCode value>}``;
     * refused arguments: ``{"error_code": "INVALID_ARGS"}``.
+
+    Over an engine with a run store, the data of a run that started also holds
+    ``agents_replayed`` (calls answered from the resumed run's journal).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -70,6 +78,12 @@ class WorkflowToolArgs(BaseModel):
     args: dict[str, Any] | None = None
 
 
+class DurableToolArgs(WorkflowToolArgs):
+    """The arguments over an engine with a run store: ``resumeFrom`` names the run to resume."""
+
+    resume_from: str | None = Field(None, alias="resumeFrom")
+
+
 def _json_type(value: object) -> str:
     if value is None:
         return "null"
@@ -86,10 +100,12 @@ def _json_type(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def _problem(field: str, raw: Mapping[str, Any], error: Mapping[str, Any]) -> str:
+def _problem(field: str, raw: Mapping[str, Any], error: Mapping[str, Any], *,
+             durable: bool) -> str:
     """One model-readable sentence for one validation error of ``field``."""
     if error["type"] == "extra_forbidden":
-        return f"`{field}` is not a parameter of this tool (parameters: meta, script, args)"
+        names = "meta, script, args, resumeFrom" if durable else "meta, script, args"
+        return f"`{field}` is not a parameter of this tool (parameters: {names})"
     present = field in raw
     value = raw.get(field)
     if field == "meta":
@@ -109,6 +125,9 @@ def _problem(field: str, raw: Mapping[str, Any], error: Mapping[str, Any]) -> st
         if isinstance(value, Mapping):
             return "`args` keys must be strings"
         return f"`args` must be a JSON object or omitted, not {_json_type(value)}"
+    if field == "resumeFrom":
+        return ("`resumeFrom` must be a run id string (from the `Run id:` line of an earlier "
+                f"result) or omitted, not {_json_type(value)}")
     return f"`{field}`: {error['msg']}"  # pragma: no cover - every field is handled above
 
 
@@ -119,8 +138,11 @@ def _load(arguments: object) -> object:
     return arguments
 
 
-def parse_arguments(arguments: object) -> WorkflowToolArgs | list[str]:
-    """Validate tool-call arguments; returns the model, or every problem as a sentence."""
+def parse_arguments(arguments: object, *,
+                    durable: bool = False) -> WorkflowToolArgs | list[str]:
+    """Validate tool-call arguments; returns the model, or every problem as a sentence.
+    ``durable``: the engine has a run store, so ``resumeFrom`` is a parameter
+    (a :class:`DurableToolArgs` is returned)."""
     try:
         raw = _load(arguments)
     except (ValueError, RecursionError) as exc:
@@ -128,15 +150,17 @@ def parse_arguments(arguments: object) -> WorkflowToolArgs | list[str]:
     if not isinstance(raw, Mapping):
         return [f'the arguments must be a JSON object {{"meta": {{...}}, "script": "..."}}, '
                 f"not {_json_type(raw)}"]
-    if raw.get("args", 0) is None:  # an explicit null is the same as no args
-        raw = {key: value for key, value in raw.items() if key != "args"}
+    optional = ("args", "resumeFrom") if durable else ("args",)
+    # an explicit null is the same as leaving the parameter out
+    raw = {key: value for key, value in raw.items() if not (key in optional and value is None)}
+    model = DurableToolArgs if durable else WorkflowToolArgs
     try:
-        return WorkflowToolArgs.model_validate(dict(raw))
+        return model.model_validate(dict(raw))
     except ValidationError as exc:
         problems: list[str] = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else ""
-            text = _problem(field, raw, error)
+            text = _problem(field, raw, error, durable=durable)
             if text not in problems:
                 problems.append(text)
         return problems
@@ -181,14 +205,21 @@ class WorkflowTool:
         return self._max_result_chars
 
     @property
+    def durable(self) -> bool:
+        """Whether the engine records runs (``engine.store is not None``), so runs can be
+        resumed with ``resumeFrom``."""
+        return getattr(self._engine, "store", None) is not None
+
+    @property
     def description(self) -> str:
-        """The authoring contract, written for a model."""
-        return texts.DESCRIPTION
+        """The authoring contract, written for a model (with how to resume, when durable)."""
+        return texts.durable_description() if self.durable else texts.DESCRIPTION
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        """The parameters' JSON Schema (a fresh copy on every access)."""
-        return texts.input_schema()
+        """The parameters' JSON Schema (a fresh copy on every access); ``resumeFrom`` is a
+        parameter only when the engine is durable."""
+        return texts.durable_input_schema() if self.durable else texts.input_schema()
 
     @property
     def system_prompt_section(self) -> str:
@@ -236,12 +267,18 @@ class WorkflowTool:
         Cancellation: if the task awaiting ``execute`` is cancelled, the run is cancelled with
         the reason ``"tool call cancelled"``, disposed inside a shielded cancel scope (bounded
         by the engine's dispose grace), and the cancellation propagates.
+
+        Over a durable engine, ``resumeFrom`` is passed as the request's ``resume_from`` (an
+        unknown id is the engine's start error), and the text of every run that started ends
+        with ``Run id: <id>`` (after any truncation of the value, so it is never cut).
         """
-        parsed = parse_arguments(args)
+        durable = self.durable
+        parsed = parse_arguments(args, durable=durable)
         if isinstance(parsed, list):
             return _invalid(parsed)
+        resume_from = parsed.resume_from if isinstance(parsed, DurableToolArgs) else None
         request = WorkflowStartRequest(meta=parsed.meta, script=parsed.script,
-                                       args=parsed.args, parent=parent)
+                                       args=parsed.args, parent=parent, resume_from=resume_from)
         try:
             run = self._engine.start(request)
         except WorkflowError as exc:
@@ -255,7 +292,12 @@ class WorkflowTool:
         finally:
             with anyio.CancelScope(shield=True):
                 await run.dispose()
-        return self._describe(run, result)
+        described = self._describe(run, result)
+        if not durable:
+            return described
+        data = {**(described.data or {}), "agents_replayed": result.agents_replayed}
+        return described.model_copy(update={"text": texts.with_run_id(described.text, run.id),
+                                            "data": data})
 
     def _describe(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
         if result.stop_reason == "completed":

@@ -1,0 +1,208 @@
+"""Stored runs rendered for people and scripts: the runs table, one run's agent table, event lines.
+
+Everything here is a pure function of store records (:class:`~dsh_workflow.RunRecord`,
+:class:`~dsh_workflow.StoredEvent`): no store access, no clock except for formatting times.
+Stored events are ``{"event": <class name>, ...fields}`` without the run identity; their lines
+match the live plain progress (``[agent 3 completed] label``, ``[agent 3 replayed] label``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dsh_workflow import RunRecord, StoredEvent
+
+from .progress import format_elapsed, summary_text
+
+__all__ = ["AgentRow", "EventLines", "agent_rows", "format_time", "run_document", "run_summary",
+           "runs_table", "show_text"]
+
+
+def format_time(seconds: float | None) -> str:
+    """A POSIX time as local ``YYYY-MM-DD HH:MM:SS`` (``-`` for None)."""
+    if seconds is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+
+
+def _duration(record: RunRecord) -> float | None:
+    return None if record.ended_at is None else max(0.0, record.ended_at - record.created_at)
+
+
+def _tokens(usage: Mapping[str, Any] | None) -> int | None:
+    if not isinstance(usage, Mapping):
+        return None
+    return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+
+
+def run_summary(record: RunRecord) -> dict[str, Any]:
+    """One run as a ``runs --json`` entry (no script, args or result: see ``show``)."""
+    return {"id": record.id, "name": record.meta.get("name"), "status": record.status,
+            "agents": record.agents, "replayed": record.replayed,
+            "tokens": record.usage.total_tokens, "created_at": record.created_at,
+            "ended_at": record.ended_at, "duration_s": _duration(record),
+            "resumed_from": record.resumed_from}
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
+           right: frozenset[int] = frozenset()) -> str:
+    """Columns padded to their widest cell (``right``: indexes aligned right), two spaces apart."""
+    cells = [list(header), *([str(cell) for cell in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    lines = []
+    for row in cells:
+        padded = [cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+                  for i, cell in enumerate(row)]
+        lines.append("  ".join(padded).rstrip())
+    return "\n".join(lines)
+
+
+def runs_table(records: Sequence[RunRecord]) -> str:
+    """``runs``: id, name, status, agents, replayed, tokens, started, duration (newest first, as
+    given)."""
+    rows = []
+    for record in records:
+        duration = _duration(record)
+        rows.append([record.id, str(record.meta.get("name", "")), record.status,
+                     str(record.agents), str(record.replayed),
+                     f"{record.usage.total_tokens:,}", format_time(record.created_at),
+                     "-" if duration is None else format_elapsed(duration)])
+    return _table(["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "TOKENS", "STARTED",
+                   "DURATION"], rows, right=frozenset({3, 4, 5}))
+
+
+@dataclass
+class AgentRow:
+    """One ``agent()`` call of a stored run: a started child or a replayed call.
+
+    ``outcome`` is the child's (``completed``, ``failed``, ``cancelled``, ``timeout``),
+    ``completed`` for a replayed call, ``running`` for a child of a live run that has not ended,
+    ``unfinished`` for one whose run ended without its end (an interrupted run). ``tokens`` is
+    what the child reported (None when nothing was; replayed calls cost nothing).
+    """
+
+    seq: int
+    label: str
+    phase: str | None
+    outcome: str
+    tokens: int | None
+    replayed: bool
+
+
+def agent_rows(events: Iterable[StoredEvent], *, running: bool) -> list[AgentRow]:
+    """The run's calls in seq order, from its stored events; ``running``: the run is live."""
+    rows: dict[int, AgentRow] = {}
+    for stored in events:
+        data = stored.data
+        kind, seq = data.get("event"), data.get("seq")
+        if not isinstance(seq, int):
+            continue
+        label, phase = str(data.get("label", "")), data.get("phase")
+        if kind == "AgentStarted":
+            rows[seq] = AgentRow(seq, label, phase, "running" if running else "unfinished",
+                                 None, replayed=False)
+        elif kind == "AgentEnded":
+            row = rows.setdefault(seq, AgentRow(seq, label, phase, "", None, replayed=False))
+            row.outcome = str(data.get("outcome", ""))
+            row.tokens = _tokens(data.get("usage"))
+        elif kind == "AgentReplayed":
+            rows[seq] = AgentRow(seq, label, phase, "completed", None, replayed=True)
+    return [rows[seq] for seq in sorted(rows)]
+
+
+def run_document(record: RunRecord, rows: Sequence[AgentRow]) -> dict[str, Any]:
+    """``show --json``: the whole record (meta, script, args, status, times, counts, usage,
+    result) and ``agent_calls``, the per-agent table."""
+    document = record.model_dump(mode="json")
+    document["agent_calls"] = [asdict(row) for row in rows]
+    return document
+
+
+def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
+    """``show``: meta, status, times, result (value or error) and the per-agent table."""
+    meta = record.meta
+    lines = [f"run:         {record.id}",
+             f"name:        {meta.get('name', '')}",
+             f"description: {meta.get('description', '')}"]
+    if meta.get("whenToUse"):
+        lines.append(f"when to use: {meta['whenToUse']}")
+    phases = meta.get("phases") or []
+    if phases:
+        lines.append("phases:      " + ", ".join(str(p.get("title", "")) for p in phases
+                                                 if isinstance(p, Mapping)))
+    duration = _duration(record)
+    lines += [f"status:      {record.status}",
+              f"started:     {format_time(record.created_at)}",
+              f"ended:       {format_time(record.ended_at)}"
+              + ("" if duration is None else f" ({format_elapsed(duration)})"),
+              f"agents:      {record.agents} started, {record.replayed} replayed, "
+              f"{record.usage.total_tokens:,} tokens"]
+    if record.resumed_from:
+        lines.append(f"resumed from {record.resumed_from}")
+    if record.args is not None:
+        lines.append("args:        " + json.dumps(record.args, ensure_ascii=False))
+    result = record.result
+    if result is None:
+        lines.append("result:      none yet" if record.status == "running"
+                     else "result:      none (the run was interrupted before it ended)")
+    elif result.get("stop_reason") == "completed":
+        lines.append("result:\n" + json.dumps(result.get("value"), indent=2, ensure_ascii=False))
+    else:
+        lines.append(f"error:       {result.get('error')}")
+    lines.append("")
+    if rows:
+        lines.append(_table(
+            ["SEQ", "LABEL", "PHASE", "OUTCOME", "TOKENS", "REPLAYED"],
+            ([str(row.seq), _one_line(row.label), _one_line(row.phase or "-"), row.outcome,
+              "-" if row.tokens is None else f"{row.tokens:,}", "yes" if row.replayed else "no"]
+             for row in rows), right=frozenset({0, 4})))
+    else:
+        lines.append("no agent() calls")
+    return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    first, _, rest = text.partition("\n")
+    return first + (" …" if rest else "")
+
+
+class EventLines:
+    """Turns a run's stored events, in order, into the lines of ``logs`` (one line per event,
+    like the live plain progress; a multi-line log message keeps its continuation lines
+    indented)."""
+
+    def __init__(self, record: RunRecord) -> None:
+        self.name = str(record.meta.get("name", ""))
+        self.run_id = record.id
+        self.began: float | None = None
+        self.replayed = 0
+
+    def line(self, stored: StoredEvent) -> str:
+        data, kind = stored.data, stored.data.get("event")
+        if kind == "WorkflowStarted":
+            self.began = stored.at
+            return f"[start] {self.name} (run {self.run_id})"
+        if kind == "PhaseStarted":
+            return f"[phase] {data.get('title')}"
+        if kind == "LogEmitted":
+            return "[log] " + str(data.get("message", "")).replace("\n", "\n      ")
+        if kind == "AgentStarted":
+            return f"[agent {data.get('seq')} started] {data.get('label')}"
+        if kind == "AgentEnded":
+            return f"[agent {data.get('seq')} {data.get('outcome')}] {data.get('label')}"
+        if kind == "AgentReplayed":
+            self.replayed += 1
+            return f"[agent {data.get('seq')} replayed] {data.get('label')}"
+        if kind == "WorkflowEnded":
+            elapsed = 0.0 if self.began is None else max(0.0, stored.at - self.began)
+            tokens = _tokens(data.get("usage")) or 0
+            return "[done] " + summary_text(str(data.get("stop_reason")), elapsed,
+                                            int(data.get("agents_started") or 0), self.replayed,
+                                            f"{tokens:,} tokens")
+        rest = {key: value for key, value in data.items() if key != "event"}
+        return f"[{kind}] {json.dumps(rest, ensure_ascii=False)}"
+

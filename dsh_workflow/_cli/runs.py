@@ -1,0 +1,217 @@
+"""The durable-run commands of SPEC §9: ``runs``, ``show``, ``logs`` and ``resume``.
+
+Contract:
+
+- every command takes ``--store PATH`` (default: see :mod:`.stores`); the reading commands
+  never create a store file;
+- ``runs [--status S] [--limit N] [--json]`` lists runs newest first: id, name, status, agents,
+  replayed, tokens, started, duration (``--json``: one JSON array);
+- ``show RUN_ID [--json]`` prints meta, status, times, the result (value or error) and a
+  per-agent table (seq, label, phase, outcome, tokens, replayed) built from the stored events;
+  ``--json`` prints the whole record and that table as one JSON document;
+- ``logs RUN_ID [--follow]`` prints the stored events, one line each, like the live plain
+  progress; ``--follow`` polls for new events every :data:`POLL_S` seconds until the run is no
+  longer ``running`` (completed, error, cancelled, or interrupted: its process died), then
+  exits 0;
+- ``resume RUN_ID [--script FILE] [--args JSON|@FILE] [--meta JSON|@FILE] [run options]``
+  starts a new run that resumes RUN_ID: the stored script, meta and args unless given (a
+  ``--script`` file's own ``export const meta`` wins over the stored meta, ``--meta`` over
+  both). Progress, output and exit codes are those of ``run``.
+- An unknown run id (or a store file that does not exist) is exit code 2 with one
+  ``Error: ...`` line; so is a store that cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from dsh_workflow import RunRecord, RunStoreError, SQLiteRunStore
+
+from .errors import EXIT_OK, CliError
+from .history import EventLines, agent_rows, run_document, run_summary, runs_table, show_text
+from .main import (
+    _count,
+    _write_stdout,
+    add_run_options,
+    args_value,
+    meta_option_value,
+    plan_options,
+    run_plan,
+    script_parts,
+)
+from .stores import add_store_option, store_path
+
+__all__ = ["POLL_S", "add_parsers"]
+
+#: How often ``logs --follow`` looks for new events.
+POLL_S = 0.2
+_STATUSES = ("running", "completed", "error", "cancelled", "interrupted")
+
+T = TypeVar("T")
+
+
+def add_parsers(commands: Any) -> None:
+    """Add ``runs``, ``show``, ``logs`` and ``resume`` to the ``dsh-workflow`` subparsers."""
+    runs = commands.add_parser("runs", help="list recorded runs, newest first",
+                               description="List the runs recorded in the run store.")
+    runs.add_argument("--status", choices=_STATUSES, help="only runs with this status")
+    runs.add_argument("--limit", type=_count, metavar="N", help="at most N runs")
+    runs.add_argument("--json", action="store_true", help="print a JSON array")
+    add_store_option(runs)
+    runs.set_defaults(handler=command_runs)
+
+    show = commands.add_parser("show", help="one run: meta, status, result, agents",
+                               description="Show a recorded run and its agent() calls.")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="print one JSON document")
+    add_store_option(show)
+    show.set_defaults(handler=command_show)
+
+    logs = commands.add_parser("logs", help="a run's events, one line each",
+                               description="Print the events recorded for a run.")
+    logs.add_argument("run_id", metavar="RUN_ID")
+    logs.add_argument("--follow", "-f", action="store_true",
+                      help="keep printing new events until the run ends")
+    add_store_option(logs)
+    logs.set_defaults(handler=command_logs)
+
+    resume = commands.add_parser(
+        "resume", help="run a recorded run again, replaying its completed agents",
+        description="Resume a recorded run: a new run of the stored script (or --script) in "
+                    "which every agent() call that completed before with the same prompt and "
+                    "options is answered from the journal instead of running again. Give the "
+                    "same provider options as the first run: answers replay only from the "
+                    "same provider and model.")
+    resume.add_argument("run_id", metavar="RUN_ID")
+    resume.add_argument("--script", metavar="SCRIPT.js",
+                        help="the fixed script (default: the stored one); its `export const "
+                             "meta` wins over the stored meta")
+    resume.add_argument("--args", metavar="JSON|@FILE",
+                        help="the script's `args` (default: the stored args)")
+    resume.add_argument("--meta", metavar="JSON|@FILE", help="meta object (default: the "
+                        "script file's, else the stored meta)")
+    add_run_options(resume)
+    add_store_option(resume)
+    resume.set_defaults(handler=command_resume)
+
+
+# -- store access ----------------------------------------------------------------------------------
+
+
+def _read(ns: argparse.Namespace, reader: Callable[[SQLiteRunStore], Awaitable[T]],
+          missing: T) -> T:
+    """Run ``reader`` on the command's store, or return ``missing`` when the file does not
+    exist (it is never created here). Store failures are usage errors."""
+    path = store_path(ns)
+    assert path is not None  # reading commands have no --no-store
+    if not os.path.exists(path):
+        return missing
+
+    async def read() -> T:
+        async with SQLiteRunStore(path) as store:
+            return await reader(store)
+
+    try:
+        return anyio.run(read, backend="trio")
+    except RunStoreError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _unknown(ns: argparse.Namespace, run_id: str) -> CliError:
+    return CliError(f"no run {run_id!r} in the run store {store_path(ns)}")
+
+
+async def _record(store: SQLiteRunStore, ns: argparse.Namespace, run_id: str) -> RunRecord:
+    record = await store.get_run(run_id)
+    if record is None:
+        raise _unknown(ns, run_id)
+    return record
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def command_runs(ns: argparse.Namespace) -> int:
+    async def reader(store: SQLiteRunStore) -> list[RunRecord]:
+        return await store.list_runs(limit=ns.limit, status=ns.status)
+
+    records = _read(ns, reader, [])
+    if ns.json:
+        _write_stdout(json.dumps([run_summary(r) for r in records], indent=2,
+                                 ensure_ascii=False) + "\n")
+    elif records:
+        _write_stdout(runs_table(records) + "\n")
+    else:
+        _write_stdout(f"no runs in {store_path(ns)}\n")
+    return EXIT_OK
+
+
+def command_show(ns: argparse.Namespace) -> int:
+    async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any]]:
+        record = await _record(store, ns, ns.run_id)
+        events = await store.events(record.id)
+        return record, agent_rows(events, running=record.status == "running")
+
+    found = _read(ns, reader, None)
+    if found is None:
+        raise _unknown(ns, ns.run_id)
+    record, rows = found
+    if ns.json:
+        _write_stdout(json.dumps(run_document(record, rows), indent=2, ensure_ascii=False) + "\n")
+    else:
+        _write_stdout(show_text(record, rows) + "\n")
+    return EXIT_OK
+
+
+def command_logs(ns: argparse.Namespace) -> int:
+    async def reader(store: SQLiteRunStore) -> bool:
+        record = await _record(store, ns, ns.run_id)
+        lines = EventLines(record)
+        after = 0
+        while True:
+            # The status is read before the events: once it is no longer running, every event
+            # the run posted was committed before it (the store applies writes in order).
+            status = (await _record(store, ns, ns.run_id)).status if ns.follow else None
+            events = await store.events(record.id, after=after)
+            if events:
+                _write_stdout("".join(lines.line(event) + "\n" for event in events))
+                after = events[-1].seq
+            if status != "running":
+                return True
+            await anyio.sleep(POLL_S)
+
+    if not _read(ns, reader, False):
+        raise _unknown(ns, ns.run_id)
+    return EXIT_OK
+
+
+def _stored_meta(record: RunRecord) -> dict[str, Any]:
+    return {key: value for key, value in record.meta.items() if value is not None}
+
+
+def command_resume(ns: argparse.Namespace) -> int:
+    async def reader(store: SQLiteRunStore) -> RunRecord:
+        return await _record(store, ns, ns.run_id)
+
+    record = _read(ns, reader, None)
+    if record is None:
+        raise _unknown(ns, ns.run_id)
+    if ns.script is not None:
+        meta, body = script_parts(ns.script, ns.meta, fallback_meta=_stored_meta(record))
+    else:
+        meta = meta_option_value(ns.meta) if ns.meta is not None else _stored_meta(record)
+        if not isinstance(meta, dict):
+            raise CliError("--meta must be a JSON object like "
+                           "{\"name\": ..., \"description\": ...}")
+        body = record.script
+    args = args_value(ns.args) if ns.args is not None else record.args
+    plan = plan_options(ns, meta=meta, body=body, args=args, store=store_path(ns),
+                        resume_from=record.id)
+    return run_plan(plan, ns)
+
