@@ -507,7 +507,8 @@ class SQLiteRunStore:
     def _events_payload(run_id: str, events: Sequence[Event]
                         ) -> tuple[str, float, list[str | bytes]]:
         for event in events:
-            if not isinstance(event, Mapping | BaseModel):
+            # a plain dict first: the common case, and isinstance against an ABC costs ~1 µs
+            if type(event) is not dict and not isinstance(event, Mapping | BaseModel):
                 raise TypeError(f"an event is a mapping or a pydantic model, not "
                                 f"{type(event).__name__}")
         return run_id, time.time(), [_dumps(event) for event in events]
