@@ -670,6 +670,7 @@ async def s11(kind: str, ctx: Ctx) -> Samples:
     plain_ms: list[float] = []
     store_ms: list[float] = []
     ratios: list[float] = []
+    cpu: dict[str, list[float]] = {"plain": [], "store": [], "ratio": []}
     original_ms: list[float] = []
     resume_ms: list[float] = []
     resume_ratios: list[float] = []
@@ -705,10 +706,12 @@ async def s11(kind: str, ctx: Ctx) -> Samples:
                 for which in (("plain", "store") if index % 2 else ("store", "plain")):
                     engine = plain if which == "plain" else durable
                     quiesce()
+                    c0 = time.process_time()
                     t0 = now()
                     run = engine.start(request)
                     result = await run.result()
                     pair[which] = (now() - t0) * 1000.0
+                    pair[which + "_cpu"] = (time.process_time() - c0) * 1000.0
                     await run.dispose()
                     check(work, (result.stop_reason, result.value, result.error), kind)
                     if which == "store":
@@ -728,10 +731,15 @@ async def s11(kind: str, ctx: Ctx) -> Samples:
                     plain_ms.append(pair["plain"])
                     store_ms.append(pair["store"])
                     ratios.append(pair["store"] / pair["plain"])
+                    cpu["plain"].append(pair["plain_cpu"])
+                    cpu["store"].append(pair["store_cpu"])
+                    cpu["ratio"].append(pair["store_cpu"] / pair["plain_cpu"])
                     original_ms.append(pair["store"])
                     resume_ms.append(pair["resume"])
                     resume_ratios.append(pair["resume"] / pair["store"])
-    return {S11_FANOUT: {"no_store_ms": plain_ms, "store_ms": store_ms, "store_ratio": ratios},
+    return {S11_FANOUT: {"no_store_ms": plain_ms, "store_ms": store_ms, "store_ratio": ratios,
+                         "no_store_cpu_ms": cpu["plain"], "store_cpu_ms": cpu["store"],
+                         "store_cpu_ratio": cpu["ratio"]},
             S11_RESUME: {"original_ms": original_ms, "resume_ms": resume_ms,
                          "resume_ratio": resume_ratios}}
 
@@ -805,6 +813,11 @@ SCENARIOS: tuple[Scenario, ...] = (
              {"no_store_ms": Metric("ms", label="start → result, no store"),
               "store_ms": Metric("ms", label="start → result, SQLiteRunStore on a temp file"),
               "store_ratio": Metric("×", label="store ÷ no store, per pair", compare=False),
+              "no_store_cpu_ms": Metric("ms", label="CPU time of this process (every thread; "
+                                                    "not a sandbox child's), no store"),
+              "store_cpu_ms": Metric("ms", label="the same with SQLiteRunStore"),
+              "store_cpu_ratio": Metric("×", label="store ÷ no store CPU, per pair",
+                                        compare=False),
               "original_ms": Metric("ms", label="the stored run, start → result"),
               "resume_ms": Metric("ms", label="its resume, every call replayed"),
               "resume_ratio": Metric("×", label="resume ÷ original, per pair", compare=False)},
