@@ -1,4 +1,4 @@
-"""The scenarios S1–S10: what each one runs, on an engine and on the Python baseline.
+"""The scenarios S1–S11: what each one runs, on an engine and on the Python baseline.
 
 Every scenario is one async function ``fn(kind, ctx)`` where ``kind`` is ``"baseline"``,
 ``"quickjs"`` or ``"subprocess"``; it returns ``{case: {metric: [samples]}}``. An *isolated*
@@ -10,7 +10,9 @@ metric.
 from __future__ import annotations
 
 import math
+import os
 import queue
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,7 +22,14 @@ from typing import Any
 
 import anyio
 
-from dsh_workflow import EchoProvider, EngineConfig, QuickJSEngine, WorkflowStartRequest
+from dsh_workflow import (
+    EchoProvider,
+    EngineConfig,
+    JournalEntry,
+    QuickJSEngine,
+    SQLiteRunStore,
+    WorkflowStartRequest,
+)
 from dsh_workflow._engines.loop import LoopHandle
 
 from . import baseline as B
@@ -619,6 +628,122 @@ async def s10(kind: str, ctx: Ctx) -> Samples:
     return out
 
 
+# ---- S11 the run store's cost ----------------------------------------------------------------
+
+S11_N = 1000
+S11_FANOUT = "parallel N=1000"
+S11_RESUME = "resume N=1000"
+
+
+async def _store_fanout_baseline(store: Any, provider: Any, n: int) -> None:
+    """The Python twin of a durable fan-out: the run is recorded, each child's entry is
+    committed before its value is used, two events per child are filed, the end is recorded."""
+    orch = B.Orchestrator(provider, n)
+    await store.create_run(orch.run_id, meta=META, script="baseline")
+
+    async def child(index: int) -> None:
+        orch.seq += 1
+        seq = orch.seq
+        request = B.SubagentRequest(prompt=f"item {index}", label=f"item {index}",
+                                    run_id=orch.run_id, seq=seq)
+        store.post_events(orch.run_id, [{"event": "AgentStarted", "seq": seq}])
+        async with orch.slots:
+            result = await provider.run(request)
+        store.post_events(orch.run_id, [{"event": "AgentEnded", "seq": seq}])
+        await store.commit_journal([JournalEntry(run_id=orch.run_id, seq=seq,
+                                                 key=f"{seq:064x}", text=result.text)])
+
+    async with anyio.create_task_group() as tg:
+        for index in range(n):
+            tg.start_soon(child, index)
+    await store.finish_run(orch.run_id, status="completed", result={"value": n}, agents=n)
+
+
+async def s11(kind: str, ctx: Ctx) -> Samples:
+    """Fan-out of 1,000 zero-latency agents with ``SQLiteRunStore`` on a temp file and without,
+    measured in pairs in the same process (alternating which goes first); and the resume of
+    each stored run (every call replayed from its journal) against that run's own time."""
+    n = S11_N
+    provider = EchoProvider(latency_s=0.0)
+    work = fanout_parallel(n)
+    warmup, reps = ctx.pick(3, 1), ctx.pick(15, 3)
+    plain_ms: list[float] = []
+    store_ms: list[float] = []
+    ratios: list[float] = []
+    cpu: dict[str, list[float]] = {"plain": [], "store": [], "ratio": []}
+    original_ms: list[float] = []
+    resume_ms: list[float] = []
+    resume_ratios: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-store-") as folder:
+        store = SQLiteRunStore(os.path.join(folder, "runs.sqlite3"))
+        if kind == "baseline":
+            async with store, open_host(kind, _raised_caps(n), provider) as host:
+                prepared = host.prepare(work)
+                for index in range(warmup + reps):
+                    pair: dict[str, float] = {}
+                    for which in (("plain", "store") if index % 2 else ("store", "plain")):
+                        quiesce()
+                        t0 = now()
+                        if which == "plain":
+                            handle = host.start(prepared)
+                            check(work, await handle.outcome(), kind)
+                        else:
+                            await _store_fanout_baseline(store, provider, n)
+                        pair[which] = (now() - t0) * 1000.0
+                    if index >= warmup:
+                        plain_ms.append(pair["plain"])
+                        store_ms.append(pair["store"])
+                        ratios.append(pair["store"] / pair["plain"])
+            return {S11_FANOUT: {"no_store_ms": plain_ms, "store_ms": store_ms,
+                                 "store_ratio": ratios}}
+        cls = engine_class(kind)
+        async with cls(_raised_caps(n), provider=provider) as plain, \
+                cls(_raised_caps(n), provider=provider, store=store) as durable:
+            request = WorkflowStartRequest(meta=META, script=work.script, args={"n": n})
+            for index in range(warmup + reps):
+                pair = {}
+                stored_id = ""
+                for which in (("plain", "store") if index % 2 else ("store", "plain")):
+                    engine = plain if which == "plain" else durable
+                    quiesce()
+                    c0 = time.process_time()
+                    t0 = now()
+                    run = engine.start(request)
+                    result = await run.result()
+                    pair[which] = (now() - t0) * 1000.0
+                    pair[which + "_cpu"] = (time.process_time() - c0) * 1000.0
+                    await run.dispose()
+                    check(work, (result.stop_reason, result.value, result.error), kind)
+                    if which == "store":
+                        stored_id = run.id
+                # the stored run, resumed: all n calls answered from its journal
+                quiesce()
+                t0 = now()
+                run = durable.start(request.model_copy(update={"resume_from": stored_id}))
+                result = await run.result()
+                pair["resume"] = (now() - t0) * 1000.0
+                await run.dispose()
+                check(work, (result.stop_reason, result.value, result.error), kind)
+                if result.agents_replayed != n or result.agents_started != 0:
+                    raise AssertionError(f"{kind}: resume replayed {result.agents_replayed} "
+                                         f"and started {result.agents_started} of {n}")
+                if index >= warmup:
+                    plain_ms.append(pair["plain"])
+                    store_ms.append(pair["store"])
+                    ratios.append(pair["store"] / pair["plain"])
+                    cpu["plain"].append(pair["plain_cpu"])
+                    cpu["store"].append(pair["store_cpu"])
+                    cpu["ratio"].append(pair["store_cpu"] / pair["plain_cpu"])
+                    original_ms.append(pair["store"])
+                    resume_ms.append(pair["resume"])
+                    resume_ratios.append(pair["resume"] / pair["store"])
+    return {S11_FANOUT: {"no_store_ms": plain_ms, "store_ms": store_ms, "store_ratio": ratios,
+                         "no_store_cpu_ms": cpu["plain"], "store_cpu_ms": cpu["store"],
+                         "store_cpu_ratio": cpu["ratio"]},
+            S11_RESUME: {"original_ms": original_ms, "resume_ms": resume_ms,
+                         "resume_ratio": resume_ratios}}
+
+
 # ---- the list -------------------------------------------------------------------------------
 
 _WALL = {"wall_ms": Metric("ms", label="start → result")}
@@ -683,6 +808,20 @@ SCENARIOS: tuple[Scenario, ...] = (
              targets=tuple(Target(f"cap {cap}", "wall_ms", "expect", 0.0,
                                   engines=("baseline", "quickjs", "subprocess"))
                            for cap in S10_CAPS)),
+    Scenario("S11", "run store: fan-out 1,000 with SQLiteRunStore vs without; resume",
+             (S11_FANOUT, S11_RESUME),
+             {"no_store_ms": Metric("ms", label="start → result, no store"),
+              "store_ms": Metric("ms", label="start → result, SQLiteRunStore on a temp file"),
+              "store_ratio": Metric("×", label="store ÷ no store, per pair", compare=False),
+              "no_store_cpu_ms": Metric("ms", label="CPU time of this process (every thread; "
+                                                    "not a sandbox child's), no store"),
+              "store_cpu_ms": Metric("ms", label="the same with SQLiteRunStore"),
+              "store_cpu_ratio": Metric("×", label="store ÷ no store CPU, per pair",
+                                        compare=False),
+              "original_ms": Metric("ms", label="the stored run, start → result"),
+              "resume_ms": Metric("ms", label="its resume, every call replayed"),
+              "resume_ratio": Metric("×", label="resume ÷ original, per pair", compare=False)},
+             s11, targets=(Target(S11_FANOUT, "store_ratio", "abs", 1.5),)),
 )
 
 BY_ID = {scenario.id: scenario for scenario in SCENARIOS}

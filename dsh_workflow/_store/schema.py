@@ -113,6 +113,11 @@ def store_error(path: str, exc: BaseException, *,
         reason = f"the database file is corrupt: {text}"
     elif "readonly" in lowered or "read-only" in lowered:
         reason = f"the database is read-only: {text}"
+    elif "disk i/o error" in lowered:
+        name = getattr(exc, "sqlite_errorname", None)
+        detail = f" ({name})" if name else ""
+        reason = (f"the file could not be read or written{detail}: is it read-only, immutable, "
+                  f"removed, or is the disk failing? {text}")
     elif "full" in lowered:
         reason = f"the disk is full: {text}"
     elif "unable to open" in lowered:

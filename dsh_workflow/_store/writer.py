@@ -102,13 +102,16 @@ class Writer:
     ``on_connect(conn)`` prepares a new connection (schema migration) on the writer thread;
     ``on_rollback()`` is told whenever a transaction was rolled back (so caches of what was
     written can be dropped); ``on_error(error)`` receives the failure of a job nobody waits for
-    (unless it was submitted ``quiet``).
+    (unless it was submitted ``quiet``). ``on_begin(conn)``, if given, runs right after each
+    ``BEGIN`` (holding the write lock) and may raise to fail the whole batch (a file that is no
+    longer the store's).
     """
 
     def __init__(self, path: str, *, connect: Callable[[], sqlite3.Connection],
                  on_connect: Callable[[sqlite3.Connection], None],
                  on_rollback: Callable[[], None],
                  on_error: Callable[[RunStoreError], None],
+                 on_begin: Callable[[sqlite3.Connection], None] | None = None,
                  bulk: Mapping[str, Callable[[sqlite3.Connection, list[Any]], None]],
                  busy_timeout_s: float, timeout_s: float) -> None:
         self._path = path
@@ -116,6 +119,7 @@ class Writer:
         self._on_connect = on_connect
         self._on_rollback = on_rollback
         self._on_error = on_error
+        self._on_begin = on_begin
         self._bulk = dict(bulk)
         self._busy_timeout_s = busy_timeout_s
         self._timeout_s = timeout_s
@@ -266,6 +270,8 @@ class Writer:
         stage = "begin"
         try:
             conn.execute("BEGIN IMMEDIATE")
+            if self._on_begin is not None:
+                self._on_begin(conn)
             stage = "jobs"
             for index, item in enumerate(jobs):
                 if item.kind is not None:
