@@ -71,11 +71,14 @@ from dsh_workflow import (
     WorkflowRun,
     WorkflowStartRequest,
     WorkflowStarted,
+    WorkflowLibrary,
 )
 from dsh_workflow._meta import parse_meta
 from dsh_workflow._script import check_body
 
+from . import library
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from .library import add_library_option, load_library, saved_script
 from .lint import lint
 from .metafile import MetaFileError, split_meta
 from .progress import EventLog, Progress, make_progress
@@ -152,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
     _agent_options(check)
     runs.add_parsers(commands)
+    library.add_parsers(commands)
     from .worker import add_worker_parser, command_worker  # SPEC §13: the Temporal worker
 
     add_worker_parser(commands, count=_count, seconds=_seconds, positive_seconds=_positive_seconds)
@@ -182,6 +186,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--echo-latency", type=_seconds, metavar="SECONDS",
                      help="simulated latency of each echo agent (echo)")
     _agent_options(run)
+    add_library_option(run)
     run.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
                      type=_alias, help="use MODEL wherever a call or an agent definition names "
                      "NAME (repeatable), e.g. --model-alias sonnet=gpt-4.1")
@@ -230,6 +235,7 @@ class Plan:
     provider: Callable[[], SubagentProvider] = EchoProvider
     engine: str = "quickjs"
     agents: AgentRegistry | None = None
+    library: WorkflowLibrary | None = None  # saved workflows for workflow(name)
     store_path: str | None = None  # the run store file; None records nothing
     resume_from: str | None = None
     provider_argv: list[str] = field(default_factory=list)  # for the resume hint
@@ -237,8 +243,9 @@ class Plan:
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         if self.engine == "subprocess":
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents, store=store)
-        return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store)
+                                    agents=self.agents, store=store, library=self.library)
+        return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
+                             library=self.library)
 
 
 def _read_text(path: str, what: str) -> str:
@@ -365,21 +372,39 @@ def _provider_argv(ns: argparse.Namespace) -> list[str]:
 
 
 def plan_options(ns: argparse.Namespace, *, meta: dict[str, Any], body: str, args: Any,
-                 store: str | None, resume_from: str | None = None) -> Plan:
-    """A :class:`Plan` from the run options of ``ns`` (shared by ``run`` and ``resume``)."""
+                 store: str | None, resume_from: str | None = None,
+                 script_dir: str | os.PathLike[str] | None = None) -> Plan:
+    """A :class:`Plan` from the run options of ``ns`` (shared by ``run`` and ``resume``);
+    ``script_dir`` is where ``workflow({scriptPath})`` resolves relative paths."""
     config = _config(ns)
     return Plan(meta=meta, body=body, args=args, config=config,
                 provider=_provider_factory(ns, config), engine=ns.engine,
                 agents=load_agents(ns.agents), store_path=store, resume_from=resume_from,
-                provider_argv=_provider_argv(ns))
+                provider_argv=_provider_argv(ns),
+                library=load_library(ns.workflows, base_dir=script_dir))
 
 
 def plan_run(ns: argparse.Namespace) -> Plan:
-    """Read and check everything ``run`` needs; raises :class:`CliError`."""
+    """Read and check everything ``run`` needs; raises :class:`CliError`. ``SCRIPT`` that is
+    not a file but names a saved workflow runs that workflow."""
+    if ns.script != "-" and not os.path.exists(ns.script):
+        found = saved_script(ns.script, load_library(ns.workflows))
+        if found is not None:
+            saved_meta, saved_body, saved_path = found
+            meta = _json_option("--meta", ns.meta) if ns.meta is not None else saved_meta
+            args = _args_option(ns.args) if ns.args is not None else None
+            store = store_path(ns)
+            plan = plan_options(ns, meta=meta, body=saved_body, args=args, store=store,
+                                script_dir=saved_path.parent)
+            if store is not None:
+                ensure_folder(store)
+            return plan
     meta, body = script_parts(ns.script, ns.meta)
     args = _args_option(ns.args) if ns.args is not None else None
     store = store_path(ns)
-    plan = plan_options(ns, meta=meta, body=body, args=args, store=store)
+    plan = plan_options(ns, meta=meta, body=body, args=args, store=store,
+                        script_dir=os.path.dirname(os.path.abspath(ns.script))
+                        if ns.script != "-" else None)
     if store is not None:
         ensure_folder(store)
     return plan

@@ -113,6 +113,7 @@ class _Call:
     usage: Usage | None = None  # what the provider reported, once it returned
     key: str | None = None  # the journal key (runs with a store)
     replay: JournalEntry | None = None  # the earlier run's answer, for a replayed call
+    spent: bool = False  # its usage raised the run's tokens spent (the script is told)
 
 
 #: Messages served in one go before the loop gets a turn.
@@ -136,8 +137,9 @@ class HostedRun(WorkflowRun):
         self._library = library
         self._workflow_calls = 0
         self._journal = journal
-        self._replays: deque[_Call] = deque()  # replayed calls waiting for their commit
-        self._replay_wake = anyio.Event()
+        # calls whose answer waits for its journal commit (completed live ones, replayed ones)
+        self._journaling: deque[_Call] = deque()
+        self._journal_wake = anyio.Event()
         self._replayed = 0
         self._agents = agents
         self.meta = meta
@@ -311,9 +313,8 @@ class HostedRun(WorkflowRun):
                 except RunStoreError as exc:
                     self._store_failed(exc)
                 else:
-                    if self._journal.resumed_from is not None:
-                        self._tg.start_soon(self._replayer,
-                                            name=f"dsh-workflow replays of {self.id}")
+                    self._tg.start_soon(self._journal_writer,
+                                        name=f"dsh-workflow journal of {self.id}")
             self.launch()
             if self._serving:
                 with anyio.CancelScope() as self._pump_scope:
@@ -543,8 +544,8 @@ class HostedRun(WorkflowRun):
                 self._replayed += 1
                 self._events.emit(AgentReplayed(run=self._info, seq=seq, label=request.label,
                                                 phase=request.phase))
-                self._replays.append(call)
-                self._replay_wake.set()
+                self._journaling.append(call)
+                self._journal_wake.set()
                 return True
         if self._running < self._config.max_concurrent_agents:
             self._admit(call)
@@ -654,10 +655,18 @@ class HostedRun(WorkflowRun):
                     self._parked.remove(wake)
 
     async def _run_call(self, call: _Call) -> None:
+        journaled = False
         try:
             call.reply, call.outcome = await self._run_child(call)
+            self._drop_too_deep(call)
+            call.spent = self._count_usage(call.usage)
+            if call.spent and self._budget_spent():
+                self._refuse_queued()
             if call.outcome == "completed" and self._journal is not None:
-                await self._record(call)
+                # Its answer reaches the script once the journal writer has committed it.
+                journaled = True
+                self._journaling.append(call)
+                self._journal_wake.set()
         except Exception:
             logger.exception("dsh-workflow: child %s#%d failed inside the engine", self.id,
                              call.seq)
@@ -666,7 +675,8 @@ class HostedRun(WorkflowRun):
             call.outcome = "failed"
         finally:
             self._running -= 1
-            self._end_call(call)
+            if not journaled:
+                self._end_call(call)
             ticket = False  # the first call admitted here is this worker's next
             while self._queue and not self._stopping \
                     and self._running < self._config.max_concurrent_agents:
@@ -732,13 +742,9 @@ class HostedRun(WorkflowRun):
         self._live.discard(call)
         if call.reply is None:
             call.reply, call.outcome = self._cancelled_reply(call), "cancelled"
-        elif call.reply[1] is True and deeper_than(call.reply[2], self._config.max_value_depth):
-            # The script's JSON.parse recurses: keep what enters it within max_value_depth,
-            # which the configuration guarantees the stack holds.
-            logger.info("dsh-workflow: %s#%d answer nested deeper than max_value_depth=%d "
-                        "dropped", self.id, call.seq, self._config.max_value_depth)
-            call.reply, call.outcome = [call.call_id, True, None], "failed"
-        spent_changed = self._count_usage(call.usage)
+        else:
+            self._drop_too_deep(call)
+        spent_changed = call.spent
         if call.started and not call.ended:
             call.ended = True
             self._events.emit(AgentEnded(
@@ -749,60 +755,66 @@ class HostedRun(WorkflowRun):
                 # The script's budget.spent() is current before it sees this child's value.
                 self._runtime.settle(["spent", self._input_tokens + self._output_tokens])
             self._runtime.settle(call.reply)
-        if spent_changed and self._budget_spent():
-            self._refuse_queued()
         if not self._live and self._children_gone is not None:
             self._children_gone.set()
 
+    def _drop_too_deep(self, call: _Call) -> None:
+        """An answer nested deeper than ``max_value_depth`` becomes a failed child: the script's
+        JSON.parse recurses, and the configuration guarantees the stack holds only that deep."""
+        assert call.reply is not None
+        if call.reply[1] is True and deeper_than(call.reply[2], self._config.max_value_depth):
+            logger.info("dsh-workflow: %s#%d answer nested deeper than max_value_depth=%d "
+                        "dropped", self.id, call.seq, self._config.max_value_depth)
+            call.reply, call.outcome = [call.call_id, True, None], "failed"
+
     # ---- the journal (runs with a store) ---------------------------------------------------
 
-    async def _record(self, call: _Call) -> None:
-        """Commit a completed child's value to the journal before the script can see it; a
-        store that fails ends the run (the value is then never delivered)."""
-        assert self._journal is not None and call.key is not None and call.reply is not None
-        value = call.reply[2]
-        schema = call.request.schema is not None
-        entry = self._journal.entry(call.seq, call.key, text=None if schema else value,
-                                    structured=value if schema else None, usage=call.usage)
-        try:
-            await self._journal.commit([entry])
-        except RunStoreError as exc:
-            self._store_failed(exc)
-
-    async def _replayer(self) -> None:
-        """Answer replayed calls from the earlier run's journal: each batch is committed to this
-        run's journal (so a resume of this run replays them too), then settled in call order."""
-        assert self._journal is not None
+    async def _journal_writer(self) -> None:
+        """Commit answers to the journal before the script can see them: completed children
+        and calls replayed from the earlier run (so a resume of this run replays them too).
+        Everything that arrived meanwhile is committed as one batch, then answered in call
+        order; a store that fails ends the run, and those answers are never delivered."""
+        journal = self._journal
+        assert journal is not None
         batch: list[_Call] = []
         with anyio.CancelScope() as scope:
             self._workers.add(scope)
             try:
                 while not self._stopping:
-                    await self._replay_wake.wait()
-                    self._replay_wake = anyio.Event()
-                    batch = list(self._replays)
-                    self._replays.clear()
+                    await self._journal_wake.wait()
+                    self._journal_wake = anyio.Event()
+                    batch = list(self._journaling)
+                    self._journaling.clear()
                     if not batch:
                         continue
                     entries = []
                     for call in batch:
+                        assert call.key is not None
                         earlier = call.replay
-                        assert earlier is not None and call.key is not None
-                        entries.append(self._journal.entry(
-                            call.seq, call.key, text=earlier.text, structured=earlier.structured,
-                            usage=earlier.usage))
+                        if earlier is not None:
+                            text, structured, usage = earlier.text, earlier.structured, \
+                                earlier.usage
+                        else:
+                            assert call.reply is not None
+                            value = call.reply[2]
+                            typed = call.request.schema is not None
+                            text, structured, usage = (None if typed else value,
+                                                       value if typed else None, call.usage)
+                        entries.append(journal.entry(call.seq, call.key, text=text,
+                                                     structured=structured, usage=usage))
                     try:
-                        await self._journal.commit(entries)
+                        await journal.commit(entries)
                     except RunStoreError as exc:
                         self._store_failed(exc)
                         return
                     for call in batch:
                         earlier = call.replay
-                        assert earlier is not None
-                        value = earlier.structured if call.request.schema is not None \
-                            else (earlier.text if earlier.text is not None else "")
-                        call.reply, call.outcome = [call.call_id, True, value], "completed"
+                        if earlier is not None:
+                            value = earlier.structured if call.request.schema is not None \
+                                else (earlier.text if earlier.text is not None else "")
+                            call.reply, call.outcome = [call.call_id, True, value], "completed"
                         self._end_call(call)
+                    batch = []
             finally:
                 self._workers.discard(scope)
                 for call in batch:  # stopped mid-commit: close them unanswered
@@ -894,8 +906,8 @@ class HostedRun(WorkflowRun):
     def _drop_queue(self) -> None:
         """End the calls no worker has begun: queued ones, ready ones and replays not yet
         answered."""
-        while self._replays:
-            self._end_call(self._replays.popleft())
+        while self._journaling:
+            self._end_call(self._journaling.popleft())
         while self._queue:
             self._end_call(self._queue.popleft())
         while self._ready:

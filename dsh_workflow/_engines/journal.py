@@ -35,24 +35,24 @@ logger = logging.getLogger("dsh_workflow.engine")
 MAX_RECORDED_NUMBERS = 100_000
 
 
+def _field(text: str | None) -> str:
+    """One key field, unambiguous whatever it holds: ``~`` for None, else ``<length>:<text>``."""
+    return "~" if text is None else f"{len(text)}:{text}"
+
+
 def call_key(request: SubagentRequest, identity: str) -> str:
-    """The journal key of one ``agent()`` call (hex SHA-256 of canonical JSON)."""
+    """The journal key of one ``agent()`` call: hex SHA-256 over what decides its answer, each
+    field length-prefixed; the schema as canonical JSON (key order does not matter)."""
     agent = request.agent
-    material = [
-        request.prompt,
-        request.schema,
-        request.model,
-        request.provider,
-        request.effort,
-        request.agent_type,
-        None if agent is None else [agent.name, agent.system_prompt, agent.model,
-                                    None if agent.tools is None else list(agent.tools)],
-        request.isolation,
-        identity,
-    ]
-    text = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    schema = None if request.schema is None else json.dumps(
+        request.schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    definition = None if agent is None else json.dumps(
+        [agent.name, agent.system_prompt, agent.model,
+         None if agent.tools is None else list(agent.tools)], ensure_ascii=False)
+    material = "".join(map(_field, (identity, request.model, request.provider, request.effort,
+                                    request.agent_type, request.isolation, definition, schema,
+                                    request.prompt)))
+    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class RunJournal:
@@ -168,7 +168,9 @@ class EventRecorder:
     def __call__(self, event: BaseModel) -> None:
         journal = self.journals.get(event.run.id)  # type: ignore[attr-defined]
         if journal is not None:
-            record = event.model_dump(mode="json", exclude={"run"})
+            # The fields as they are (nested models such as Usage are encoded by the store).
+            record: dict[str, Any] = {key: value for key, value in event.__dict__.items()
+                                      if key != "run"}
             record["event"] = type(event).__name__
             journal.post_event(record)
 
