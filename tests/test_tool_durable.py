@@ -85,7 +85,8 @@ async def test_schema_and_description_without_a_store_are_unchanged(
         assert not tool.durable
         assert tool.input_schema == texts.input_schema()
         assert "resumeFrom" not in tool.input_schema["properties"]
-        assert tool.description == texts.DESCRIPTION
+        assert tool.description.startswith(texts.DESCRIPTION)
+        assert "This engine: up to 16 agents run at once" in tool.description
         assert "resumeFrom" not in tool.description
 
 

@@ -29,9 +29,8 @@ __all__ = [
 ]
 
 DESCRIPTION = """\
-Run a JavaScript script that orchestrates many subagents: reviewing many files, migrations, \
-research from several angles, adversarial checking. You write the orchestration \
-as code; subagents do the work; the call returns when the whole script has finished.
+Run a JavaScript script that orchestrates many subagents (reviewing many files, migrations, \
+research from several angles, adversarial checking). The call returns when the script ends.
 
 Parameters:
 - meta: JSON data, never code: {name: short kebab-case, description: one line, whenToUse?, \
@@ -42,14 +41,15 @@ the tool result (no return gives null).
 - args: optional JSON object, the script's global `args`. Wrap a list: {"items": [...]}.
 
 Globals:
-- agent(prompt, opts?) (alias subagent): runs one subagent to completion and resolves to its \
-final text. opts: label (display name), phase (progress group), schema, model, provider (model \
-and provider override independently), effort ("low"|"medium"|"high"|"max"), agentType (a named \
-agent definition, e.g. "general-purpose"), isolation ("worktree": the child works in its own git \
-worktree). Any other key is an error. With schema it resolves to the validated object. The schema is any JSON Schema 2020-12 \
-with root type "object", self-contained (local $defs/$ref only); every keyword is enforced, \
-including pattern, format, minimum, enum. agent() resolves null when the child fails, its \
-structured value is missing or invalid, or it times out: use .filter(Boolean).
+- agent(prompt, opts?) (alias subagent): runs one subagent and resolves to its final text. \
+opts: label, phase, schema, model, provider, effort ("low"|"medium"|"high"|"max"), agentType \
+(an agent definition, e.g. "general-purpose"), isolation ("worktree": its own git worktree); \
+any other key is an error. With schema the child is given the schema and asked to answer in it; \
+agent() resolves to the validated object. The schema: JSON Schema 2020-12, root type "object", \
+self-contained (local $defs/$ref only); every keyword is enforced (pattern, format, minimum, \
+enum...). agent() resolves null when the child fails, its structured value is missing or \
+invalid, or it times out; the script is not told which (the host logs it): use \
+.filter(Boolean), retry once, or fall back.
 - parallel(thunks): runs zero-argument functions concurrently and waits for all (a barrier); \
 a thunk that throws gives null in its slot.
 - pipeline(items, ...stages): each item runs its own chain, stage(prev, item, index), where prev \
@@ -57,10 +57,11 @@ is the previous stage's result (the item itself for the first stage). No barrier
 so prefer it for multi-stage work. A stage that throws makes its item null and skips the item's \
 remaining stages.
 - phase(title) marks progress; log(message) and console.log/info/warn/error narrate.
-- budget: the run's token budget (input + output tokens the children report): budget.total \
-(null when unlimited), budget.spent(), budget.remaining() (Infinity when unlimited: not JSON, do \
-not return it raw). Once spent reaches total, every later agent() call, queued ones too, throws \
-fatal BUDGET_EXCEEDED; running children finish. Check remaining() before starting costly work.
+- workflow(name, args?) or workflow({scriptPath}, args?): runs a saved workflow inline (its \
+agents share this run's caps and budget) and resolves to its return value; one level only.
+- budget: tokens (input + output): budget.total (null: unlimited), budget.spent(), \
+budget.remaining() (Infinity when unlimited: never return it raw). Once spent reaches total, \
+every later agent() call throws fatal BUDGET_EXCEEDED; running children finish.
 
 Errors: hook misuse (bad arguments, unknown options, an invalid schema), a tripped cap and \
 cancellation throw a fatal error {name: "WorkflowError", code, message} that ends the script \
@@ -68,9 +69,12 @@ unless you catch it; parallel and pipeline never turn it into null. Caps: agents
 (extra calls queue), total agents per run, items per parallel/pipeline call; the error names the \
 cap and its value.
 
-Sandbox: no timers, filesystem, network, modules/import/require or host objects. Agents do the \
-work; the script only coordinates. Awaiting a promise that nothing will ever settle ends the run \
-with an error at once.
+JavaScript: ES2023 built-ins (Map, Set, JSON, Math, RegExp, Promise.all/allSettled/race/any, \
+Array.prototype.at/findLast/toSorted, Object.hasOwn/groupBy, String.prototype.replaceAll, \
+Date.now(), Math.random()). Sandbox: no timers (setTimeout), structuredClone, Intl, \
+TextEncoder, URL, fetch, filesystem, network, modules/import/require or host objects. Agents do \
+the work; the script only coordinates. Awaiting a promise that nothing will ever settle ends \
+the run with an error at once.
 
 Values leaving the script (return value, options): properties whose value is undefined are \
 dropped, as JSON.stringify does; functions, Date, Map, Set, class instances, NaN/Infinity, \
@@ -228,3 +232,91 @@ def start_error_text(message: str) -> str:
 def invalid_arguments_text(problems: list[str]) -> str:
     """The text of a call whose arguments the tool refused; every problem is listed."""
     return "Error: invalid workflow tool arguments: " + "; ".join(problems)
+
+
+# ---- background runs (SPEC §11) -----------------------------------------------------------
+
+BACKGROUND_NOTE = """
+
+This tool runs workflows in the background: a call returns at once with the run id, and the \
+result arrives later as a separate message. Check on a run with {status}({{runId}}) (phase, \
+agents, tokens, elapsed) and stop one with {cancel}({{runId}}). Do not call {name} again for \
+the same work while its run is going."""
+
+STATUS_DESCRIPTION = ("The status of a background workflow run: its phase, agents running / "
+                      "done / failed, tokens spent and elapsed time.")
+CANCEL_DESCRIPTION = ("Cancel a background workflow run; its result then arrives as cancelled.")
+
+
+def background_description(name: str) -> str:
+    """The description of a background tool: the contract plus how background runs work."""
+    return DESCRIPTION + BACKGROUND_NOTE.format(name=name, status=name + "_status",
+                                                cancel=name + "_cancel")
+
+
+def run_id_schema() -> dict[str, Any]:
+    """The input schema of the companion tools."""
+    return {"type": "object",
+            "properties": {"runId": {"type": "string",
+                                     "description": "The run id the workflow call returned."}},
+            "required": ["runId"], "additionalProperties": False}
+
+
+def background_started_text(name: str, run_id: str) -> str:
+    return (f'workflow "{name}" started in the background.\nRun id: {run_id}\n'
+            "Its result will arrive as a separate message when it ends.")
+
+
+def background_limit_text(limit: int) -> str:
+    return (f"Error: {limit} background workflow runs are already going "
+            f"(max_background_runs={limit}); wait for one to finish or cancel one, then try "
+            "again")
+
+
+def unknown_run_text(run_id: str) -> str:
+    return f"Error: no background workflow run {run_id!r}"
+
+
+def status_text(status: dict[str, Any]) -> str:
+    phase = status["phase"] or "-"
+    return (f'workflow "{status["name"]}" (run {status["run_id"]}): {status["state"]}; phase: '
+            f'{phase}; agents: {status["agents_running"]} running, {status["agents_done"]} done, '
+            f'{status["agents_failed"]} failed'
+            + (f', {status["agents_replayed"]} replayed' if status["agents_replayed"] else "")
+            + f'; tokens: {status["tokens"]}; elapsed: {status["elapsed_s"]:.1f}s')
+
+
+def cancel_text(run_id: str, cancelled: bool) -> str:
+    if cancelled:
+        return f"Cancelling run {run_id}; its result will arrive as cancelled."
+    return f"Run {run_id} has already ended; nothing to cancel."
+
+
+def engine_section(config: Any, provider: Any, library: Any) -> str:
+    """What this engine allows, for the description: its caps, its provider routes (when its
+    provider is a ``RoutingProvider``) and the saved workflows ``workflow(name)`` can run."""
+    if config is None:
+        return ""
+    mib = config.memory_limit_bytes / (1024 * 1024)
+    parts = [f"up to {config.max_concurrent_agents} agents run at once (more queue in order)",
+             f"{config.max_total_agents} agent() calls per run",
+             f"{config.max_items_per_call} items per parallel()/pipeline() call",
+             f"{config.slice_cpu_limit_s:g} s of CPU per synchronous stretch of script",
+             f"{mib:g} MiB of script memory"]
+    if config.run_timeout_s is not None:
+        parts.append(f"a {config.run_timeout_s:g} s limit on the whole run")
+    if config.agent_timeout_s is not None:
+        parts.append(f"an agent that takes over {config.agent_timeout_s:g} s gives null")
+    if config.budget_tokens is not None:
+        parts.append(f"a budget of {config.budget_tokens} tokens per run")
+    lines = ["This engine: " + "; ".join(parts) + "."]
+    routes = getattr(provider, "routes", None)
+    default = getattr(provider, "default", None)
+    if isinstance(routes, dict) and routes:
+        lines.append("Provider routes for opts.provider: " + ", ".join(sorted(routes))
+                     + (f" (default {default})" if default else "") + ".")
+    names = library.names() if library is not None else []
+    if names:
+        shown = ", ".join(names[:30]) + (f", … ({len(names)} in all)" if len(names) > 30 else "")
+        lines.append(f"Saved workflows for workflow(name): {shown}.")
+    return "\n".join(lines)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Literal
 
 import anyio
+from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import WorkflowError
@@ -26,6 +27,7 @@ from .._request import WorkflowStartRequest
 from .._result import WorkflowResult
 from .._run import WorkflowEngine, WorkflowRun
 from . import texts
+from .background import BackgroundRuns, OnComplete
 
 __all__ = ["DurableToolArgs", "ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs"]
 
@@ -176,10 +178,21 @@ class WorkflowTool:
 
     ``tool_name`` must match ``[A-Za-z0-9_-]{1,64}`` (the OpenAI and Anthropic rule);
     ``max_result_chars`` (an int >= 1) bounds the rendered return value in the result text.
+
+    ``background=True`` (SPEC §11): ``execute`` starts the run and returns at once with its run
+    id; the completion — the :class:`ToolResult` a foreground call would have returned — comes
+    through ``completions()`` and ``on_complete`` (a plain or async callable), exactly once.
+    ``status(run_id)`` and ``cancel(run_id)`` serve the companion tools ``<name>_status`` and
+    ``<name>_cancel`` (see :meth:`openai_tools`, :meth:`anthropic_tools`, :meth:`call`). At
+    most ``max_background_runs`` run at once; one more is refused with a clear text. Enter the
+    tool (``async with tool:``) to have completions delivered as runs end (``on_complete``
+    needs that, or someone iterating ``completions()``); leaving the block cancels and disposes
+    the runs still going.
     """
 
     def __init__(self, engine: WorkflowEngine, *, tool_name: str = "workflow",
-                 max_result_chars: int = 50_000) -> None:
+                 max_result_chars: int = 50_000, background: bool = False,
+                 on_complete: OnComplete | None = None, max_background_runs: int = 4) -> None:
         if not isinstance(tool_name, str) or not _TOOL_NAME.fullmatch(tool_name):
             raise ValueError(f"tool_name must match [A-Za-z0-9_-]{{1,64}}, got {tool_name!r}")
         if isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) \
@@ -188,7 +201,45 @@ class WorkflowTool:
         self._engine = engine
         self._name = tool_name
         self._max_result_chars = max_result_chars
+        self._background: BackgroundRuns | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._tg: TaskGroup | None = None
+        if background:
+            if isinstance(max_background_runs, bool) or not isinstance(max_background_runs, int) \
+                    or max_background_runs < 1:
+                raise ValueError("max_background_runs must be an int >= 1, got "
+                                 f"{max_background_runs!r}")
+            if on_complete is not None and not callable(on_complete):
+                raise TypeError("on_complete must be callable")
+            self._background = BackgroundRuns(max_runs=max_background_runs,
+                                              describe=self._completion, on_complete=on_complete)
+            self._unsubscribe = engine.events.subscribe(self._background.on_event)
 
+    async def __aenter__(self) -> WorkflowTool:
+        if self._background is not None:
+            tg = anyio.create_task_group()
+            await tg.__aenter__()
+            self._tg = tg
+            self._background.attach(tg)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._background is None or self._tg is None:
+            return
+        try:
+            await self._background.close()
+        finally:
+            self._background.attach(None)
+            self._tg.cancel_scope.cancel()
+            tg, self._tg = self._tg, None
+            await tg.__aexit__(None, None, None)
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+
+    @property
+    def background(self) -> bool:
+        """Whether calls return at once and deliver their results later."""
+        return self._background is not None
     @property
     def engine(self) -> WorkflowEngine:
         """The engine every call starts its run on."""
@@ -212,8 +263,21 @@ class WorkflowTool:
 
     @property
     def description(self) -> str:
-        """The authoring contract, written for a model (with how to resume, when durable)."""
-        return texts.durable_description() if self.durable else texts.DESCRIPTION
+        """The authoring contract, written for a model (with how to resume, when durable, and
+        how background runs work, when background)."""
+        text = texts.DESCRIPTION
+        engine = self._engine
+        section = texts.engine_section(getattr(engine, "config", None),
+                                       getattr(engine, "provider", None),
+                                       getattr(engine, "library", None))
+        if section:
+            text = f"{text}\n\n{section}"
+        if self.durable:
+            text = f"{text}\n\n{texts.RESUME_NOTE}"
+        if self._background is not None:
+            text = text + texts.BACKGROUND_NOTE.format(
+                name=self._name, status=self._name + "_status", cancel=self._name + "_cancel")
+        return text
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -236,6 +300,64 @@ class WorkflowTool:
         """The tool in Anthropic Messages form: ``{"name", "description", "input_schema"}``."""
         return {"name": self._name, "description": self.description,
                 "input_schema": self.input_schema}
+
+    def _companions(self) -> list[tuple[str, str, dict[str, Any]]]:
+        if self._background is None:
+            return []
+        return [(self._name + "_status", texts.STATUS_DESCRIPTION, texts.run_id_schema()),
+                (self._name + "_cancel", texts.CANCEL_DESCRIPTION, texts.run_id_schema())]
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """This tool and, in background mode, its companions, in OpenAI form."""
+        return [self.openai_tool()] + [
+            {"type": "function", "function": {"name": name, "description": description,
+                                              "parameters": schema}}
+            for name, description, schema in self._companions()]
+
+    def anthropic_tools(self) -> list[dict[str, Any]]:
+        """This tool and, in background mode, its companions, in Anthropic form."""
+        return [self.anthropic_tool()] + [
+            {"name": name, "description": description, "input_schema": schema}
+            for name, description, schema in self._companions()]
+
+    async def call(self, name: str, args: object, *, parent: object = None) -> ToolResult:
+        """Dispatch a tool call by name: this tool or one of its companions."""
+        if name == self._name:
+            return await self.execute(args, parent=parent)
+        run_id = _run_id_argument(args)
+        if name == self._name + "_status" and self._background is not None:
+            return self.status(run_id) if run_id else _invalid(["runId: a run id is required"])
+        if name == self._name + "_cancel" and self._background is not None:
+            return self.cancel(run_id) if run_id else _invalid(["runId: a run id is required"])
+        raise ValueError(f"{name!r} is not one of this tool's names")
+
+    def status(self, run_id: str) -> ToolResult:
+        """The live status of a background run (phase, agents, tokens, elapsed)."""
+        background = self._require_background()
+        status = background.status(run_id)
+        if status is None:
+            return ToolResult(text=texts.unknown_run_text(run_id), is_error=True)
+        data = status.as_data()
+        return ToolResult(text=texts.status_text(data), data=data)
+
+    def cancel(self, run_id: str) -> ToolResult:
+        """Cancel a background run; its completion then arrives as cancelled."""
+        background = self._require_background()
+        if background.status(run_id) is None:
+            return ToolResult(text=texts.unknown_run_text(run_id), is_error=True)
+        cancelled = background.cancel(run_id)
+        return ToolResult(text=texts.cancel_text(run_id, cancelled),
+                          data={"run_id": run_id, "cancelled": cancelled})
+
+    def completions(self) -> AsyncIterator[ToolResult]:
+        """The completions of background runs, as they end (each exactly once)."""
+        return self._require_background().completions()
+
+    def _require_background(self) -> BackgroundRuns:
+        if self._background is None:
+            raise RuntimeError("status(), cancel() and completions() need "
+                               "WorkflowTool(engine, background=True)")
+        return self._background
 
     def render_call(self, args: object) -> ToolCallCard | None:
         """A generic card for a pending call, from its arguments alone; never raises.
@@ -279,11 +401,19 @@ class WorkflowTool:
         resume_from = parsed.resume_from if isinstance(parsed, DurableToolArgs) else None
         request = WorkflowStartRequest(meta=parsed.meta, script=parsed.script,
                                        args=parsed.args, parent=parent, resume_from=resume_from)
+        background = self._background
+        if background is not None and background.running >= background.max_runs:
+            return ToolResult(text=texts.background_limit_text(background.max_runs),
+                              is_error=True, data={"error_code": "BACKGROUND_LIMIT"})
         try:
             run = self._engine.start(request)
         except WorkflowError as exc:
             return ToolResult(text=texts.start_error_text(exc.message), is_error=True,
                               data={"error_code": exc.code.value})
+        if background is not None:
+            background.add(run)
+            return ToolResult(text=texts.background_started_text(run.meta.name, run.id),
+                              data={"run_id": run.id, "background": True})
         try:
             result = await run.result()
         except BaseException:
@@ -292,8 +422,12 @@ class WorkflowTool:
         finally:
             with anyio.CancelScope(shield=True):
                 await run.dispose()
+        return await self._completion(run, result)
+
+    async def _completion(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
+        """What a finished run's call returns (foreground) or delivers (background)."""
         described = self._describe(run, result)
-        if not durable:
+        if not self.durable:
             return described
         data = {**(described.data or {}), "agents_replayed": result.agents_replayed}
         return described.model_copy(update={"text": texts.with_run_id(described.text, run.id),
@@ -317,3 +451,15 @@ class WorkflowTool:
         else:
             text = texts.abnormal_text(result.stop_reason)
         return ToolResult(text=text, is_error=True, data=data)
+
+
+def _run_id_argument(args: object) -> str | None:
+    try:
+        raw = _load(args)
+    except Exception:  # noqa: BLE001 - a malformed call is a refused call
+        return None
+    if isinstance(raw, Mapping):
+        value = raw.get("runId", raw.get("run_id"))
+        if isinstance(value, str) and value:
+            return value
+    return None

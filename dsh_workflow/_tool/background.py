@@ -1,0 +1,220 @@
+"""Background runs of the ``workflow`` tool (SPEC §11): start now, deliver the result later.
+
+:class:`BackgroundRuns` keeps the runs a background :class:`~dsh_workflow.WorkflowTool` started:
+their live status (from the engine's events), their cancellation, and the delivery of each
+one's completion — the same :class:`~dsh_workflow.ToolResult` a foreground call would have
+returned — to ``tool.completions()`` and to the ``on_complete`` callback, exactly once each.
+
+Who waits for the runs: a tool entered with ``async with`` waits in a task group of its own
+(completions are delivered as runs end, also to ``on_complete``); a tool that was not entered
+delivers them while the harness iterates ``completions()``. Either way every run is disposed
+once delivered, a run still going when the tool's block ends is cancelled and disposed, and
+nothing outlives the engine.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .._events import (
+    AgentEnded,
+    AgentReplayed,
+    AgentStarted,
+    PhaseStarted,
+    WorkflowEnded,
+    WorkflowEvent,
+)
+from .._run import WorkflowRun
+
+__all__ = ["BackgroundRuns", "OnComplete", "RunStatus"]
+
+OnComplete = Callable[[Any], "Awaitable[object] | object"]
+
+#: Statuses of delivered runs kept for ``status(run_id)``.
+_KEPT_STATUSES = 256
+
+
+@dataclass
+class RunStatus:
+    """What ``tool.status(run_id)`` reports about one background run."""
+
+    run_id: str
+    name: str
+    state: str = "running"  # running, completed, error, cancelled
+    phase: str | None = None
+    agents_running: int = 0
+    agents_done: int = 0
+    agents_failed: int = 0
+    agents_replayed: int = 0
+    tokens: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    ended_at: float | None = None
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.ended_at or time.monotonic()) - self.started_at
+
+    def as_data(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "name": self.name, "state": self.state,
+                "phase": self.phase, "agents_running": self.agents_running,
+                "agents_done": self.agents_done, "agents_failed": self.agents_failed,
+                "agents_replayed": self.agents_replayed, "tokens": self.tokens,
+                "elapsed_s": round(self.elapsed_s, 3)}
+
+
+@dataclass
+class _Tracked:
+    run: WorkflowRun
+    status: RunStatus
+    ended: bool = False  # WorkflowEnded seen
+    claimed: bool = False  # someone is delivering it
+
+
+class BackgroundRuns:
+    """The background runs of one tool (see the module docstring)."""
+
+    def __init__(self, *, max_runs: int, describe: Callable[[WorkflowRun, Any], Awaitable[Any]],
+                 on_complete: OnComplete | None) -> None:
+        self.max_runs = max_runs
+        self._describe = describe
+        self._on_complete = on_complete
+        self._runs: dict[str, _Tracked] = {}
+        self._finished: dict[str, RunStatus] = {}  # statuses of delivered runs (the latest)
+        self._delivered: deque[Any] = deque()
+        self._changed: anyio.Event | None = None
+        self._tg: TaskGroup | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    def attach(self, task_group: TaskGroup | None) -> None:
+        """Wait for runs in ``task_group`` from now on (None: only while iterating)."""
+        self._tg = task_group
+
+    async def close(self) -> None:
+        """Cancel and dispose every run not yet delivered (the tool's block is ending)."""
+        with anyio.CancelScope(shield=True):
+            for tracked in list(self._runs.values()):
+                tracked.run.cancel("the workflow tool was closed")
+            for tracked in list(self._runs.values()):
+                await tracked.run.dispose()
+            self._runs.clear()
+
+    # ---- runs ---------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        return sum(1 for tracked in self._runs.values() if not tracked.ended)
+
+    def add(self, run: WorkflowRun) -> None:
+        self._runs[run.id] = _Tracked(run=run, status=RunStatus(run_id=run.id,
+                                                                name=run.meta.name))
+        if self._tg is not None:
+            self._claim(run.id)
+            self._tg.start_soon(self._deliver, run.id, name=f"dsh-workflow background {run.id}")
+
+    def status(self, run_id: str) -> RunStatus | None:
+        tracked = self._runs.get(run_id)
+        return tracked.status if tracked is not None else self._finished.get(run_id)
+
+    def cancel(self, run_id: str) -> bool:
+        tracked = self._runs.get(run_id)
+        if tracked is None or tracked.ended:
+            return False
+        tracked.run.cancel("cancelled with workflow_cancel")
+        return True
+
+    def on_event(self, event: WorkflowEvent) -> None:
+        """The engine listener: keeps each run's status current."""
+        tracked = self._runs.get(event.run.id)
+        if tracked is None:
+            return
+        status = tracked.status
+        if isinstance(event, PhaseStarted):
+            status.phase = event.title
+        elif isinstance(event, AgentStarted):
+            status.agents_running += 1
+        elif isinstance(event, AgentEnded):
+            status.agents_running -= 1
+            if event.outcome == "completed":
+                status.agents_done += 1
+            else:
+                status.agents_failed += 1
+            if event.usage is not None:
+                status.tokens += event.usage.total_tokens
+        elif isinstance(event, AgentReplayed):
+            status.agents_replayed += 1
+        elif isinstance(event, WorkflowEnded):
+            status.state = event.stop_reason
+            status.ended_at = time.monotonic()
+            status.tokens = event.usage.total_tokens
+            tracked.ended = True
+            self._wake()
+
+    # ---- delivery -----------------------------------------------------------------------------
+
+    def completions(self) -> AsyncIterator[Any]:
+        """Each background run's completion, as its run ends, each exactly once. A plain
+        iterator object (not an async generator), so breaking out of it leaves nothing to
+        finalize."""
+        return _Completions(self)
+
+    async def next_completion(self) -> Any:
+        while True:
+            if self._delivered:
+                return self._delivered.popleft()
+            if self._tg is None:
+                ready = next((run_id for run_id, t in self._runs.items()
+                              if t.ended and not t.claimed), None)
+                if ready is not None:
+                    self._claim(ready)
+                    await self._deliver(ready)
+                    continue
+            self._changed = anyio.Event()
+            await self._changed.wait()
+
+    def _claim(self, run_id: str) -> None:
+        self._runs[run_id].claimed = True
+
+    async def _deliver(self, run_id: str) -> None:
+        tracked = self._runs[run_id]
+        try:
+            result = await tracked.run.result()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await tracked.run.dispose()
+        completion = await self._describe(tracked.run, result)
+        self._delivered.append(completion)
+        self._runs.pop(run_id, None)
+        self._finished[run_id] = tracked.status
+        while len(self._finished) > _KEPT_STATUSES:
+            self._finished.pop(next(iter(self._finished)))
+        self._wake()
+        if self._on_complete is not None:
+            returned = self._on_complete(completion)
+            if inspect.isawaitable(returned):
+                await returned
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+
+
+class _Completions:
+    """``async for completion in tool.completions()``: never ends by itself."""
+
+    def __init__(self, runs: BackgroundRuns) -> None:
+        self._runs = runs
+
+    def __aiter__(self) -> _Completions:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._runs.next_completion()
