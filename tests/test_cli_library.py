@@ -81,3 +81,14 @@ def test_save_writes_a_workflow_that_runs_by_name(tmp_path: Path) -> None:
     assert other.returncode == 0 and (tmp_path / "elsewhere" / "job.js").exists()
     unknown = cli(project, home, "save", "nope", "--store", str(store))
     assert unknown.returncode == 2
+
+
+def test_the_example_saved_workflow_calls_another(tmp_path: Path) -> None:
+    done = cli(REPO, tmp_path, "run", "review-with-context", "--workflows",
+               str(REPO / "examples" / "workflows"), "--args", '{"files": ["a.py", "b.py"]}',
+               "-q", "--no-store")
+    assert done.returncode == 0, done.stderr
+    value = json.loads(done.stdout)
+    assert "Summarize a.py" in value["overview"] and "Summarize b.py" in value["overview"]
+    listed = cli(REPO, tmp_path, "list", "--workflows", str(REPO / "examples" / "workflows"))
+    assert "review-with-context" in listed.stdout and "summarize-files" in listed.stdout
