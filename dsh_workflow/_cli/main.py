@@ -35,27 +35,17 @@ import argparse
 import contextlib
 import functools
 import json
-import math
 import os
-import shlex
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import anyio
 import anyio.abc
-from pydantic import ValidationError
 
 from dsh_workflow import (
-    AgentRegistry,
-    EchoProvider,
-    EngineConfig,
-    QuickJSEngine,
-    SubagentProvider,
-    SubprocessEngine,
-    WorkflowEngine,
     WorkflowError,
     WorkflowResult,
     WorkflowRun,
@@ -66,6 +56,8 @@ from dsh_workflow._script import check_body
 
 from .lint import lint
 from .metafile import MetaFileError, split_meta
+from .options import CliError, EngineSetup, add_agent_options, add_engine_options, engine_setup
+from .options import load_agents as load_agents
 from .progress import EventLog, Progress, make_progress
 
 __all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
@@ -81,10 +73,6 @@ INTERRUPT_REASON = "interrupted (Ctrl-C)"
 _EXIT_FOR = {"completed": EXIT_OK, "error": EXIT_ERROR, "cancelled": EXIT_CANCELLED}
 
 
-class CliError(Exception):
-    """A usage or start error: printed as ``Error: <message>``, exit code 2."""
-
-
 # -- arguments ---------------------------------------------------------------------------------
 
 
@@ -92,33 +80,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"Error: {message}\n")
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = _seconds(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,86 +97,32 @@ def build_parser() -> argparse.ArgumentParser:
                      "@file.json, or @- for stdin)")
     run.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's "
                      "`export const meta`")
-    run.add_argument("--provider", choices=("echo", "openai", "command"), default="echo",
-                     help="who answers agent() calls (default: echo, offline)")
-    run.add_argument("--model", help="model name (openai)")
-    run.add_argument("--base-url", metavar="URL", help="OpenAI-compatible base URL (openai)")
-    run.add_argument("--command", dest="command_line", metavar="ARGV",
-                     help='command run per agent, prompt on stdin (command), e.g. "my-agent --json"')
-    run.add_argument("--engine", choices=("quickjs", "subprocess"), default="quickjs",
-                     help="quickjs: in-process (default); subprocess: the script runs in a "
-                     "locked-down child process, for scripts treated as hostile")
-    run.add_argument("--max-concurrency", type=_count, metavar="N", help="agents running at once")
-    run.add_argument("--max-agents", type=_count, metavar="N", help="agents a run may start")
-    run.add_argument("--budget", type=_count, metavar="TOKENS",
-                     help="tokens (input + output) the run may spend; past it agent() throws "
-                          "BUDGET_EXCEEDED")
-    run.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
-                     help="wall-clock limit of the run")
-    run.add_argument("--agent-timeout", type=_positive_seconds, metavar="SECONDS",
-                     help="wall-clock limit of one agent (it then returns null)")
-    run.add_argument("--echo-latency", type=_seconds, metavar="SECONDS",
-                     help="simulated latency of each echo agent (echo)")
-    _agent_options(run)
-    run.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
-                     type=_alias, help="use MODEL wherever a call or an agent definition names "
-                     "NAME (repeatable), e.g. --model-alias sonnet=gpt-4.1")
+    add_engine_options(run)
     run.add_argument("--json", action="store_true", help="print the whole result object")
     run.add_argument("--events", metavar="FILE.jsonl", help="append every event as a JSON line")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    run.set_defaults(handler=command_run)
     check = commands.add_parser("check", help="validate meta and script without running it")
     check.add_argument("script", metavar="SCRIPT.js")
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
-    _agent_options(check)
+    add_agent_options(check)
+    check.set_defaults(handler=command_check)
+    from .mcp import add_mcp_command
+
+    add_mcp_command(commands)
     return parser
-
-
-def _agent_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agents", action="append", default=[], metavar="DIR",
-                        help="a folder of agent definitions (*.md) searched before "
-                        ".claude/agents and ~/.claude/agents (repeatable)")
-
-
-def _alias(text: str) -> tuple[str, str]:
-    name, sep, model = text.partition("=")
-    if not sep or not name.strip() or not model.strip():
-        raise argparse.ArgumentTypeError(f"expected NAME=MODEL, got {text!r}")
-    return name.strip(), model.strip()
-
-
-def load_agents(folders: Sequence[str]) -> AgentRegistry:
-    """The registry for a run or a check: ``folders`` first, then the default search path.
-    Unusable definition files are skipped with a warning line on stderr each."""
-    for folder in folders:
-        if not os.path.isdir(folder):
-            raise CliError(f"--agents {folder!r} is not a folder")
-    registry = AgentRegistry.default(folders)
-    for problem in registry.problems:
-        sys.stderr.write(f"Warning: skipped agent definition {problem}\n")
-    sys.stderr.flush()
-    return registry
 
 
 # -- preparing a run -----------------------------------------------------------------------------
 
 
 @dataclass
-class Plan:
+class Plan(EngineSetup):
     """Everything a run needs, checked before any event loop starts."""
 
-    meta: dict[str, Any]
-    body: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
     args: Any = None
-    config: EngineConfig = field(default_factory=EngineConfig)
-    provider: Callable[[], SubagentProvider] = EchoProvider
-    engine: str = "quickjs"
-    agents: AgentRegistry | None = None
-
-    def make_engine(self, provider: SubagentProvider) -> WorkflowEngine:
-        if self.engine == "subprocess":
-            return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents)
-        return QuickJSEngine(self.config, provider=provider, agents=self.agents)
 
 
 def _read_text(path: str, what: str) -> str:
@@ -264,62 +171,13 @@ def _script_parts(path: str, meta_option: str | None) -> tuple[dict[str, Any], s
     return meta, body
 
 
-def _config(ns: argparse.Namespace) -> EngineConfig:
-    chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
-              "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
-              "budget_tokens": ns.budget,
-              "model_aliases": dict(ns.model_alias) or None}
-    try:
-        return EngineConfig(**{key: value for key, value in chosen.items() if value is not None})
-    except ValidationError as exc:
-        raise CliError("invalid limits: " + "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
-
-
-def _provider_factory(ns: argparse.Namespace, config: EngineConfig) -> Callable[[], SubagentProvider]:
-    """Check the provider options now; the factory builds the provider inside the run."""
-    only = {"--model": ("openai", ns.model), "--base-url": ("openai", ns.base_url),
-            "--command": ("command", ns.command_line), "--echo-latency": ("echo", ns.echo_latency)}
-    for option, (provider, value) in only.items():
-        if value is not None and ns.provider != provider:
-            raise CliError(f"{option} applies only to --provider {provider}")
-    if ns.provider == "command":
-        return _command_factory(ns.command_line)
-    if ns.provider == "openai":
-        from dsh_workflow import OpenAIProvider
-
-        options = {"model": ns.model, "base_url": ns.base_url,
-                   "max_connections": config.max_concurrent_agents}
-        try:
-            OpenAIProvider(**options)  # type: ignore[arg-type]  # fail on bad settings now
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
-        return lambda: OpenAIProvider(**options)  # type: ignore[arg-type]
-    latency = ns.echo_latency or 0.0
-    return lambda: EchoProvider(latency_s=latency)
-
-
-def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]:
-    from dsh_workflow import CommandProvider
-
-    if not command_line:
-        raise CliError('--provider command needs --command "program and arguments"')
-    try:
-        argv = shlex.split(command_line)
-        CommandProvider(argv)
-    except ValueError as exc:
-        raise CliError(f"--command {command_line!r}: {exc}") from None
-    return lambda: CommandProvider(argv)
-
-
 def plan_run(ns: argparse.Namespace) -> Plan:
     """Read and check everything ``run`` needs; raises :class:`CliError`."""
     meta, body = _script_parts(ns.script, ns.meta)
     args = _args_option(ns.args) if ns.args is not None else None
-    config = _config(ns)
-    return Plan(meta=meta, body=body, args=args, config=config,
-                provider=_provider_factory(ns, config), engine=ns.engine,
-                agents=load_agents(ns.agents))
+    setup = engine_setup(ns)
+    return Plan(meta=meta, body=body, args=args, config=setup.config, provider=setup.provider,
+                engine=setup.engine, agents=setup.agents)
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -492,8 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dsh-workflow`` and ``python -m dsh_workflow``; returns the exit code."""
     try:
         ns = build_parser().parse_args(argv)
-        command = command_check if ns.subcommand == "check" else command_run
-        return command(ns)
+        return ns.handler(ns)  # type: ignore[no-any-return]
     except CliError as exc:
         _error_line(str(exc))
         return EXIT_USAGE
