@@ -262,10 +262,13 @@ async def test_sampling_repairs_an_invalid_reply_once_then_gives_null(connect: A
 
 async def test_sampling_without_the_clients_capability_is_a_clear_error(connect: Any) -> None:
     async with connect("--provider", "sampling") as session:
+        no_agents = await session.call_tool("workflow", {"meta": META, "script": "return 1"})
         result = await session.call_tool("workflow", {"meta": META,
                                                       "script": 'return await agent("x")'})
+    assert not no_agents.is_error  # nothing to sample, nothing to refuse
     assert result.is_error
-    assert "sampling" in _text(result) and "capability" in _text(result)
+    assert _text(result).startswith("Error: workflow run failed: AGENT_FAILED")
+    assert "needs an MCP client that supports sampling" in _text(result)
 
 
 async def test_cancelling_a_sampled_call_withdraws_the_sampling_request(connect: Any) -> None:

@@ -98,7 +98,7 @@ def _build_server(ns: argparse.Namespace, setup: EngineSetup) -> Any:
     else:
         def provider(call: CallContext) -> Any:
             return setup.provider()
-    return create_server(setup.make_engine, provider, needs_sampling=ns.provider == SAMPLING)
+    return create_server(setup.make_engine, provider)
 
 
 async def _serve_stdio(server: Any, handshake_only: bool) -> None:

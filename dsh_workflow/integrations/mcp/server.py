@@ -17,8 +17,6 @@ Contract of :func:`create_server`:
 - **Cancellation.** A ``notifications/cancelled`` for the call cancels the handler (the SDK does
   that); :meth:`WorkflowTool.execute` then cancels and disposes the run, and leaving the
   engine's block ends everything the run started before the handler returns.
-- **Sampling.** With ``needs_sampling=True`` a call from a client that did not declare the
-  sampling capability is refused at once with an error result saying so (no run starts).
 - **Saved workflows.** With ``saved_workflows`` (anything with ``entries()`` returning
   :class:`SavedWorkflow` values), each is offered as an MCP prompt whose message asks the model
   to call the tool with that workflow's meta and script (and the prompt's ``args`` argument,
@@ -45,7 +43,6 @@ from ..._run import WorkflowEngine
 from ..._subagent import SubagentProvider
 from ..._tool import ToolResult, WorkflowTool
 from .progress import DEFAULT_INTERVAL_S, ProgressReporter
-from .sampling import NOT_SUPPORTED, client_can_sample
 
 __all__ = ["CallContext", "SavedWorkflow", "SavedWorkflows", "create_server"]
 
@@ -98,7 +95,7 @@ def _error_result(text: str) -> types.CallToolResult:
 
 def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
                   tool_name: str = "workflow", max_result_chars: int = 50_000,
-                  needs_sampling: bool = False, saved_workflows: SavedWorkflows | None = None,
+                  saved_workflows: SavedWorkflows | None = None,
                   progress_interval_s: float = DEFAULT_INTERVAL_S) -> Server[Any]:
     """An MCP server offering the ``workflow`` tool (see the module docstring)."""
     # Name, description and schema come from a WorkflowTool over an engine that is never
@@ -117,8 +114,6 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
         if params.name != listed.name:
             return _error_result(f"Error: unknown tool {params.name!r}; this server offers "
                                  f"{listed.name!r}")
-        if needs_sampling and not client_can_sample(ctx.session):
-            return _error_result(f"Error: {NOT_SUPPORTED}")
         call = CallContext(session=ctx.session, request_id=ctx.request_id)
         token = _progress_token(ctx)
         async with contextlib.AsyncExitStack() as stack:
