@@ -45,7 +45,13 @@ async def expected_texts() -> tuple[str, str]:
 async def test_pydantic_ai_agent_calls_the_workflow_tool(anyio_backend: str) -> None:
     pytest.importorskip("pydantic_ai")
     from pydantic_ai import Agent
-    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+    )
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
     from dsh_workflow.integrations.pydantic_ai import workflow_tool as adapt

@@ -24,11 +24,15 @@ import pytest
 
 mcp = pytest.importorskip("mcp")
 
-import mcp.types as types  # noqa: E402
-from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp import (
+    ClientSession,
+    StdioServerParameters,
+    stdio_client,
+    types,
+)
+from mcp.client.streamable_http import streamable_http_client
 
-from dsh_workflow import EchoProvider, QuickJSEngine, WorkflowTool  # noqa: E402
+from dsh_workflow import EchoProvider, QuickJSEngine, WorkflowTool
 
 pytestmark = [
     pytest.mark.anyio,
@@ -74,26 +78,29 @@ def _free_port() -> int:
 @asynccontextmanager
 async def http_session(*options: str, sampling: Sampler | None = None) -> AsyncIterator[ClientSession]:
     port = _free_port()
-    process = subprocess.Popen([sys.executable, *_server_argv(*options, "--http", str(port))],
-                               stderr=subprocess.PIPE)
-    try:
-        with anyio.fail_after(30):
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    # stderr is inherited: the server's log stays visible when a test fails.
+    async with await anyio.open_process(
+            [sys.executable, *_server_argv(*options, "--http", str(port))],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None) as process:
+        try:
+            with anyio.fail_after(30):
+                while True:
+                    try:
+                        stream = await anyio.connect_tcp("127.0.0.1", port)
+                    except OSError:
+                        assert process.returncode is None, "the server exited"
+                        await anyio.sleep(0.05)
+                        continue
+                    await stream.aclose()
                     break
-                except OSError:
-                    assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-                    await anyio.sleep(0.05)
-        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, *_), \
-                ClientSession(read, write, sampling_callback=sampling) as session:
-            await session.initialize()
-            yield session
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        assert process.stderr is not None
-        process.stderr.close()
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, *_), \
+                    ClientSession(read, write, sampling_callback=sampling) as session:
+                await session.initialize()
+                yield session
+        finally:
+            process.terminate()
+            with anyio.CancelScope(shield=True), anyio.fail_after(10):
+                await process.wait()
 
 
 TRANSPORTS = {"stdio": stdio_session, "http": http_session}
@@ -156,7 +163,7 @@ async def test_no_progress_token_no_notifications_and_failures_are_tool_errors(c
         seen.append(message)
 
     async with connect() as session:
-        session._message_handler = on_message  # noqa: SLF001 - observe every notification
+        session._message_handler = on_message
         failed = await session.call_tool("workflow", {"meta": META,
                                                       "script": "throw new Error('boom')"})
         bad_args = await session.call_tool("workflow", {"meta": {"name": "x"}, "script": "1"})
@@ -297,3 +304,18 @@ async def test_cancelling_a_sampled_call_withdraws_the_sampling_request(connect:
         with anyio.fail_after(15):
             await withdrawn.wait()
         assert (await session.list_tools()).tools[0].name == "workflow"
+
+
+async def test_the_readmes_client_configuration_starts_the_server_as_written() -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in readme.split("```json\n")[1:]]
+    config = next(json.loads(b) for b in blocks if "mcpServers" in b)
+    (server,) = config["mcpServers"].values()
+    env = dict(os.environ)  # the console script is installed next to this interpreter
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    params = StdioServerParameters(command=server["command"], args=server["args"], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        assert [t.name for t in (await session.list_tools()).tools] == ["workflow"]
+        result = await session.call_tool("workflow", {"meta": META, "script": FAN_OUT})
+    assert not result.is_error, _text(result)

@@ -1,5 +1,8 @@
 """``dsh-workflow run`` and ``dsh-workflow check``: the command line of SPEC §7.
 
+(``dsh-workflow mcp`` lives in :mod:`.mcp`; the options ``run`` shares with it in
+:mod:`.options`.)
+
 Contract:
 
 - ``run SCRIPT.js`` starts one workflow under trio on a :class:`~dsh_workflow.QuickJSEngine`, or
@@ -56,8 +59,14 @@ from dsh_workflow._script import check_body
 
 from .lint import lint
 from .metafile import MetaFileError, split_meta
-from .options import CliError, EngineSetup, add_agent_options, add_engine_options, engine_setup
-from .options import load_agents as load_agents
+from .options import (
+    CliError,
+    EngineSetup,
+    add_agent_options,
+    add_engine_options,
+    engine_setup,
+    load_agents,
+)
 from .progress import EventLog, Progress, make_progress
 
 __all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]

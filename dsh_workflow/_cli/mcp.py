@@ -86,7 +86,11 @@ def command_mcp(ns: argparse.Namespace) -> int:
 
 
 def _build_server(ns: argparse.Namespace, setup: EngineSetup) -> Any:
-    from dsh_workflow.integrations.mcp import CallContext, SamplingProvider, create_server
+    from dsh_workflow.integrations.mcp import (
+        CallContext,
+        SamplingProvider,
+        create_server,
+    )
     from dsh_workflow.integrations.mcp.sampling import DEFAULT_MAX_TOKENS
 
     if ns.provider == SAMPLING:

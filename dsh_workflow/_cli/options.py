@@ -177,10 +177,10 @@ def provider_factory(ns: argparse.Namespace,
         options = {"model": ns.model, "base_url": ns.base_url,
                    "max_connections": config.max_concurrent_agents}
         try:
-            OpenAIProvider(**options)  # type: ignore[arg-type]  # fail on bad settings now
+            OpenAIProvider(**options)  # fail on bad settings now
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        return lambda: OpenAIProvider(**options)  # type: ignore[arg-type]
+        return lambda: OpenAIProvider(**options)
     if ns.provider == "echo":
         latency = ns.echo_latency or 0.0
         return lambda: EchoProvider(latency_s=latency)

@@ -29,7 +29,7 @@ import json
 from typing import Any
 
 import anyio
-import mcp.types as types
+from mcp import types
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata

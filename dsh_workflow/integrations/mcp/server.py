@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
-import mcp.types as types
+from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
@@ -81,7 +81,7 @@ EngineFactory = Callable[[SubagentProvider], WorkflowEngine]
 
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> object:
     meta = ctx.meta or {}
-    return meta.get("progress_token", meta.get("progressToken"))  # type: ignore[misc]
+    return meta.get("progress_token", meta.get("progressToken"))
 
 
 def _call_result(result: ToolResult) -> types.CallToolResult:
@@ -146,7 +146,7 @@ def _sender(session: ServerSession) -> Callable[[float, float | None, str], Any]
     async def send(progress: float, total: float | None, message: str) -> None:
         try:
             await session.report_progress(progress, total, message)
-        except Exception:  # noqa: BLE001 - a lost notification must not fail the call
+        except Exception:
             logger.debug("could not send a progress notification", exc_info=True)
     return send
 
