@@ -57,10 +57,10 @@ from dsh_workflow import (
 from dsh_workflow._meta import parse_meta
 from dsh_workflow._script import check_body
 
+from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .lint import lint
 from .metafile import MetaFileError, split_meta
 from .options import (
-    CliError,
     EngineSetup,
     add_agent_options,
     add_engine_options,
@@ -69,12 +69,8 @@ from .options import (
 )
 from .progress import EventLog, Progress, make_progress
 
-__all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_CANCELLED = 130
+__all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "CliError", "build_parser",
+           "main"]
 
 NO_META = ("no meta: add `export const meta = {name, description}` at the top of the file or "
            "pass --meta")

@@ -22,7 +22,8 @@ import argparse
 import sys
 from typing import Any
 
-from .options import CliError, EngineSetup, add_engine_options, engine_setup
+from .errors import CliError
+from .options import EngineSetup, add_engine_options, engine_setup
 
 __all__ = ["add_mcp_command", "command_mcp"]
 

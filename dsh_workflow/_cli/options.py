@@ -26,20 +26,19 @@ from dsh_workflow import (
     EchoProvider,
     EngineConfig,
     QuickJSEngine,
+    RunStore,
     SubagentProvider,
     SubprocessEngine,
     WorkflowEngine,
 )
 
-__all__ = ["CliError", "EngineSetup", "add_agent_options", "add_engine_options", "engine_setup",
+from .errors import CliError
+
+__all__ = ["EngineSetup", "add_agent_options", "add_engine_options", "engine_setup",
            "load_agents"]
 
 #: Providers every command offers; a command may add its own (``mcp`` adds ``sampling``).
 BASE_PROVIDERS = ("echo", "openai", "command")
-
-
-class CliError(Exception):
-    """A usage or start error: printed as ``Error: <message>``, exit code 2."""
 
 
 def _count(text: str) -> int:
@@ -136,12 +135,14 @@ class EngineSetup:
     engine: str = "quickjs"
     agents: AgentRegistry | None = None
 
-    def make_engine(self, provider: SubagentProvider) -> WorkflowEngine:
-        """A new, not yet entered engine of the chosen kind over ``provider``."""
+    def make_engine(self, provider: SubagentProvider,
+                    store: RunStore | None = None) -> WorkflowEngine:
+        """A new, not yet entered engine of the chosen kind over ``provider`` (recording its
+        runs in ``store`` when given)."""
         if self.engine == "subprocess":
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents)
-        return QuickJSEngine(self.config, provider=provider, agents=self.agents)
+                                    agents=self.agents, store=store)
+        return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store)
 
 
 def engine_config(ns: argparse.Namespace) -> EngineConfig:

@@ -1,0 +1,14 @@
+"""The command line's exit codes and its one usage-error type, shared by every command."""
+
+from __future__ import annotations
+
+__all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "CliError"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 130
+
+
+class CliError(Exception):
+    """A usage or start error: printed as ``Error: <message>``, exit code 2."""
