@@ -34,14 +34,15 @@ from dsh_workflow import (
 
 from .errors import CliError
 
-__all__ = ["EngineSetup", "add_agent_options", "add_engine_options", "engine_setup",
-           "load_agents"]
+__all__ = ["EngineSetup", "add_agent_options", "add_engine_options", "count", "engine_config",
+           "engine_setup", "load_agents", "positive_seconds", "provider_factory", "seconds"]
 
 #: Providers every command offers; a command may add its own (``mcp`` adds ``sampling``).
 BASE_PROVIDERS = ("echo", "openai", "command")
 
 
-def _count(text: str) -> int:
+def count(text: str) -> int:
+    """argparse type: a whole number >= 1."""
     try:
         value = int(text)
     except ValueError:
@@ -51,7 +52,8 @@ def _count(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds >= 0."""
     try:
         value = float(text)
     except ValueError:
@@ -61,8 +63,9 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _positive_seconds(text: str) -> float:
-    value = _seconds(text)
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    value = seconds(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be greater than 0")
     return value
@@ -88,17 +91,17 @@ def add_engine_options(parser: argparse.ArgumentParser, *,
     parser.add_argument("--engine", choices=("quickjs", "subprocess"), default="quickjs",
                         help="quickjs: in-process (default); subprocess: the script runs in a "
                         "locked-down child process, for scripts treated as hostile")
-    parser.add_argument("--max-concurrency", type=_count, metavar="N",
+    parser.add_argument("--max-concurrency", type=count, metavar="N",
                         help="agents running at once")
-    parser.add_argument("--max-agents", type=_count, metavar="N", help="agents a run may start")
-    parser.add_argument("--budget", type=_count, metavar="TOKENS",
+    parser.add_argument("--max-agents", type=count, metavar="N", help="agents a run may start")
+    parser.add_argument("--budget", type=count, metavar="TOKENS",
                         help="tokens (input + output) the run may spend; past it agent() throws "
                              "BUDGET_EXCEEDED")
-    parser.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                         help="wall-clock limit of the run")
-    parser.add_argument("--agent-timeout", type=_positive_seconds, metavar="SECONDS",
+    parser.add_argument("--agent-timeout", type=positive_seconds, metavar="SECONDS",
                         help="wall-clock limit of one agent (it then returns null)")
-    parser.add_argument("--echo-latency", type=_seconds, metavar="SECONDS",
+    parser.add_argument("--echo-latency", type=seconds, metavar="SECONDS",
                         help="simulated latency of each echo agent (echo)")
     add_agent_options(parser)
     parser.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
