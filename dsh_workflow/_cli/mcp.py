@@ -19,8 +19,11 @@ Contract:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
+
+from dsh_workflow import RunStore
 
 from .errors import CliError
 from .options import EngineSetup, add_engine_options, engine_setup
@@ -78,15 +81,23 @@ def command_mcp(ns: argparse.Namespace) -> int:
         from dsh_workflow.integrations.mcp import create_server  # noqa: F401 - fail early
     except ImportError as exc:
         raise CliError(MISSING_EXTRA.format(name=exc.name)) from None
-    server = _build_server(ns, setup)
-    if ns.http is not None:
-        anyio.run(_serve_http, server, ns.http, ns.provider == SAMPLING, backend="asyncio")
-    else:
-        anyio.run(_serve_stdio, server, ns.provider == SAMPLING, backend="asyncio")
+    anyio.run(_serve, ns, setup, backend="asyncio")
     return 0
 
 
-def _build_server(ns: argparse.Namespace, setup: EngineSetup) -> Any:
+async def _serve(ns: argparse.Namespace, setup: EngineSetup) -> None:
+    """Open what the server shares across calls, then serve on the chosen transport."""
+    async with contextlib.AsyncExitStack():
+        store: RunStore | None = None  # runs are not recorded (no --store in this command yet)
+        server = _build_server(ns, setup, store)
+        handshake_only = ns.provider == SAMPLING
+        if ns.http is not None:
+            await _serve_http(server, ns.http, handshake_only)
+        else:
+            await _serve_stdio(server, handshake_only)
+
+
+def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | None) -> Any:
     from dsh_workflow.integrations.mcp import (
         CallContext,
         SamplingProvider,
@@ -103,7 +114,7 @@ def _build_server(ns: argparse.Namespace, setup: EngineSetup) -> Any:
     else:
         def provider(call: CallContext) -> Any:
             return setup.provider()
-    return create_server(setup.make_engine, provider)
+    return create_server(lambda child_provider: setup.make_engine(child_provider, store), provider)
 
 
 async def _serve_stdio(server: Any, handshake_only: bool) -> None:
