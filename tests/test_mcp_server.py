@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -52,6 +53,16 @@ SCHEMA = {"type": "object", "properties": {"score": {"type": "integer", "minimum
           "required": ["score"]}
 
 
+#: Where servers record their runs (the command line's run store), away from the repository.
+_STORE_DIR = tempfile.TemporaryDirectory(prefix="dsh-mcp-store-")
+
+
+def _server_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["DSH_WORKFLOW_STORE"] = os.path.join(_STORE_DIR.name, "runs.sqlite3")
+    return env
+
+
 def _server_argv(*options: str) -> list[str]:
     return ["-m", "dsh_workflow", "mcp", *options]
 
@@ -62,7 +73,7 @@ Sampler = Callable[..., Any]
 @asynccontextmanager
 async def stdio_session(*options: str, sampling: Sampler | None = None) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(command=sys.executable, args=_server_argv(*options),
-                                   env=dict(os.environ))
+                                   env=_server_env())
     async with stdio_client(params) as (read, write), \
             ClientSession(read, write, sampling_callback=sampling) as session:
         await session.initialize()
@@ -81,7 +92,8 @@ async def http_session(*options: str, sampling: Sampler | None = None) -> AsyncI
     # stderr is inherited: the server's log stays visible when a test fails.
     async with await anyio.open_process(
             [sys.executable, *_server_argv(*options, "--http", str(port))],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None) as process:
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None,
+            env=_server_env()) as process:
         try:
             with anyio.fail_after(30):
                 while True:
@@ -311,7 +323,7 @@ async def test_the_readmes_client_configuration_starts_the_server_as_written() -
     blocks = [b.split("```", 1)[0] for b in readme.split("```json\n")[1:]]
     config = next(json.loads(b) for b in blocks if "mcpServers" in b)
     (server,) = config["mcpServers"].values()
-    env = dict(os.environ)  # the console script is installed next to this interpreter
+    env = _server_env()  # the console script is installed next to this interpreter
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     params = StdioServerParameters(command=server["command"], args=server["args"], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
