@@ -14,7 +14,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -53,16 +52,6 @@ SCHEMA = {"type": "object", "properties": {"score": {"type": "integer", "minimum
           "required": ["score"]}
 
 
-#: Where servers record their runs (the command line's run store), away from the repository.
-_STORE_DIR = tempfile.TemporaryDirectory(prefix="dsh-mcp-store-")
-
-
-def _server_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["DSH_WORKFLOW_STORE"] = os.path.join(_STORE_DIR.name, "runs.sqlite3")
-    return env
-
-
 def _server_argv(*options: str) -> list[str]:
     return ["-m", "dsh_workflow", "mcp", *options]
 
@@ -73,7 +62,7 @@ Sampler = Callable[..., Any]
 @asynccontextmanager
 async def stdio_session(*options: str, sampling: Sampler | None = None) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(command=sys.executable, args=_server_argv(*options),
-                                   env=_server_env())
+                                   env=dict(os.environ))
     async with stdio_client(params) as (read, write), \
             ClientSession(read, write, sampling_callback=sampling) as session:
         await session.initialize()
@@ -93,7 +82,7 @@ async def http_session(*options: str, sampling: Sampler | None = None) -> AsyncI
     async with await anyio.open_process(
             [sys.executable, *_server_argv(*options, "--http", str(port))],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None,
-            env=_server_env()) as process:
+            env=dict(os.environ)) as process:
         try:
             with anyio.fail_after(30):
                 while True:
@@ -323,7 +312,7 @@ async def test_the_readmes_client_configuration_starts_the_server_as_written() -
     blocks = [b.split("```", 1)[0] for b in readme.split("```json\n")[1:]]
     config = next(json.loads(b) for b in blocks if "mcpServers" in b)
     (server,) = config["mcpServers"].values()
-    env = _server_env()  # the console script is installed next to this interpreter
+    env = dict(os.environ)  # the console script is installed next to this interpreter
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     params = StdioServerParameters(command=server["command"], args=server["args"], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -331,3 +320,17 @@ async def test_the_readmes_client_configuration_starts_the_server_as_written() -
         assert [t.name for t in (await session.list_tools()).tools] == ["workflow"]
         result = await session.call_tool("workflow", {"meta": META, "script": FAN_OUT})
     assert not result.is_error, _text(result)
+
+
+async def test_with_store_every_run_is_recorded(tmp_path: Path) -> None:
+    from dsh_workflow import SQLiteRunStore
+
+    path = tmp_path / "private" / "runs.sqlite3"
+    async with stdio_session("--store", str(path)) as session:
+        result = await session.call_tool("workflow", {"meta": META, "script": FAN_OUT})
+    assert not result.is_error and result.structured_content is not None
+    assert (path.parent.stat().st_mode & 0o777) == 0o700
+    async with SQLiteRunStore(str(path)) as store:
+        record = await store.get_run(result.structured_content["run_id"])
+    assert record is not None
+    assert record.meta["name"] == "mcp-test" and record.status == "completed"

@@ -104,6 +104,7 @@ async def test_progress_is_coalesced_and_ends_with_the_final_state() -> None:
     (["--provider", "sampling", "--model", "m"], "--model applies only to --provider openai"),
     (["--http", "0"], "must be between 1 and 65535"),
     (["--provider", "command"], "--provider command needs --command"),
+    (["--store", "/proc/no-such-folder/runs.sqlite3"], "cannot create the run store folder"),
 ])
 def test_mcp_option_errors_exit_2_before_serving(options: list[str], message: str) -> None:
     done = subprocess.run([sys.executable, "-m", "dsh_workflow", "mcp", *options],

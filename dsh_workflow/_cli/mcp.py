@@ -12,6 +12,8 @@ Contract:
   until its client closes stdin (stdio) or until SIGINT/SIGTERM (HTTP); it exits 0 then.
 - Needs the ``mcp`` extra (``pip install 'dsh-workflow[mcp]'``); without it the command says
   so and exits 2.
+- Runs are recorded only with ``--store PATH`` (a server is long-lived and shared, so recording
+  is opted into); the tool then describes and accepts what a durable engine offers.
 - Saved workflows: the server takes a ``saved_workflows`` source (:class:`SavedWorkflows`) and
   offers each as an MCP prompt; no library of saved workflows is wired in here yet.
 """
@@ -20,10 +22,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from typing import Any
 
-from dsh_workflow import RunStore
+from dsh_workflow import RunStore, RunStoreError, SQLiteRunStore
 
 from .errors import CliError
 from .options import EngineSetup, add_engine_options, engine_setup
@@ -63,6 +66,9 @@ def add_mcp_command(commands: Any) -> None:
                     "streamable HTTP on 127.0.0.1 with --http PORT. --provider sampling answers "
                     "agent() calls with the client's own model (no API key needed).")
     add_engine_options(mcp, providers=("echo", "openai", "command", SAMPLING))
+    mcp.add_argument("--store", metavar="PATH",
+                     help="record every run in this run store file (SQLite), so runs can be "
+                          "listed, shown and resumed (off by default)")
     mcp.add_argument("--http", type=_port, metavar="PORT",
                      help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
     mcp.add_argument("--sampling-max-tokens", type=_tokens, metavar="TOKENS",
@@ -87,14 +93,33 @@ def command_mcp(ns: argparse.Namespace) -> int:
 
 async def _serve(ns: argparse.Namespace, setup: EngineSetup) -> None:
     """Open what the server shares across calls, then serve on the chosen transport."""
-    async with contextlib.AsyncExitStack():
-        store: RunStore | None = None  # runs are not recorded (no --store in this command yet)
+    async with contextlib.AsyncExitStack() as stack:
+        store: RunStore | None = None
+        if ns.store is not None:
+            path = _store_file(ns.store)
+            try:
+                store = await stack.enter_async_context(SQLiteRunStore(path))
+            except RunStoreError as exc:
+                raise CliError(f"cannot open the run store {path!r}: {exc}") from None
         server = _build_server(ns, setup, store)
         handshake_only = ns.provider == SAMPLING
         if ns.http is not None:
             await _serve_http(server, ns.http, handshake_only)
         else:
             await _serve_stdio(server, handshake_only)
+
+
+def _store_file(option: str) -> str:
+    """The file of ``--store PATH`` (absolute); its folder is created, private to the user, when
+    missing (the store holds scripts, arguments and every answer)."""
+    path = os.path.abspath(os.path.expanduser(option))
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create the run store folder {folder!r}: "
+                       f"{exc.strerror or exc}") from None
+    return path
 
 
 def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | None) -> Any:
