@@ -76,7 +76,8 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def http_session(*options: str, sampling: Sampler | None = None) -> AsyncIterator[ClientSession]:
+async def http_server(*options: str) -> AsyncIterator[str]:
+    """``dsh-workflow mcp --http PORT`` as a child process; yields its URL once it listens."""
     port = _free_port()
     # stderr is inherited: the server's log stays visible when a test fails.
     async with await anyio.open_process(
@@ -94,14 +95,20 @@ async def http_session(*options: str, sampling: Sampler | None = None) -> AsyncI
                         continue
                     await stream.aclose()
                     break
-            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write, *_), \
-                    ClientSession(read, write, sampling_callback=sampling) as session:
-                await session.initialize()
-                yield session
+            yield f"http://127.0.0.1:{port}/mcp"
         finally:
             process.terminate()
             with anyio.CancelScope(shield=True), anyio.fail_after(10):
                 await process.wait()
+
+
+@asynccontextmanager
+async def http_session(*options: str, sampling: Sampler | None = None) -> AsyncIterator[ClientSession]:
+    async with http_server(*options) as url, \
+            streamable_http_client(url) as (read, write, *_), \
+            ClientSession(read, write, sampling_callback=sampling) as session:
+        await session.initialize()
+        yield session
 
 
 TRANSPORTS = {"stdio": stdio_session, "http": http_session}
@@ -334,3 +341,28 @@ async def test_with_store_every_run_is_recorded(tmp_path: Path) -> None:
         record = await store.get_run(result.structured_content["run_id"])
     assert record is not None
     assert record.meta["name"] == "mcp-test" and record.status == "completed"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_client_that_probes_the_newer_protocol_still_gets_sampling(transport: str) -> None:
+    """``mcp.Client`` probes the per-request protocol era first; sampling needs the handshake
+    era's server-to-client requests, so the server sends it there and sampling works."""
+    from mcp import Client
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+        return _reply("sampled")
+
+    script = 'return await agent("hello");'
+    if transport == "stdio":
+        params = StdioServerParameters(command=sys.executable,
+                                       args=_server_argv("--provider", "sampling"),
+                                       env=dict(os.environ))
+        async with Client(params, sampling_callback=sampling) as client:
+            result = await client.call_tool("workflow", {"meta": META, "script": script})
+    else:
+        async with http_server("--provider", "sampling") as url, \
+                Client(url, sampling_callback=sampling) as client:
+            result = await client.call_tool("workflow", {"meta": META, "script": script})
+    assert not result.is_error, _text(result)
+    assert result.structured_content is not None
+    assert result.structured_content["result"] == "sampled"
