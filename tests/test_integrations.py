@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
 
 from dsh_workflow import EchoProvider, EngineConfig, QuickJSEngine, WorkflowTool
@@ -200,8 +201,11 @@ async def test_langchain_tool_answers_the_fake_models_tool_calls(anyio_backend: 
         reply = await model.ainvoke("run the workflow")
         assert isinstance(reply, AIMessage)
         answers = [await wrapped.ainvoke(call) for call in reply.tool_calls]
+        # Synchronous invoke works from a worker thread of the engine's loop...
+        answers.append(await anyio.to_thread.run_sync(wrapped.invoke, calls[0]))
     assert all(isinstance(answer, ToolMessage) for answer in answers)
     assert [(a.tool_call_id, a.status, a.content) for a in answers] == [
-        ("c1", "success", good_text), ("c2", "error", bad_text)]
+        ("c1", "success", good_text), ("c2", "error", bad_text), ("c1", "success", good_text)]
+    # ...and says what to do anywhere else.
     with pytest.raises(NotImplementedError, match="ainvoke"):
         wrapped.invoke(calls[0])

@@ -10,15 +10,17 @@ Contract: :func:`workflow_tool` returns a langchain-core ``BaseTool`` named as t
 Schema itself). ``ainvoke`` runs :meth:`WorkflowTool.execute` and returns its text; a result
 the tool marks as an error is raised as ``ToolException``, and the tool handles it
 (``handle_tool_error=True``), so the model receives the error text as the tool message (with
-``status="error"``). The tool is async only: the workflow runs on the engine's event loop, so
-synchronous ``invoke`` raises ``NotImplementedError``, as langchain-core's own coroutine-only
-tools do.
+``status="error"``). The workflow runs on the engine's event loop: ``ainvoke`` there, or
+synchronous ``invoke`` from a worker thread of that loop (``anyio.to_thread.run_sync``, or a
+blocking portal's thread); anywhere else ``invoke`` raises ``NotImplementedError`` saying so.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import anyio.from_thread
 from langchain_core.tools import BaseTool, ToolException
 
 from .._tool import WorkflowTool
@@ -33,7 +35,14 @@ class WorkflowLangChainTool(BaseTool):
     handle_tool_error: bool = True
 
     def _run(self, *args: Any, **kwargs: Any) -> str:
-        raise NotImplementedError(f"the {self.name!r} tool is async only: use ainvoke()")
+        try:
+            return anyio.from_thread.run(functools.partial(self._arun, *args, **kwargs))
+        except RuntimeError as exc:
+            if "worker thread" not in str(exc) and "event loop" not in str(exc):
+                raise
+        raise NotImplementedError(
+            f"the {self.name!r} tool runs on its engine's event loop: use ainvoke() there, or "
+            "invoke() from one of that loop's worker threads")
 
     async def _arun(self, *args: Any, **kwargs: Any) -> str:
         kwargs.pop("run_manager", None)
