@@ -113,3 +113,14 @@ def test_mcp_option_errors_exit_2_before_serving(options: list[str], message: st
     assert done.returncode == 2
     assert message in done.stderr
     assert done.stdout == ""
+
+
+def test_without_the_mcp_extra_the_command_says_how_to_get_it() -> None:
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "from dsh_workflow._cli.main import main\n"
+            "sys.exit(main(['mcp']))")
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'dsh-workflow[mcp]'" in done.stderr
+    assert "Traceback" not in done.stderr
