@@ -1,6 +1,9 @@
 """``dsh-workflow run`` and ``dsh-workflow check``: the command line of SPEC §7 (the durable-run
 commands ``runs``, ``show``, ``logs`` and ``resume`` of SPEC §9 live in :mod:`.runs`).
 
+(``dsh-workflow mcp`` lives in :mod:`.mcp`; the options ``run`` shares with it in
+:mod:`.options`.)
+
 Contract:
 
 - ``run SCRIPT.js`` starts one workflow under trio on a :class:`~dsh_workflow.QuickJSEngine`, or
@@ -41,7 +44,6 @@ import argparse
 import contextlib
 import functools
 import json
-import math
 import os
 import shlex
 import signal
@@ -81,6 +83,11 @@ from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .library import add_library_option, load_library, saved_script
 from .lint import lint
 from .metafile import MetaFileError, split_meta
+from .options import _alias, load_agents
+from .options import add_agent_options as _agent_options
+from .options import count as _count
+from .options import positive_seconds as _positive_seconds
+from .options import seconds as _seconds
 from .progress import EventLog, Progress, make_progress
 from .stores import add_store_option, ensure_folder, resume_command, store_path
 
@@ -100,33 +107,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"Error: {message}\n")
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return value
-
-
-def _positive_seconds(text: str) -> float:
-    value = _seconds(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_worker_parser(commands, count=_count, seconds=_seconds, positive_seconds=_positive_seconds)
     commands.choices["worker"].set_defaults(handler=command_worker)
+    from .mcp import add_mcp_command  # SPEC §12: the MCP server, in its own module
+
+    add_mcp_command(commands)
     return parser
 
 
@@ -193,32 +176,6 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--json", action="store_true", help="print the whole result object")
     run.add_argument("--events", metavar="FILE.jsonl", help="append every event as a JSON line")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
-
-
-def _agent_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agents", action="append", default=[], metavar="DIR",
-                        help="a folder of agent definitions (*.md) searched before "
-                        ".claude/agents and ~/.claude/agents (repeatable)")
-
-
-def _alias(text: str) -> tuple[str, str]:
-    name, sep, model = text.partition("=")
-    if not sep or not name.strip() or not model.strip():
-        raise argparse.ArgumentTypeError(f"expected NAME=MODEL, got {text!r}")
-    return name.strip(), model.strip()
-
-
-def load_agents(folders: Sequence[str]) -> AgentRegistry:
-    """The registry for a run or a check: ``folders`` first, then the default search path.
-    Unusable definition files are skipped with a warning line on stderr each."""
-    for folder in folders:
-        if not os.path.isdir(folder):
-            raise CliError(f"--agents {folder!r} is not a folder")
-    registry = AgentRegistry.default(folders)
-    for problem in registry.problems:
-        sys.stderr.write(f"Warning: skipped agent definition {problem}\n")
-    sys.stderr.flush()
-    return registry
 
 
 # -- preparing a run -----------------------------------------------------------------------------

@@ -1,0 +1,179 @@
+"""``dsh-workflow mcp``: serve the ``workflow`` tool over MCP (SPEC §12).
+
+Contract:
+
+- Serves on stdio by default; ``--http PORT`` serves streamable HTTP at
+  ``http://127.0.0.1:PORT/mcp`` instead (a line on stderr names the URL once it listens).
+- Accepts every engine, limit, provider and agent-definition option of ``run`` (one shared
+  definition, :mod:`.options`), plus ``--provider sampling``: ``agent()`` calls are answered by
+  the MCP client's own model (``sampling/createMessage``), capped at ``--sampling-max-tokens``
+  output tokens per reply.
+- Option errors are reported before serving (``Error: <message>``, exit 2). The server runs
+  until its client closes stdin (stdio) or until SIGINT/SIGTERM (HTTP); it exits 0 then.
+- Needs the ``mcp`` extra (``pip install 'dsh-workflow[mcp]'``); without it the command says
+  so and exits 2.
+- Runs are recorded only with ``--store PATH`` (a server is long-lived and shared, so recording
+  is opted into); the tool then describes and accepts what a durable engine offers.
+- Saved workflows: the server takes a ``saved_workflows`` source (:class:`SavedWorkflows`) and
+  offers each as an MCP prompt; no library of saved workflows is wired in here yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from typing import Any
+
+from dsh_workflow import RunStore, RunStoreError, SQLiteRunStore
+
+from .errors import CliError
+from .options import EngineSetup, add_engine_options, engine_setup
+
+__all__ = ["add_mcp_command", "command_mcp"]
+
+SAMPLING = "sampling"
+MISSING_EXTRA = ("dsh-workflow mcp needs the MCP SDK: pip install 'dsh-workflow[mcp]' "
+                 "(missing: {name})")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, got {value}")
+    return value
+
+
+def _tokens(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_mcp_command(commands: Any) -> None:
+    """Register ``mcp`` on the ``dsh-workflow`` subcommand parsers."""
+    mcp = commands.add_parser(
+        "mcp", help="serve the workflow tool over MCP (stdio, or --http PORT)",
+        description="Serve the workflow tool to an MCP client: on stdio by default, or as "
+                    "streamable HTTP on 127.0.0.1 with --http PORT. --provider sampling answers "
+                    "agent() calls with the client's own model (no API key needed).")
+    add_engine_options(mcp, providers=("echo", "openai", "command", SAMPLING))
+    mcp.add_argument("--store", metavar="PATH",
+                     help="record every run in this run store file (SQLite), so runs can be "
+                          "listed, shown and resumed (off by default)")
+    mcp.add_argument("--http", type=_port, metavar="PORT",
+                     help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
+    mcp.add_argument("--sampling-max-tokens", type=_tokens, metavar="TOKENS",
+                     help="output tokens asked for per sampled reply (sampling; default 4096)")
+    mcp.set_defaults(handler=command_mcp)
+
+
+def command_mcp(ns: argparse.Namespace) -> int:
+    """Check the options, then serve until the client goes away; returns the exit code."""
+    if ns.sampling_max_tokens is not None and ns.provider != SAMPLING:
+        raise CliError("--sampling-max-tokens applies only to --provider sampling")
+    setup = engine_setup(ns)
+    try:
+        import anyio
+
+        from dsh_workflow.integrations.mcp import create_server  # noqa: F401 - fail early
+    except ImportError as exc:
+        raise CliError(MISSING_EXTRA.format(name=exc.name)) from None
+    anyio.run(_serve, ns, setup, backend="asyncio")
+    return 0
+
+
+async def _serve(ns: argparse.Namespace, setup: EngineSetup) -> None:
+    """Open what the server shares across calls, then serve on the chosen transport."""
+    async with contextlib.AsyncExitStack() as stack:
+        store: RunStore | None = None
+        if ns.store is not None:
+            path = _store_file(ns.store)
+            try:
+                store = await stack.enter_async_context(SQLiteRunStore(path))
+            except RunStoreError as exc:
+                raise CliError(f"cannot open the run store {path!r}: {exc}") from None
+        server = _build_server(ns, setup, store)
+        handshake_only = ns.provider == SAMPLING
+        if ns.http is not None:
+            await _serve_http(server, ns.http, handshake_only)
+        else:
+            await _serve_stdio(server, handshake_only)
+
+
+def _store_file(option: str) -> str:
+    """The file of ``--store PATH`` (absolute); its folder is created, private to the user, when
+    missing (the store holds scripts, arguments and every answer)."""
+    path = os.path.abspath(os.path.expanduser(option))
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create the run store folder {folder!r}: "
+                       f"{exc.strerror or exc}") from None
+    return path
+
+
+def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | None) -> Any:
+    from dsh_workflow.integrations.mcp import (
+        CallContext,
+        SamplingProvider,
+        create_server,
+    )
+    from dsh_workflow.integrations.mcp.sampling import DEFAULT_MAX_TOKENS
+
+    if ns.provider == SAMPLING:
+        max_tokens = ns.sampling_max_tokens or DEFAULT_MAX_TOKENS
+
+        def provider(call: CallContext) -> Any:
+            return SamplingProvider(call.session, related_request_id=call.request_id,
+                                    max_tokens=max_tokens)
+    else:
+        def provider(call: CallContext) -> Any:
+            return setup.provider()
+    return create_server(lambda child_provider: setup.make_engine(child_provider, store), provider)
+
+
+async def _serve_stdio(server: Any, handshake_only: bool) -> None:
+    """Serve one client on stdin/stdout until it closes stdin.
+
+    With sampling, only the handshake era of the protocol is served (a client that probes
+    with ``server/discover`` falls back to ``initialize``): sampling needs requests from the
+    server to the client during a call, which the per-request era does not allow.
+    """
+    from mcp.server.runner import serve_loop
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        if not handshake_only:
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+            return
+        async with server.lifespan(server) as state:
+            await serve_loop(server, read_stream, write_stream, lifespan_state=state,
+                             init_options=server.create_initialization_options())
+
+
+async def _serve_http(server: Any, port: int, handshake_only: bool) -> None:
+    """Serve streamable HTTP on 127.0.0.1 until SIGINT/SIGTERM (handshake era only with
+    sampling, see :func:`_serve_stdio`)."""
+    import uvicorn
+
+    from dsh_workflow.integrations.mcp.server import handshake_only_http
+
+    app = server.streamable_http_app(host="127.0.0.1")
+    if handshake_only:
+        app = handshake_only_http(app)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                            lifespan="on")
+    http = uvicorn.Server(config)
+    sys.stderr.write(f"dsh-workflow mcp: serving streamable HTTP at http://127.0.0.1:{port}/mcp\n")
+    sys.stderr.flush()
+    await http.serve()

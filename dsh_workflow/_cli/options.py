@@ -1,0 +1,216 @@
+"""The options every command that runs workflows shares: engine, limits, provider, agents.
+
+``run`` and ``mcp`` declare them with :func:`add_engine_options` and turn the parsed namespace
+into an :class:`EngineSetup` with :func:`engine_setup`, so both commands accept the same
+options, check them the same way and build engines and providers in one place.
+
+Contract: every check happens in :func:`engine_setup`, before any event loop starts; a bad
+value raises :class:`CliError` (printed as ``Error: <message>``, exit code 2). The provider is
+built later, inside the run's event loop, by :attr:`EngineSetup.provider`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
+
+from dsh_workflow import (
+    AgentRegistry,
+    EchoProvider,
+    EngineConfig,
+    QuickJSEngine,
+    RunStore,
+    SubagentProvider,
+    SubprocessEngine,
+    WorkflowEngine,
+)
+
+from .errors import CliError
+
+__all__ = ["EngineSetup", "add_agent_options", "add_engine_options", "count", "engine_config",
+           "engine_setup", "load_agents", "positive_seconds", "provider_factory", "seconds"]
+
+#: Providers every command offers; a command may add its own (``mcp`` adds ``sampling``).
+BASE_PROVIDERS = ("echo", "openai", "command")
+
+
+def count(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def _alias(text: str) -> tuple[str, str]:
+    name, sep, model = text.partition("=")
+    if not sep or not name.strip() or not model.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=MODEL, got {text!r}")
+    return name.strip(), model.strip()
+
+
+def add_engine_options(parser: argparse.ArgumentParser, *,
+                       providers: Sequence[str] = BASE_PROVIDERS) -> None:
+    """Declare the provider, engine, limit and agent-definition options on ``parser``."""
+    parser.add_argument("--provider", choices=tuple(providers), default="echo",
+                        help="who answers agent() calls (default: echo, offline)")
+    parser.add_argument("--model", help="model name (openai)")
+    parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible base URL (openai)")
+    parser.add_argument("--command", dest="command_line", metavar="ARGV",
+                        help='command run per agent, prompt on stdin (command), e.g. '
+                        '"my-agent --json"')
+    parser.add_argument("--engine", choices=("quickjs", "subprocess"), default="quickjs",
+                        help="quickjs: in-process (default); subprocess: the script runs in a "
+                        "locked-down child process, for scripts treated as hostile")
+    parser.add_argument("--max-concurrency", type=count, metavar="N",
+                        help="agents running at once")
+    parser.add_argument("--max-agents", type=count, metavar="N", help="agents a run may start")
+    parser.add_argument("--budget", type=count, metavar="TOKENS",
+                        help="tokens (input + output) the run may spend; past it agent() throws "
+                             "BUDGET_EXCEEDED")
+    parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
+                        help="wall-clock limit of the run")
+    parser.add_argument("--agent-timeout", type=positive_seconds, metavar="SECONDS",
+                        help="wall-clock limit of one agent (it then returns null)")
+    parser.add_argument("--echo-latency", type=seconds, metavar="SECONDS",
+                        help="simulated latency of each echo agent (echo)")
+    add_agent_options(parser)
+    parser.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
+                        type=_alias, help="use MODEL wherever a call or an agent definition "
+                        "names NAME (repeatable), e.g. --model-alias sonnet=gpt-4.1")
+
+
+def add_agent_options(parser: argparse.ArgumentParser) -> None:
+    """Declare ``--agents DIR`` (repeatable)."""
+    parser.add_argument("--agents", action="append", default=[], metavar="DIR",
+                        help="a folder of agent definitions (*.md) searched before "
+                        ".claude/agents and ~/.claude/agents (repeatable)")
+
+
+def load_agents(folders: Sequence[str]) -> AgentRegistry:
+    """The registry for a run or a check: ``folders`` first, then the default search path.
+    Unusable definition files are skipped with a warning line on stderr each."""
+    for folder in folders:
+        if not os.path.isdir(folder):
+            raise CliError(f"--agents {folder!r} is not a folder")
+    registry = AgentRegistry.default(folders)
+    for problem in registry.problems:
+        sys.stderr.write(f"Warning: skipped agent definition {problem}\n")
+    sys.stderr.flush()
+    return registry
+
+
+@dataclass
+class EngineSetup:
+    """How to build the engine and provider the options asked for (all already checked)."""
+
+    config: EngineConfig = field(default_factory=EngineConfig)
+    provider: Callable[[], SubagentProvider] = EchoProvider
+    engine: str = "quickjs"
+    agents: AgentRegistry | None = None
+
+    def make_engine(self, provider: SubagentProvider,
+                    store: RunStore | None = None) -> WorkflowEngine:
+        """A new, not yet entered engine of the chosen kind over ``provider`` (recording its
+        runs in ``store`` when given)."""
+        if self.engine == "subprocess":
+            return SubprocessEngine(self.config, provider=provider, pool_size=0,
+                                    agents=self.agents, store=store)
+        return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store)
+
+
+def engine_config(ns: argparse.Namespace) -> EngineConfig:
+    """The limits the options chose; invalid combinations raise :class:`CliError`."""
+    chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
+              "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
+              "budget_tokens": ns.budget,
+              "model_aliases": dict(ns.model_alias) or None}
+    try:
+        return EngineConfig(**{key: value for key, value in chosen.items() if value is not None})
+    except ValidationError as exc:
+        raise CliError("invalid limits: " + "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+
+
+def provider_factory(ns: argparse.Namespace,
+                     config: EngineConfig) -> Callable[[], SubagentProvider] | None:
+    """Check the provider options now; the factory builds the provider inside the run.
+
+    Returns ``None`` for a provider that is not one of :data:`BASE_PROVIDERS` (a command that
+    adds its own builds it itself).
+    """
+    only = {"--model": ("openai", ns.model), "--base-url": ("openai", ns.base_url),
+            "--command": ("command", ns.command_line), "--echo-latency": ("echo", ns.echo_latency)}
+    for option, (provider, value) in only.items():
+        if value is not None and ns.provider != provider:
+            raise CliError(f"{option} applies only to --provider {provider}")
+    if ns.provider == "command":
+        return _command_factory(ns.command_line)
+    if ns.provider == "openai":
+        from dsh_workflow import OpenAIProvider
+
+        options = {"model": ns.model, "base_url": ns.base_url,
+                   "max_connections": config.max_concurrent_agents}
+        try:
+            OpenAIProvider(**options)  # fail on bad settings now
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        return lambda: OpenAIProvider(**options)
+    if ns.provider == "echo":
+        latency = ns.echo_latency or 0.0
+        return lambda: EchoProvider(latency_s=latency)
+    return None
+
+
+def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]:
+    from dsh_workflow import CommandProvider
+
+    if not command_line:
+        raise CliError('--provider command needs --command "program and arguments"')
+    try:
+        argv = shlex.split(command_line)
+        CommandProvider(argv)
+    except ValueError as exc:
+        raise CliError(f"--command {command_line!r}: {exc}") from None
+    return lambda: CommandProvider(argv)
+
+
+def engine_setup(ns: argparse.Namespace) -> EngineSetup:
+    """Check every engine, limit, provider and agent option of ``ns``; raises :class:`CliError`.
+
+    A provider outside :data:`BASE_PROVIDERS` leaves :attr:`EngineSetup.provider` as echo: the
+    command that offered it replaces it.
+    """
+    config = engine_config(ns)
+    factory = provider_factory(ns, config)
+    return EngineSetup(config=config, provider=factory or EchoProvider, engine=ns.engine,
+                       agents=load_agents(ns.agents))

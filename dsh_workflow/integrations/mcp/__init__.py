@@ -1,0 +1,16 @@
+"""MCP for dsh-workflow (extra ``dsh-workflow[mcp]``): the ``workflow`` tool served over MCP,
+and ``agent()`` answered by the MCP client's own model through sampling.
+
+- :func:`create_server` — a low-level ``mcp`` server offering the tool (``dsh-workflow mcp``
+  builds one from its command-line options);
+- :class:`SamplingProvider` — a :class:`~dsh_workflow.SubagentProvider` that sends each child
+  to the client as ``sampling/createMessage``.
+"""
+
+from .progress import ProgressReporter, ProgressSnapshot
+from .sampling import SamplingProvider, SamplingUnavailable, client_can_sample
+from .server import CallContext, SavedWorkflow, SavedWorkflows, create_server
+
+__all__ = ["CallContext", "ProgressReporter", "ProgressSnapshot", "SamplingProvider",
+           "SamplingUnavailable", "SavedWorkflow", "SavedWorkflows", "client_can_sample",
+           "create_server"]

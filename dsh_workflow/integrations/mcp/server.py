@@ -1,0 +1,232 @@
+"""The ``workflow`` tool as an MCP server, on the official ``mcp`` SDK's low-level server.
+
+Contract of :func:`create_server`:
+
+- **One tool.** ``tools/list`` offers one tool whose name, description and input schema are a
+  :class:`~dsh_workflow.WorkflowTool`'s; ``tools/call`` runs it through
+  :meth:`WorkflowTool.execute` and returns its ``text`` as one text block, ``isError`` as the
+  tool decided, and the tool's ``data`` as ``structuredContent``. An unknown tool name is an
+  error result naming the tool that exists.
+- **One engine per call.** Each call gets its own provider (``provider(call)``, entered when it
+  is an async context manager) and its own engine (``make_engine(provider)``), both closed
+  when the call ends — so a call's events are its own, and nothing of a call outlives it.
+  Limits such as ``max_concurrent_agents`` therefore hold per call.
+- **Progress.** When the request carries a progress token, the run's phase and agent counts
+  are sent as ``notifications/progress`` (see :mod:`.progress`); the final state is always sent
+  before the result.
+- **Cancellation.** A ``notifications/cancelled`` for the call cancels the handler (the SDK does
+  that); :meth:`WorkflowTool.execute` then cancels and disposes the run, and leaving the
+  engine's block ends everything the run started before the handler returns.
+- **Saved workflows.** With ``saved_workflows`` (anything with ``entries()`` returning
+  :class:`SavedWorkflow` values), each is offered as an MCP prompt whose message asks the model
+  to call the tool with that workflow's meta and script (and the prompt's ``args`` argument,
+  JSON text, as the workflow's args). This is the hook a saved-workflow library plugs into.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.session import ServerSession
+
+from ..._providers.echo import EchoProvider
+from ..._run import WorkflowEngine
+from ..._subagent import SubagentProvider
+from ..._tool import ToolResult, WorkflowTool
+from .progress import DEFAULT_INTERVAL_S, ProgressReporter
+
+__all__ = ["CallContext", "SavedWorkflow", "SavedWorkflows", "create_server"]
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "dsh-workflow"
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """The MCP request a provider is built for: the client's session and the request's id."""
+
+    session: ServerSession
+    request_id: types.RequestId | None
+
+
+@dataclass(frozen=True)
+class SavedWorkflow:
+    """A saved workflow as the server offers it: its meta (a JSON object) and script body."""
+
+    name: str
+    description: str
+    meta: dict[str, Any]
+    script: str
+
+
+class SavedWorkflows(Protocol):
+    """Where saved workflows come from (a library of workflow files)."""
+
+    def entries(self) -> Sequence[SavedWorkflow]: ...
+
+
+ProviderFactory = Callable[[CallContext], SubagentProvider]
+EngineFactory = Callable[[SubagentProvider], WorkflowEngine]
+
+
+def _progress_token(ctx: ServerRequestContext[Any, Any]) -> object:
+    meta = ctx.meta or {}
+    return meta.get("progress_token", meta.get("progressToken"))
+
+
+def _call_result(result: ToolResult) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)],
+                                is_error=result.is_error, structured_content=result.data)
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
+                  tool_name: str = "workflow", max_result_chars: int = 50_000,
+                  saved_workflows: SavedWorkflows | None = None,
+                  progress_interval_s: float = DEFAULT_INTERVAL_S) -> Server[Any]:
+    """An MCP server offering the ``workflow`` tool (see the module docstring)."""
+    # Name, description and schema come from a WorkflowTool over an engine that is never
+    # entered: the texts are the tool's own, never a copy.
+    listed = WorkflowTool(make_engine(EchoProvider()), tool_name=tool_name,
+                          max_result_chars=max_result_chars)
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name=listed.name,
+                                                       description=listed.description,
+                                                       input_schema=listed.input_schema)])
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name != listed.name:
+            return _error_result(f"Error: unknown tool {params.name!r}; this server offers "
+                                 f"{listed.name!r}")
+        call = CallContext(session=ctx.session, request_id=ctx.request_id)
+        token = _progress_token(ctx)
+        async with contextlib.AsyncExitStack() as stack:
+            child_provider = provider(call)
+            if hasattr(child_provider, "__aenter__"):
+                child_provider = await stack.enter_async_context(child_provider)  # type: ignore[arg-type]
+            engine = await stack.enter_async_context(make_engine(child_provider))
+            tool = WorkflowTool(engine, tool_name=listed.name, max_result_chars=max_result_chars)
+            if token is None:
+                return _call_result(await tool.execute(params.arguments or {}))
+            reporter = ProgressReporter(_sender(ctx.session), interval=progress_interval_s)
+            engine.events.subscribe(reporter)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reporter.pump)
+                result = await tool.execute(params.arguments or {})
+                tg.cancel_scope.cancel()
+            await reporter.flush()
+            return _call_result(result)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    handlers: dict[str, Any] = {}
+    if saved_workflows is not None:
+        handlers = _prompt_handlers(saved_workflows, listed.name)
+    server: Server[Any] = Server(SERVER_NAME, version=_version(), on_list_tools=list_tools,
+                                 on_call_tool=call_tool, **handlers)
+    return server
+
+
+def _sender(session: ServerSession) -> Callable[[float, float | None, str], Any]:
+    async def send(progress: float, total: float | None, message: str) -> None:
+        try:
+            await session.report_progress(progress, total, message)
+        except Exception:
+            logger.debug("could not send a progress notification", exc_info=True)
+    return send
+
+
+def _prompt_handlers(saved: SavedWorkflows, tool_name: str) -> dict[str, Any]:
+    argument = types.PromptArgument(name="args", required=False,
+                                    description="the workflow's args as a JSON object")
+
+    async def list_prompts(ctx: ServerRequestContext[Any, Any],
+                           params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[
+            types.Prompt(name=entry.name, description=entry.description, arguments=[argument])
+            for entry in saved.entries()])
+
+    async def get_prompt(ctx: ServerRequestContext[Any, Any],
+                         params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        entry = next((e for e in saved.entries() if e.name == params.name), None)
+        if entry is None:
+            names = ", ".join(e.name for e in saved.entries()) or "none"
+            raise ValueError(f"no saved workflow named {params.name!r} (available: {names})")
+        call: dict[str, Any] = {"meta": entry.meta, "script": entry.script}
+        raw_args = (params.arguments or {}).get("args")
+        if raw_args:
+            call["args"] = json.loads(raw_args)
+        text = (f"Run the saved workflow {entry.name!r} ({entry.description}) by calling the "
+                f"`{tool_name}` tool with exactly these arguments:\n\n"
+                + json.dumps(call, indent=2, ensure_ascii=False))
+        return types.GetPromptResult(description=entry.description, messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
+
+    return {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dsh-workflow")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
+
+
+HANDSHAKE_ONLY_MESSAGE = ("this server answers agent() calls through MCP sampling, which needs "
+                          "requests from the server during a call: connect with the initialize "
+                          "handshake (protocol {versions})")
+
+
+def handshake_only_http(app: Any) -> Any:
+    """Wrap a streamable-HTTP ASGI ``app`` so it serves only the handshake protocol era.
+
+    A request that declares a per-request-era protocol version (the ``MCP-Protocol-Version``
+    header) gets the JSON-RPC error ``-32022`` naming the handshake versions; a client that
+    probed with ``server/discover`` then falls back to ``initialize``. Used with sampling,
+    which needs requests from the server to the client during a call.
+    """
+    from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    header = b"mcp-protocol-version"
+
+    async def asgi(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            version = next((v.decode("latin-1") for k, v in scope["headers"] if k == header), None)
+            if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+                request = Request(scope, receive)
+                try:
+                    message = json.loads(await request.body())
+                    request_id = message.get("id") if isinstance(message, dict) else None
+                except ValueError:
+                    request_id = None
+                supported = list(HANDSHAKE_PROTOCOL_VERSIONS)
+                error = {"code": UNSUPPORTED_PROTOCOL_VERSION,
+                         "message": HANDSHAKE_ONLY_MESSAGE.format(versions=", ".join(supported)),
+                         "data": {"supported": supported, "requested": version}}
+                response = JSONResponse({"jsonrpc": "2.0", "id": request_id, "error": error},
+                                        status_code=400)
+                await response(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return asgi
