@@ -67,6 +67,7 @@ from dsh_workflow._script import check_body
 from .lint import lint
 from .metafile import MetaFileError, split_meta
 from .progress import EventLog, Progress, make_progress
+from .ui import add_ui_parser, announce_viewer, command_ui
 
 __all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -167,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("script", metavar="SCRIPT.js")
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
     _agent_options(check)
+    add_ui_parser(commands)
     return parser
 
 
@@ -411,6 +413,8 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         except WorkflowError as exc:
             return Outcome(start_error=str(exc))
         interrupts.adopt(run)  # from here on, Ctrl-C cancels the run itself
+        # `viewer: URL` when `dsh-workflow ui` serves the store this run is recorded in.
+        announce_viewer(getattr(plan, "store_path", None), run.id, progress.note)
         result = await run.result()
         interrupts.settled = True
         progress.finish()
@@ -492,6 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dsh-workflow`` and ``python -m dsh_workflow``; returns the exit code."""
     try:
         ns = build_parser().parse_args(argv)
+        if ns.subcommand == "ui":
+            return command_ui(ns, fail=CliError)
         command = command_check if ns.subcommand == "check" else command_run
         return command(ns)
     except CliError as exc:
