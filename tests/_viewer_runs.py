@@ -95,15 +95,15 @@ def make_runs(path: str) -> tuple[dict[str, str], dict[str, int]]:
 
 
 async def _live(path: str, agents: int, latency: float) -> None:
-    async with SQLiteRunStore(path) as store:
-        async with QuickJSEngine(EngineConfig(max_concurrent_agents=2),
-                                 provider=EchoProvider(latency_s=latency), store=store) as engine:
-            run = engine.start(WorkflowStartRequest(meta=_meta("live-run"), script=LIVE,
-                                                    args={"n": agents}))
-            await store.flush()  # the run is in the file before anyone is told its id
-            print(run.id, flush=True)
-            result = await run.result()
-            assert result.stop_reason == "completed", result
+    async with SQLiteRunStore(path) as store, QuickJSEngine(
+            EngineConfig(max_concurrent_agents=2), provider=EchoProvider(latency_s=latency),
+            store=store) as engine:
+        run = engine.start(WorkflowStartRequest(meta=_meta("live-run"), script=LIVE,
+                                                args={"n": agents}))
+        await store.flush()  # the run is in the file before anyone is told its id
+        print(run.id, flush=True)
+        result = await run.result()
+        assert result.stop_reason == "completed", result
 
 
 if __name__ == "__main__":

@@ -24,13 +24,13 @@ import httpx
 import pytest
 
 from dsh_workflow._cli.ui import announce_viewer
+from dsh_workflow._store import RunRecord, StoredEvent
 from dsh_workflow._ui import beacon
-from dsh_workflow._ui.summary import error_view, format_duration
-from dsh_workflow._store import RunRecord
+from dsh_workflow._ui.summary import Counts, count_events, error_view, format_duration
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _viewer_runs import make_runs  # noqa: E402
+from _viewer_runs import make_runs
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium"
                                          if os.path.exists("/usr/bin/chromium") else None)
@@ -275,8 +275,11 @@ def test_a_live_run_grows_on_the_page_without_reloading(viewer: Viewer, page: An
         run_id = child.stdout.readline().strip()
         assert run_id, "the live run did not start"
         page.goto(viewer.url + "/")
-        assert page.locator(f'tr.run[data-id="{run_id}"]').get_attribute("data-status") \
-            == "running"
+        row = f'tr.run[data-id="{run_id}"]'
+        assert page.locator(row).get_attribute("data-status") == "running"
+        # its counts so far (the store totals them only at the end); the list refreshes itself
+        page.wait_for_function(f"Number(document.querySelector('{row} td:nth-child(3)')"
+                               ".textContent) > 0", timeout=5_000)
         page.goto(f"{viewer.url}/runs/{run_id}")
         page.evaluate("window.__sameDocument = true")
         assert page.inner_text("#run-status") == "running"
@@ -300,9 +303,9 @@ def test_a_live_run_grows_on_the_page_without_reloading(viewer: Viewer, page: An
             child.stdout.close()
     counts = [count for count, _ in seen]
     bars = [bar for _, bar in seen]
-    assert len(set(c for c in counts if 0 < c < agents)) >= 2, seen  # grew in steps
+    assert len({c for c in counts if 0 < c < agents}) >= 2, seen  # grew in steps
     assert counts == sorted(counts) and bars == sorted(bars), seen
-    assert len(set(b for b in bars if 0 < b < agents)) >= 2, seen
+    assert len({b for b in bars if 0 < b < agents}) >= 2, seen
     assert page.evaluate("window.__sameDocument") is True  # never reloaded
     assert page.inner_text("#run-status") == "completed"
     assert page.inner_text("#agent-count") == str(agents)
@@ -393,7 +396,8 @@ def test_run_prints_the_viewer_address_of_its_run(viewer: Viewer, tmp_path: path
     script.write_text('export const meta = {name: "hello", description: "d"};\n'
                       'return await agent("hi");\n')
     done = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", str(script),
-                           "--store", runs[0]], capture_output=True, text=True, timeout=60)
+                           "--store", runs[0]], capture_output=True, text=True, timeout=60,
+                          check=False)
     assert done.returncode == 0, done.stderr
     match = re.search(r"viewer: (\S+)", done.stderr)
     assert match is not None, done.stderr
@@ -437,7 +441,8 @@ def test_ui_stops_cleanly_and_removes_its_beacon(tmp_path: pathlib.Path, how: in
 def test_ui_refuses_a_missing_store_and_a_busy_port(tmp_path: pathlib.Path,
                                                     runs: tuple[str, dict[str, str]]) -> None:
     missing = subprocess.run([sys.executable, "-m", "dsh_workflow", "ui", "--store",
-                              str(tmp_path / "none.sqlite3")], capture_output=True, text=True)
+                              str(tmp_path / "none.sqlite3")], capture_output=True, text=True,
+                             check=False)
     assert missing.returncode == 2
     assert "no run store at" in missing.stderr
     with socket.socket() as busy:
@@ -445,7 +450,8 @@ def test_ui_refuses_a_missing_store_and_a_busy_port(tmp_path: pathlib.Path,
         busy.listen()
         port = busy.getsockname()[1]
         taken = subprocess.run([sys.executable, "-m", "dsh_workflow", "ui", "--store", runs[0],
-                                "--port", str(port)], capture_output=True, text=True)
+                                "--port", str(port)], capture_output=True, text=True,
+                               check=False)
     assert taken.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in taken.stderr
 
@@ -483,3 +489,15 @@ def test_error_view_splits_the_code(result: dict[str, Any] | None,
     (0.0123, "12 ms"), (3.21, "3.2 s"), (125, "2 min 05 s"), (7380, "2 h 03 min")])
 def test_durations_read_naturally(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+def test_counts_so_far_come_from_the_events() -> None:
+    data = [{"event": "WorkflowStarted"}, {"event": "AgentReplayed", "seq": 1, "label": "a"},
+            {"event": "AgentStarted", "seq": 2, "label": "b"},
+            {"event": "AgentStarted", "seq": 3, "label": "c"},
+            {"event": "AgentEnded", "seq": 2, "label": "b", "outcome": "completed",
+             "usage": {"input_tokens": 3, "output_tokens": 4}},
+            {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "cancelled",
+             "usage": None}]
+    events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d) for i, d in enumerate(data, 1)]
+    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7)

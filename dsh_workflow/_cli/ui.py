@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["DEFAULT_PORT", "add_ui_parser", "announce_viewer", "command_ui"]
 
@@ -41,7 +42,7 @@ def _port(text: str) -> int:
     return value
 
 
-def add_ui_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_ui_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Register the ``ui`` subcommand on the ``dsh-workflow`` parser."""
     ui = commands.add_parser("ui", help="serve the run viewer on 127.0.0.1",
                              description="Serve a local web page of the runs in a store: the "

@@ -29,7 +29,7 @@ from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -37,6 +37,8 @@ from starlette.templating import Jinja2Templates
 from .._store import RunRecord, RunStatus, SQLiteRunStore
 from .live import event_stream
 from .summary import (
+    RunRow,
+    count_events,
     error_view,
     format_duration,
     format_time,
@@ -74,18 +76,26 @@ def create_app(store_path: str) -> Starlette:
             records = [r for r in records if name.casefold() in run_name(r).casefold()]
         return records, status, name
 
+    async def _rows(records: list[RunRecord]) -> list[RunRow]:
+        now = time.time()
+        rows = []
+        for record in records:
+            so_far = None
+            if record.status == "running":  # its totals are recorded only when it ends
+                so_far = count_events(await store.events(record.id))
+            rows.append(run_row(record, now=now, so_far=so_far))
+        return rows
+
     async def run_list(request: Request) -> Response:
         records, status, name = await _runs(request)
-        now = time.time()
         return _TEMPLATES.TemplateResponse(request, "list.html", {
-            "rows": [run_row(r, now=now) for r in records], "status": status or "",
-            "name": name, "statuses": STATUSES, "store": store.path})
+            "rows": await _rows(records), "status": status or "", "name": name,
+            "statuses": STATUSES, "store": store.path})
 
     async def runs_table(request: Request) -> Response:
         records, _, _ = await _runs(request)
-        now = time.time()
         return _TEMPLATES.TemplateResponse(request, "rows.html",
-                                           {"rows": [run_row(r, now=now) for r in records]})
+                                           {"rows": await _rows(records)})
 
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]

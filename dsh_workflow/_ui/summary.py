@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import JavascriptLexer, JsonLexer
+from pygments import highlight  # type: ignore[import-untyped]
+from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
+from pygments.lexers import JavascriptLexer, JsonLexer  # type: ignore[import-untyped]
 
 from .._errors import WorkflowErrorCode
-from .._store import RunRecord
+from .._store import RunRecord, StoredEvent
 
-__all__ = ["HIGHLIGHT_CLASS", "ErrorView", "RunRow", "error_view", "highlight_css",
+__all__ = ["HIGHLIGHT_CLASS", "Counts", "ErrorView", "RunRow", "count_events", "error_view", "highlight_css",
            "highlight_js", "highlight_json", "run_payload", "run_row"]
 
 HIGHLIGHT_CLASS = "hl"
@@ -37,9 +38,34 @@ class RunRow:
     status: str
     agents: int
     replayed: int
-    tokens: int | None  # None while the run has not ended (the store totals it at the end)
+    tokens: int
     started: str
     duration: str
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Agents started, agents replayed and tokens spent, as counted from a run's events (the
+    store records its totals only when the run ends)."""
+
+    agents: int = 0
+    replayed: int = 0
+    tokens: int = 0
+
+
+def count_events(events: Iterable[StoredEvent]) -> Counts:
+    """The counts of a run so far, from its stored events."""
+    agents = replayed = tokens = 0
+    for event in events:
+        kind = event.data.get("event")
+        if kind == "AgentStarted":
+            agents += 1
+        elif kind == "AgentReplayed":
+            replayed += 1
+        elif kind == "AgentEnded":
+            usage = event.data.get("usage") or {}
+            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    return Counts(agents=agents, replayed=replayed, tokens=tokens)
 
 
 @dataclass(frozen=True)
@@ -73,13 +99,15 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def run_row(record: RunRecord, *, now: float | None = None) -> RunRow:
-    """The run-list row of ``record``; a run still going shows its duration so far."""
+def run_row(record: RunRecord, *, now: float | None = None,
+            so_far: Counts | None = None) -> RunRow:
+    """The run-list row of ``record``. A run still going shows its duration so far, and its
+    counts so far when ``so_far`` is given (else the store's totals)."""
     ended = record.ended_at if record.ended_at is not None else (now or time.time())
-    running = record.status == "running"
+    counts = so_far or Counts(agents=record.agents, replayed=record.replayed,
+                              tokens=record.usage.total_tokens)
     return RunRow(id=record.id, name=run_name(record), status=record.status,
-                  agents=record.agents, replayed=record.replayed,
-                  tokens=None if running else record.usage.total_tokens,
+                  agents=counts.agents, replayed=counts.replayed, tokens=counts.tokens,
                   started=format_time(record.created_at),
                   duration=format_duration(ended - record.created_at))
 
@@ -104,18 +132,18 @@ def error_view(record: RunRecord) -> ErrorView | None:
 
 def highlight_js(source: str) -> str:
     """``source`` as highlighted HTML (Pygments' JavaScript lexer)."""
-    return highlight(source, JavascriptLexer(), _FORMATTER)
+    return str(highlight(source, JavascriptLexer(), _FORMATTER))
 
 
 def highlight_json(value: Any) -> str:
     """``value`` as indented, highlighted JSON HTML."""
     text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    return highlight(text, JsonLexer(), _FORMATTER)
+    return str(highlight(text, JsonLexer(), _FORMATTER))
 
 
 def highlight_css() -> str:
     """The style sheet of the highlighted blocks."""
-    return _FORMATTER.get_style_defs(f".{HIGHLIGHT_CLASS}")
+    return str(_FORMATTER.get_style_defs(f".{HIGHLIGHT_CLASS}"))
 
 
 def run_payload(record: RunRecord) -> dict[str, Any]:
