@@ -315,6 +315,32 @@ def test_a_live_run_grows_on_the_page_without_reloading(viewer: Viewer, page: An
     assert len(page.locator("#log li").all_inner_texts()) == agents // 2
 
 
+@needs_chromium
+def test_an_interrupted_run_shows_its_counts_and_ends_on_its_page(
+        page: Any, tmp_path: pathlib.Path) -> None:
+    store = str(tmp_path / "runs.sqlite3")
+    child = subprocess.Popen([sys.executable, str(HERE / "_viewer_runs.py"), "live", store,
+                              "40", "0.3"], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    run_id = child.stdout.readline().strip()
+    time.sleep(1.0)  # a few agents ended
+    child.kill()  # kill -9: the run never ends by itself
+    child.wait()
+    child.stdout.close()
+    second = Viewer(store)
+    try:
+        page.goto(second.url + "/")
+        row = page.locator(f'tr.run[data-id="{run_id}"]')
+        assert row.get_attribute("data-status") == "interrupted"
+        assert int(row.locator("td").nth(2).inner_text()) >= 2  # counted from its events
+        page.goto(f"{second.url}/runs/{run_id}")
+        _ended(page)
+        assert page.inner_text("#run-status") == "interrupted"
+        assert page.locator("tr.agent").count() >= 2
+    finally:
+        assert second.stop() == 0
+
+
 # -- the stream over plain HTTP --------------------------------------------------------------
 
 

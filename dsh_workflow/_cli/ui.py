@@ -78,6 +78,7 @@ def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> i
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind(("127.0.0.1", ns.port))
+        listener.listen(128)  # from here connections wait in the backlog until uvicorn serves
     except OSError as exc:
         listener.close()
         raise fail(f"cannot listen on 127.0.0.1:{ns.port}: {exc.strerror or exc}") from None

@@ -81,7 +81,7 @@ def create_app(store_path: str) -> Starlette:
         rows = []
         for record in records:
             so_far = None
-            if record.status == "running":  # its totals are recorded only when it ends
+            if record.status in ("running", "interrupted"):  # totals come only at the end
                 so_far = count_events(await store.events(record.id))
             rows.append(run_row(record, now=now, so_far=so_far))
         return rows
