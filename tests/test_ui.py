@@ -360,6 +360,10 @@ def test_the_stream_continues_after_the_last_event_id(viewer: Viewer,
     assert httpx.get(f"{viewer.url}/api/runs/nope/stream", timeout=10).status_code == 404
     assert httpx.get(f"{viewer.url}/runs/nope", timeout=10).status_code == 404
     assert httpx.get(f"{viewer.url}/?status=bogus", timeout=10).status_code == 400
+    assert httpx.get(viewer.url.replace("127.0.0.1", "localhost") + "/",
+                     timeout=10).status_code == 200
+    foreign = httpx.get(viewer.url + "/", headers={"Host": "attacker.example"}, timeout=10)
+    assert foreign.status_code == 400  # a rebound host name gets nothing
 
 
 def _messages(text: str) -> list[tuple[str, str | None, str]]:

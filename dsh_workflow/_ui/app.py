@@ -13,7 +13,7 @@ Routes:
   the network.
 
 The store is opened when the application starts and closed when it stops; the viewer only
-reads it.
+reads it. Requests must name the host ``127.0.0.1`` or ``localhost`` (others get 400).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from typing import Any, cast, get_args
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
@@ -138,4 +140,7 @@ def create_app(store_path: str) -> Starlette:
         Route("/favicon.ico", no_icon),
         Mount("/static", StaticFiles(directory=os.fspath(str(_HERE / "static"))), name="static"),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    # Only requests addressed to this machine by name: a web page elsewhere cannot reach the
+    # viewer by pointing its own host name at 127.0.0.1 (DNS rebinding).
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"])]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
