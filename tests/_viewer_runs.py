@@ -3,8 +3,9 @@
 ``make_runs(path)`` records finished runs (completed, failed with a code, failed by an uncaught
 script error, a resumed run with replayed agents, a 1000-agent fan-out) and returns their ids
 and token totals by name. Run as a script, ``python _viewer_runs.py live STORE AGENTS LATENCY`` records one run
-that takes a while: it prints the run id on stdout as soon as the run started, then runs it to
-the end.
+that takes a while (two agents at a time); ``fanout`` instead of ``live`` starts AGENTS agents
+at once, 100 running at a time. Either prints the run id on stdout as soon as the run started,
+then runs it to the end.
 """
 
 from __future__ import annotations
@@ -94,12 +95,15 @@ def make_runs(path: str) -> tuple[dict[str, str], dict[str, int]]:
     return anyio.run(_make_runs, path)
 
 
-async def _live(path: str, agents: int, latency: float) -> None:
+async def _live(mode: str, path: str, agents: int, latency: float) -> None:
+    fanout = mode == "fanout"
+    config = EngineConfig(max_concurrent_agents=100 if fanout else 2,
+                          max_total_agents=max(agents, 1000))
     async with SQLiteRunStore(path) as store, QuickJSEngine(
-            EngineConfig(max_concurrent_agents=2), provider=EchoProvider(latency_s=latency),
-            store=store) as engine:
-        run = engine.start(WorkflowStartRequest(meta=_meta("live-run"), script=LIVE,
-                                                args={"n": agents}))
+            config, provider=EchoProvider(latency_s=latency), store=store) as engine:
+        run = engine.start(WorkflowStartRequest(
+            meta=_meta("live-fanout" if fanout else "live-run"), script=FANOUT if fanout else LIVE,
+            args={"n": agents}))
         await store.flush()  # the run is in the file before anyone is told its id
         print(run.id, flush=True)
         result = await run.result()
@@ -107,6 +111,7 @@ async def _live(path: str, agents: int, latency: float) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["live"] or len(sys.argv) != 5:
-        raise SystemExit("usage: _viewer_runs.py live STORE AGENTS LATENCY")
-    anyio.run(_live, sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), backend="trio")
+    if sys.argv[1:2] not in (["live"], ["fanout"]) or len(sys.argv) != 5:
+        raise SystemExit("usage: _viewer_runs.py live|fanout STORE AGENTS LATENCY")
+    anyio.run(_live, sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]),
+              backend="trio")

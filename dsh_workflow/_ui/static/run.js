@@ -2,6 +2,8 @@
 // tree of phases and agents, a timeline chart and the log, without reloading. DOM work is
 // batched: events only mark agents dirty; one render per animation frame touches those rows,
 // and the chart is redrawn at most twice a second while the run is going.
+// #run[data-live] reads "open" while the stream is open and "ended" once the run has ended
+// and its final state (tree, counts, chart, result) is drawn.
 "use strict";
 (function () {
   const root = document.getElementById("run");
@@ -111,16 +113,16 @@
     }
     const cells = cellsFor(a);
     for (let i = 0; i < 6; i++) {
-      if (i === 2) {
-        a.row.cells[2].innerHTML = '<span class="badge"></span>';
-        a.row.cells[2].firstChild.textContent = cells[2];
-        a.row.cells[2].firstChild.className = "badge s-" + a.status;
-      } else if (a.row.cells[i].textContent !== cells[i]) {
-        a.row.cells[i].textContent = cells[i];
-      }
+      if (i !== 2 && a.row.cells[i].textContent !== cells[i]) a.row.cells[i].textContent = cells[i];
     }
-    a.row.dataset.status = a.status;
-    a.row.classList.toggle("replayed", a.replayed);
+    if (a.row.dataset.status !== a.status) {
+      const badge = document.createElement("span");
+      badge.className = "badge s-" + a.status;
+      badge.textContent = a.status;
+      a.row.cells[2].replaceChildren(badge);
+      a.row.dataset.status = a.status;
+      a.row.classList.toggle("replayed", a.replayed);
+    }
   }
 
   function render() {
@@ -152,9 +154,11 @@
     $("token-count").textContent = String(tokens);
     if (!ended) $("run-duration").textContent = secs((endAt ?? now()) - startAt);
     if (chartDirty) planChart();
+    settle();
   }
 
   function planChart() {
+    if (ended && chartTimer !== null) { clearTimeout(chartTimer); chartTimer = null; }
     const wait = ended ? 0 : Math.max(0, 500 - (Date.now() - lastChart));
     if (chartTimer === null) chartTimer = setTimeout(drawChart, wait);
   }
@@ -214,6 +218,14 @@
     chart.update("none");
     box.dataset.bars = String(n);
     if (chartDirty) planChart();
+    settle();
+  }
+
+  function settle() {
+    // Once the run has ended and nothing is left to draw, the page shows its final state.
+    if (ended && !framePending && !dirty.size && !chartDirty && chartTimer === null) {
+      root.dataset.live = "ended";
+    }
   }
 
   function describe(a) {
@@ -248,8 +260,7 @@
     if (payload.ended_at && endAt === null) endAt = payload.ended_at;
     for (const seq of running) dirty.add(seq);
     chartDirty = true;
-    schedule();
-    root.dataset.live = "ended";
+    schedule();  // the chart drawn after this render marks the page data-live="ended"
   }
 
   const source = new EventSource("/api/runs/" + encodeURIComponent(runId) + "/stream");
