@@ -67,7 +67,7 @@ from dsh_workflow._script import check_body
 from .lint import lint
 from .metafile import MetaFileError, split_meta
 from .progress import EventLog, Progress, make_progress
-from .ui import add_ui_parser, announce_viewer, command_ui
+from .ui import add_ui_parser, announce_viewer
 
 __all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("script", metavar="SCRIPT.js")
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
     _agent_options(check)
-    add_ui_parser(commands)
+    add_ui_parser(commands, fail=CliError)
     return parser
 
 
@@ -497,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ns = build_parser().parse_args(argv)
         if ns.subcommand == "ui":
-            return command_ui(ns, fail=CliError)
+            return ns.handler(ns)  # type: ignore[no-any-return]
         command = command_check if ns.subcommand == "check" else command_run
         return command(ns)
     except CliError as exc:

@@ -16,6 +16,7 @@ Contract:
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import socket
@@ -42,8 +43,10 @@ def _port(text: str) -> int:
     return value
 
 
-def add_ui_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    """Register the ``ui`` subcommand on the ``dsh-workflow`` parser."""
+def add_ui_parser(commands: argparse._SubParsersAction[Any], *,
+                  fail: Callable[[str], Exception]) -> None:
+    """Register the ``ui`` subcommand on the ``dsh-workflow`` parser; its ``handler`` runs
+    :func:`command_ui`, raising ``fail(message)`` for a start error."""
     ui = commands.add_parser("ui", help="serve the run viewer on 127.0.0.1",
                              description="Serve a local web page of the runs in a store: the "
                              "run list, and per run its live tree of agents, timeline, log, "
@@ -53,6 +56,7 @@ def add_ui_parser(commands: argparse._SubParsersAction[Any]) -> None:
                          "under the current directory)")
     ui.add_argument("--port", type=_port, default=DEFAULT_PORT,
                     help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
+    ui.set_defaults(handler=functools.partial(command_ui, fail=fail))
 
 
 def store_file(option: str | None) -> str:
