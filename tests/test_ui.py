@@ -507,13 +507,20 @@ def test_ui_stops_cleanly_and_removes_its_beacon(tmp_path: pathlib.Path, how: in
     assert beacon.viewer_url(store, "r") is None
 
 
-def test_ui_refuses_a_missing_store_and_a_busy_port(tmp_path: pathlib.Path,
+def test_ui_refuses_a_missing_or_foreign_store_and_a_busy_port(tmp_path: pathlib.Path,
                                                     runs: tuple[str, dict[str, str]]) -> None:
     missing = subprocess.run([sys.executable, "-m", "dsh_workflow", "ui", "--store",
                               str(tmp_path / "none.sqlite3")], capture_output=True, text=True,
                              check=False)
     assert missing.returncode == 2
     assert "no run store at" in missing.stderr
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("not a database\n" * 100)
+    wrong = subprocess.run([sys.executable, "-m", "dsh_workflow", "ui", "--store", str(foreign)],
+                           capture_output=True, text=True, check=False)
+    assert wrong.returncode == 2
+    assert wrong.stderr.startswith("Error: run store ") and "Traceback" not in wrong.stderr
+    assert not os.path.exists(beacon.beacon_path(str(foreign)))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()

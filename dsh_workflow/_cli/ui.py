@@ -6,8 +6,9 @@ Contract:
   ``$DSH_WORKFLOW_STORE``, else ``.dsh-workflow/runs.sqlite3`` under the current directory) on
   ``127.0.0.1`` only, port ``N`` (default 8765; ``0`` picks a free one). It prints
   ``viewer: http://127.0.0.1:PORT/`` on stderr once it listens, and serves until Ctrl-C or
-  SIGTERM (then it closes its connections within 2 s and exits 0). A missing store file, a port in use, or the ``ui`` extra not installed is a
-  start error (exit 2).
+  SIGTERM (then it closes its connections within 2 s and exits 0). A missing store file, a
+  file that is not a run store, a port in use, or the ``ui`` extra not installed is a start
+  error (exit 2).
 - While it serves, the store's beacon (:mod:`dsh_workflow._ui.beacon`) names it, so ``run``
   prints ``viewer: <url of the run>`` on stderr for a run recorded in that store
   (:func:`announce_viewer`).
@@ -78,6 +79,8 @@ def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> i
         raise fail(_MISSING_EXTRA.format(name=exc.name)) from None
     from dsh_workflow._ui.beacon import remove_beacon, write_beacon
 
+    _check_store(path, fail)
+
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -105,6 +108,23 @@ def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> i
         listener.close()
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _check_store(path: str, fail: Callable[[str], Exception]) -> None:
+    """Open the store once, so a file that is not a run store is a start error (exit 2)
+    rather than a failure of the server's startup."""
+    import anyio
+
+    from dsh_workflow import RunStoreError, SQLiteRunStore
+
+    async def open_once() -> None:
+        async with SQLiteRunStore(path):
+            pass
+
+    try:
+        anyio.run(open_once)
+    except RunStoreError as exc:
+        raise fail(str(exc)) from None
 
 
 class _Stopped(Exception):
