@@ -359,10 +359,10 @@ def test_an_interrupted_run_shows_its_counts_and_ends_on_its_page(
         page: Any, tmp_path: pathlib.Path) -> None:
     store = str(tmp_path / "runs.sqlite3")
     child = subprocess.Popen([sys.executable, str(HERE / "_viewer_runs.py"), "live", store,
-                              "40", "0.3"], stdout=subprocess.PIPE, text=True)
+                              "40", "2.0"], stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     run_id = child.stdout.readline().strip()
-    time.sleep(1.0)  # a few agents ended
+    time.sleep(1.0)  # in the middle of its first two agents
     child.kill()  # kill -9: the run never ends by itself
     child.wait()
     child.stdout.close()
@@ -376,6 +376,10 @@ def test_an_interrupted_run_shows_its_counts_and_ends_on_its_page(
         _ended(page)
         assert page.inner_text("#run-status") == "interrupted"
         assert page.locator("tr.agent").count() >= 2
+        # the agents it was running when it died are not shown as still running
+        assert page.locator('tr.agent[data-status="running"]').count() == 0
+        assert page.locator('tr.agent[data-status="interrupted"]').count() >= 1
+        assert "running" not in _chart(page)["sets"]
     finally:
         assert second.stop() == 0
 

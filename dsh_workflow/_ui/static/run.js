@@ -9,7 +9,8 @@
   const root = document.getElementById("run");
   const runId = root.dataset.id;
   const COLORS = { completed: "#2e9d5b", failed: "#d64545", timeout: "#e08a1e",
-                   cancelled: "#8b95a5", running: "#3b82f6", replayed: "#8b5cf6" };
+                   cancelled: "#8b95a5", interrupted: "#5b6472", running: "#3b82f6",
+                   replayed: "#8b5cf6" };
   const NO_PHASE = "(no phase)";
 
   const agents = new Map();        // seq -> agent
@@ -249,7 +250,6 @@
     badge.textContent = payload.status;
     badge.className = "badge s-" + payload.status;
     $("run-duration").textContent = payload.row.duration;
-    if (payload.row.tokens != null) $("token-count").textContent = String(payload.row.tokens);
     if (payload.error) {
       $("error-code").textContent = payload.error.code || "uncaught script error";
       $("error-message").textContent = payload.error.message;
@@ -258,7 +258,15 @@
     if (payload.result_html) $("result").innerHTML = payload.result_html;
     if (payload.result_full_html) $("result-full").innerHTML = payload.result_full_html;
     if (payload.ended_at && endAt === null) endAt = payload.ended_at;
-    for (const seq of running) dirty.add(seq);
+    // Agents with no end left: the run's process died under them (an interrupted run).
+    for (const seq of running) {
+      const a = agents.get(seq);
+      a.status = "interrupted";
+      a.end = endAt ?? a.start;
+      dirty.add(seq);
+      dirtyPhases.add(a.phase);
+    }
+    running.clear();
     chartDirty = true;
     schedule();  // the chart drawn after this render marks the page data-live="ended"
   }
