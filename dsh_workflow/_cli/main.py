@@ -90,6 +90,7 @@ from .options import positive_seconds as _positive_seconds
 from .options import seconds as _seconds
 from .progress import EventLog, Progress, make_progress
 from .stores import add_store_option, ensure_folder, resume_command, store_path
+from .ui import add_ui_parser, announce_viewer
 
 __all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "CliError", "build_parser",
            "main"]
@@ -143,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .mcp import add_mcp_command  # SPEC §12: the MCP server, in its own module
 
     add_mcp_command(commands)
+    add_ui_parser(commands, fail=CliError)
     return parser
 
 
@@ -488,6 +490,8 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         except WorkflowError as exc:
             return Outcome(start_error=str(exc))
         interrupts.adopt(run)  # from here on, Ctrl-C cancels the run itself
+        # `viewer: URL` when `dsh-workflow ui` serves the store this run is recorded in.
+        announce_viewer(getattr(plan, "store_path", None), run.id, progress.note)
         result = await run.result()
         interrupts.settled = True
         progress.finish()

@@ -1,0 +1,158 @@
+"""``dsh-workflow ui``: serve the run viewer of a store on 127.0.0.1 (SPEC §14).
+
+Contract:
+
+- ``ui [--store PATH] [--port N]`` serves the viewer of the store file (``--store``, else
+  ``$DSH_WORKFLOW_STORE``, else ``.dsh-workflow/runs.sqlite3`` under the current directory) on
+  ``127.0.0.1`` only, port ``N`` (default 8765; ``0`` picks a free one). It prints
+  ``viewer: http://127.0.0.1:PORT/`` on stderr once it listens, and serves until Ctrl-C or
+  SIGTERM (then it closes its connections within 2 s and exits 0). A missing store file, a
+  file that is not a run store, a port in use, or the ``ui`` extra not installed is a start
+  error (exit 2).
+- While it serves, the store's beacon (:mod:`dsh_workflow._ui.beacon`) names it, so ``run``
+  prints ``viewer: <url of the run>`` on stderr for a run recorded in that store
+  (:func:`announce_viewer`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["DEFAULT_PORT", "add_ui_parser", "announce_viewer", "command_ui"]
+
+DEFAULT_PORT = 8765
+_ENV_VAR = "DSH_WORKFLOW_STORE"
+_DEFAULT_RELATIVE = os.path.join(".dsh-workflow", "runs.sqlite3")
+_MISSING_EXTRA = ("the viewer needs the 'ui' extra: pip install 'dsh-workflow[ui]' "
+                  "(missing: {name})")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0..65535, got {value}")
+    return value
+
+
+def add_ui_parser(commands: argparse._SubParsersAction[Any], *,
+                  fail: Callable[[str], Exception]) -> None:
+    """Register the ``ui`` subcommand on the ``dsh-workflow`` parser; its ``handler`` runs
+    :func:`command_ui`, raising ``fail(message)`` for a start error."""
+    ui = commands.add_parser("ui", help="serve the run viewer on 127.0.0.1",
+                             description="Serve a local web page of the runs in a store: the "
+                             "run list, and per run its live tree of agents, timeline, log, "
+                             "script, args and result.")
+    ui.add_argument("--store", metavar="PATH",
+                    help=f"the run store file (default: ${_ENV_VAR}, else {_DEFAULT_RELATIVE} "
+                         "under the current directory)")
+    ui.add_argument("--port", type=_port, default=DEFAULT_PORT,
+                    help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
+    ui.set_defaults(handler=functools.partial(command_ui, fail=fail))
+
+
+def store_file(option: str | None) -> str:
+    """The store file the command uses (absolute)."""
+    chosen = option or os.environ.get(_ENV_VAR) or _DEFAULT_RELATIVE
+    return os.path.abspath(os.path.expanduser(chosen))
+
+
+def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> int:
+    """Serve until stopped; ``fail(message)`` builds the start error to raise."""
+    path = store_file(ns.store)
+    if not os.path.isfile(path):
+        raise fail(f"no run store at {path} (run a workflow first, or pass --store)")
+    try:
+        import uvicorn
+
+        from dsh_workflow._ui.app import create_app
+    except ImportError as exc:
+        raise fail(_MISSING_EXTRA.format(name=exc.name)) from None
+    from dsh_workflow._ui.beacon import remove_beacon, write_beacon
+
+    _check_store(path, fail)
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", ns.port))
+        listener.listen(128)  # from here connections wait in the backlog until uvicorn serves
+    except OSError as exc:
+        listener.close()
+        raise fail(f"cannot listen on 127.0.0.1:{ns.port}: {exc.strerror or exc}") from None
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    server = uvicorn.Server(uvicorn.Config(create_app(path), log_level="warning",
+                                           access_log=False, lifespan="on",
+                                           timeout_graceful_shutdown=2))
+    # uvicorn shuts down gracefully on SIGINT / SIGTERM and then re-raises the signal to the
+    # handler it found: these turn it into a clean return, so the beacon is always removed.
+    previous = signal.signal(signal.SIGTERM, _stopped)
+    write_beacon(path, url)
+    try:
+        sys.stderr.write(f"viewer: {url}/  (store {path}; Ctrl-C stops it)\n")
+        sys.stderr.flush()
+        server.run(sockets=[listener])
+    except (KeyboardInterrupt, _Stopped):
+        pass
+    finally:
+        remove_beacon(path)
+        listener.close()
+        signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def _check_store(path: str, fail: Callable[[str], Exception]) -> None:
+    """Open the store once, so a file that is not a run store is a start error (exit 2)
+    rather than a failure of the server's startup."""
+    import anyio
+
+    from dsh_workflow import RunStoreError, SQLiteRunStore
+
+    async def open_once() -> None:
+        async with SQLiteRunStore(path):
+            pass
+
+    try:
+        anyio.run(open_once)
+    except RunStoreError as exc:
+        raise fail(str(exc)) from None
+
+
+class _Stopped(Exception):
+    """SIGTERM arrived: stop serving."""
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise _Stopped
+
+
+def announce_viewer(store_path: str | None, run_id: str,
+                    write: Callable[[str], object] | None = None) -> str | None:
+    """When a viewer serves ``store_path``, write ``viewer: <run page URL>`` (default: a line
+    on stderr) and return the URL; else do nothing and return None. Never raises."""
+    if store_path is None:
+        return None
+    from dsh_workflow._ui.beacon import viewer_url
+
+    try:
+        url = viewer_url(store_path, run_id)
+    except Exception:  # noqa: BLE001 - a broken beacon must never disturb a run
+        return None
+    if url is None:
+        return None
+    line = f"viewer: {url}"
+    if write is None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    else:
+        write(line)
+    return url

@@ -1,0 +1,10 @@
+"""The run viewer (SPEC §14): a local web page of a run store, served by ``dsh-workflow ui``.
+
+Layout: ``summary`` (what a page shows of a stored run, syntax highlighting), ``live`` (a
+run's events as server-sent events), ``app`` (the Starlette application: pages, stream,
+assets), ``beacon`` (the file beside a store that tells other commands a viewer serves it),
+``templates/`` and ``static/`` (the pages and their script and style).
+
+Only ``beacon`` may be imported without the ``ui`` extra (Starlette, uvicorn, sse-starlette,
+Jinja2, Pygments, plotly); the others need it.
+"""

@@ -1,0 +1,146 @@
+"""The viewer's ASGI application (Starlette): pages, the live stream and local assets.
+
+Routes:
+
+- ``GET /`` — the run list, newest first; ``?status=`` and ``?name=`` (case-insensitive
+  substring of the meta name) filter it. ``GET /runs-table`` is the same rows as an HTML
+  fragment, which the list page fetches to refresh itself while runs are going.
+- ``GET /runs/{id}`` — a run page (404 for an unknown run).
+- ``GET /api/runs/{id}/stream`` — the run's events and end as server-sent events (:mod:`.live`).
+- ``GET /static/...`` — the viewer's own script and style; ``/static/highlight.css`` the
+  syntax-highlighting style; ``/static/vendor/`` the pinned Chart.js file and its licence
+  (vendored from the npm package by ``scripts/vendor_chartjs.py``). Nothing is fetched from
+  the network.
+
+The store is opened when the application starts and closed when it stops; the viewer only
+reads it. Requests must name the host ``127.0.0.1`` or ``localhost`` (others get 400).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator
+from importlib import resources
+from typing import Any, cast, get_args
+
+from sse_starlette import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from .._store import RunRecord, RunStatus, SQLiteRunStore
+from .live import event_stream
+from .summary import (
+    RunRow,
+    count_events,
+    error_view,
+    format_duration,
+    format_time,
+    highlight_css,
+    highlight_js,
+    highlight_json,
+    run_name,
+    run_row,
+)
+
+__all__ = ["create_app"]
+
+_HERE = resources.files(__package__)
+STATUSES: tuple[str, ...] = get_args(RunStatus)
+_TEMPLATES = Jinja2Templates(directory=str(_HERE / "templates"))
+_TEMPLATES.env.globals.update(format_time=format_time, format_duration=format_duration)
+
+
+def create_app(store_path: str) -> Starlette:
+    """The viewer of the run store file ``store_path``."""
+    store = SQLiteRunStore(store_path)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with store:
+            yield
+
+    async def _runs(request: Request) -> tuple[list[RunRecord], str | None, str]:
+        status = request.query_params.get("status") or None
+        if status is not None and status not in STATUSES:
+            raise HTTPException(400, f"unknown status {status!r}")
+        name = (request.query_params.get("name") or "").strip()
+        records = await store.list_runs(status=cast(RunStatus | None, status))
+        if name:
+            records = [r for r in records if name.casefold() in run_name(r).casefold()]
+        return records, status, name
+
+    async def _rows(records: list[RunRecord]) -> list[RunRow]:
+        now = time.time()
+        rows = []
+        for record in records:
+            so_far = None
+            if record.status in ("running", "interrupted"):  # totals come only at the end
+                so_far = count_events(await store.events(record.id))
+            rows.append(run_row(record, now=now, so_far=so_far))
+        return rows
+
+    async def run_list(request: Request) -> Response:
+        records, status, name = await _runs(request)
+        return _TEMPLATES.TemplateResponse(request, "list.html", {
+            "rows": await _rows(records), "status": status or "", "name": name,
+            "statuses": STATUSES, "store": store.path})
+
+    async def runs_table(request: Request) -> Response:
+        records, _, _ = await _runs(request)
+        return _TEMPLATES.TemplateResponse(request, "rows.html",
+                                           {"rows": await _rows(records)})
+
+    async def run_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        record = await store.get_run(run_id)
+        if record is None:
+            raise HTTPException(404, f"no run {run_id!r} in this store")
+        result = record.result
+        context: dict[str, Any] = {
+            "run": record, "row": run_row(record), "name": run_name(record),
+            "error": error_view(record), "meta_html": highlight_json(record.meta),
+            "script_html": highlight_js(record.script), "args_html": highlight_json(record.args),
+            "result_html": None if result is None else highlight_json(result.get("value")),
+            "result_full_html": None if result is None else highlight_json(result),
+        }
+        return _TEMPLATES.TemplateResponse(request, "run.html", context)
+
+    async def stream(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        if await store.get_run(run_id) is None:
+            raise HTTPException(404, f"no run {run_id!r} in this store")
+        after = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        try:
+            start = max(int(after), 0)
+        except ValueError:
+            raise HTTPException(400, "after must be a whole number") from None
+        return EventSourceResponse(event_stream(store, run_id, after=start), ping=15)
+
+    async def highlight_style(request: Request) -> Response:
+        return Response(highlight_css(), media_type="text/css")
+
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)
+
+    routes = [
+        Route("/", run_list),
+        Route("/runs-table", runs_table),
+        Route("/runs/{run_id}", run_page),
+        Route("/api/runs/{run_id}/stream", stream),
+        Route("/static/highlight.css", highlight_style),
+        Route("/favicon.ico", no_icon),
+        Mount("/static", StaticFiles(directory=os.fspath(str(_HERE / "static"))), name="static"),
+    ]
+    # Only requests addressed to this machine by name: a web page elsewhere cannot reach the
+    # viewer by pointing its own host name at 127.0.0.1 (DNS rebinding).
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"])]
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

@@ -1,0 +1,64 @@
+"""The live stream of one run: its stored events as server-sent events, then its end.
+
+Contract of ``GET /api/runs/{id}/stream`` (see :func:`run_stream`):
+
+- ``event: events`` — ``data`` is a JSON list of ``{"seq", "at", "data"}`` (the stored event
+  without its ``run`` field), in order, at most :data:`BATCH` per message; ``id`` is the last
+  seq sent, so a reconnecting browser (``Last-Event-ID``) continues after it. Everything stored
+  so far comes at once; afterwards the store is polled every :data:`POLL_S` seconds.
+- ``event: end`` — once the run is no longer ``running`` and every event is sent: ``data`` is
+  :func:`~.summary.run_payload` (status, row, error with code, result as HTML). The stream
+  then closes; the page closes its ``EventSource`` so it does not reconnect.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from sse_starlette import ServerSentEvent
+
+from .._store import RunStore, StoredEvent
+from .summary import run_payload
+
+__all__ = ["BATCH", "POLL_S", "event_stream"]
+
+POLL_S = 0.2
+BATCH = 2000
+
+
+def _compact(event: StoredEvent) -> dict[str, Any]:
+    data = {key: value for key, value in event.data.items() if key != "run"}
+    return {"seq": event.seq, "at": event.at, "data": data}
+
+
+def _message(events: list[StoredEvent]) -> ServerSentEvent:
+    body = json.dumps([_compact(event) for event in events], ensure_ascii=False,
+                      separators=(",", ":"))
+    return ServerSentEvent(data=body, event="events", id=str(events[-1].seq))
+
+
+async def event_stream(store: RunStore, run_id: str, *, after: int = 0,
+                       poll_s: float = POLL_S) -> AsyncIterator[ServerSentEvent]:
+    """The messages of the stream of ``run_id`` from event ``after`` on (the run exists)."""
+    last = after
+    while True:
+        # Read the status before the events: a run's events are committed before its end, so
+        # once a status other than running is seen, one more read finds every event.
+        record = await store.get_run(run_id)
+        while True:
+            events = await store.events(run_id, after=last, limit=BATCH)
+            if not events:
+                break
+            last = events[-1].seq
+            yield _message(events)
+            if len(events) < BATCH:
+                break
+        if record is None or record.status != "running":
+            if record is not None:
+                yield ServerSentEvent(data=json.dumps(run_payload(record), ensure_ascii=False),
+                                      event="end")
+            return
+        await anyio.sleep(poll_s)

@@ -1,0 +1,160 @@
+"""What the viewer shows of a stored run: rows of the run list and the parts of a run page.
+
+Pure functions over :class:`~dsh_workflow._store.RunRecord` (no I/O), so the pages and the
+live stream describe a run the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pygments import highlight  # type: ignore[import-untyped]
+from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
+from pygments.lexers import JavascriptLexer, JsonLexer  # type: ignore[import-untyped]
+
+from .._errors import WorkflowErrorCode
+from .._store import RunRecord, StoredEvent
+
+__all__ = ["HIGHLIGHT_CLASS", "Counts", "ErrorView", "RunRow", "count_events", "error_view", "highlight_css",
+           "highlight_js", "highlight_json", "run_payload", "run_row"]
+
+HIGHLIGHT_CLASS = "hl"
+_FORMATTER = HtmlFormatter(cssclass=HIGHLIGHT_CLASS, nowrap=False)
+_CODE_PREFIX = re.compile(r"^([A-Z][A-Z_]+):\s*")
+_KNOWN_CODES = frozenset(code.value for code in WorkflowErrorCode)
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One line of the run list."""
+
+    id: str
+    name: str
+    status: str
+    agents: int
+    replayed: int
+    tokens: int
+    started: str
+    duration: str
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Agents started, agents replayed and tokens spent, as counted from a run's events (the
+    store records its totals only when the run ends)."""
+
+    agents: int = 0
+    replayed: int = 0
+    tokens: int = 0
+
+
+def count_events(events: Iterable[StoredEvent]) -> Counts:
+    """The counts of a run so far, from its stored events."""
+    agents = replayed = tokens = 0
+    for event in events:
+        kind = event.data.get("event")
+        if kind == "AgentStarted":
+            agents += 1
+        elif kind == "AgentReplayed":
+            replayed += 1
+        elif kind == "AgentEnded":
+            usage = event.data.get("usage") or {}
+            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    return Counts(agents=agents, replayed=replayed, tokens=tokens)
+
+
+@dataclass(frozen=True)
+class ErrorView:
+    """A run's error split into its code (None for an uncaught script error) and its text."""
+
+    code: str | None
+    message: str
+
+
+def run_name(record: RunRecord) -> str:
+    name = record.meta.get("name")
+    return name if isinstance(name, str) and name else "(unnamed)"
+
+
+def format_time(at: float) -> str:
+    """Local wall-clock time of a POSIX timestamp, to the second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def format_duration(seconds: float) -> str:
+    """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``."""
+    if seconds < 1:
+        return f"{max(seconds, 0) * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def run_row(record: RunRecord, *, now: float | None = None,
+            so_far: Counts | None = None) -> RunRow:
+    """The run-list row of ``record``. A run still going shows its duration so far, and its
+    counts so far when ``so_far`` is given (else the store's totals)."""
+    ended = record.ended_at if record.ended_at is not None else (now or time.time())
+    counts = so_far or Counts(agents=record.agents, replayed=record.replayed,
+                              tokens=record.usage.total_tokens)
+    return RunRow(id=record.id, name=run_name(record), status=record.status,
+                  agents=counts.agents, replayed=counts.replayed, tokens=counts.tokens,
+                  started=format_time(record.created_at),
+                  duration=format_duration(ended - record.created_at))
+
+
+def error_view(record: RunRecord) -> ErrorView | None:
+    """The run's error with its code, or None when it has none (yet).
+
+    The code is the result's ``error_code`` when it carries one, else the ``CODE:`` prefix of
+    the error text when that names a known code; an uncaught script error has no code.
+    """
+    result = record.result or {}
+    error = result.get("error")
+    if not isinstance(error, str):
+        return None
+    code = result.get("error_code")
+    match = _CODE_PREFIX.match(error)
+    if match and match.group(1) in _KNOWN_CODES:
+        code = code or match.group(1)
+        error = error[match.end():]
+    return ErrorView(code=code if isinstance(code, str) else None, message=error)
+
+
+def highlight_js(source: str) -> str:
+    """``source`` as highlighted HTML (Pygments' JavaScript lexer)."""
+    return str(highlight(source, JavascriptLexer(), _FORMATTER))
+
+
+def highlight_json(value: Any) -> str:
+    """``value`` as indented, highlighted JSON HTML."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return str(highlight(text, JsonLexer(), _FORMATTER))
+
+
+def highlight_css() -> str:
+    """The style sheet of the highlighted blocks."""
+    return str(_FORMATTER.get_style_defs(f".{HIGHLIGHT_CLASS}"))
+
+
+def run_payload(record: RunRecord) -> dict[str, Any]:
+    """What the live stream sends when a run has ended: its row, error and result as HTML."""
+    error = error_view(record)
+    result = record.result
+    return {
+        "status": record.status,
+        "row": run_row(record).__dict__,
+        "ended_at": record.ended_at,
+        "error": None if error is None else {"code": error.code, "message": error.message},
+        "result_html": None if result is None else highlight_json(result.get("value")),
+        "result_full_html": None if result is None else highlight_json(result),
+    }
