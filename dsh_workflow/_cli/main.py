@@ -45,7 +45,6 @@ import contextlib
 import functools
 import json
 import os
-import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -54,7 +53,6 @@ from typing import Any, NoReturn
 
 import anyio
 import anyio.abc
-from pydantic import ValidationError
 
 from dsh_workflow import (
     AgentRegistry,
@@ -83,7 +81,7 @@ from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .library import add_library_option, load_library, saved_script
 from .lint import lint
 from .metafile import MetaFileError, split_meta
-from .options import _alias, load_agents
+from .options import _alias, engine_config, load_agents, provider_factory
 from .options import add_agent_options as _agent_options
 from .options import count as _count
 from .options import positive_seconds as _positive_seconds
@@ -267,54 +265,6 @@ def args_value(text: str) -> Any:
     return _args_option(text)
 
 
-def _config(ns: argparse.Namespace) -> EngineConfig:
-    chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
-              "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
-              "budget_tokens": ns.budget,
-              "model_aliases": dict(ns.model_alias) or None}
-    try:
-        return EngineConfig(**{key: value for key, value in chosen.items() if value is not None})
-    except ValidationError as exc:
-        raise CliError("invalid limits: " + "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
-
-
-def _provider_factory(ns: argparse.Namespace, config: EngineConfig) -> Callable[[], SubagentProvider]:
-    """Check the provider options now; the factory builds the provider inside the run."""
-    only = {"--model": ("openai", ns.model), "--base-url": ("openai", ns.base_url),
-            "--command": ("command", ns.command_line), "--echo-latency": ("echo", ns.echo_latency)}
-    for option, (provider, value) in only.items():
-        if value is not None and ns.provider != provider:
-            raise CliError(f"{option} applies only to --provider {provider}")
-    if ns.provider == "command":
-        return _command_factory(ns.command_line)
-    if ns.provider == "openai":
-        from dsh_workflow import OpenAIProvider
-
-        options = {"model": ns.model, "base_url": ns.base_url,
-                   "max_connections": config.max_concurrent_agents}
-        try:
-            OpenAIProvider(**options)  # type: ignore[arg-type]  # fail on bad settings now
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
-        return lambda: OpenAIProvider(**options)  # type: ignore[arg-type]
-    latency = ns.echo_latency or 0.0
-    return lambda: EchoProvider(latency_s=latency)
-
-
-def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]:
-    from dsh_workflow import CommandProvider
-
-    if not command_line:
-        raise CliError('--provider command needs --command "program and arguments"')
-    try:
-        argv = shlex.split(command_line)
-        CommandProvider(argv)
-    except ValueError as exc:
-        raise CliError(f"--command {command_line!r}: {exc}") from None
-    return lambda: CommandProvider(argv)
-
-
 def _provider_argv(ns: argparse.Namespace) -> list[str]:
     """The provider options given, as a resume command must repeat them: they decide the
     provider's identity, which is part of every journal key."""
@@ -335,9 +285,11 @@ def plan_options(ns: argparse.Namespace, *, meta: dict[str, Any], body: str, arg
                  script_dir: str | os.PathLike[str] | None = None) -> Plan:
     """A :class:`Plan` from the run options of ``ns`` (shared by ``run`` and ``resume``);
     ``script_dir`` is where ``workflow({scriptPath})`` resolves relative paths."""
-    config = _config(ns)
+    config = engine_config(ns)
+    factory = provider_factory(ns, config)
+    assert factory is not None  # run offers only the base providers
     return Plan(meta=meta, body=body, args=args, config=config,
-                provider=_provider_factory(ns, config), engine=ns.engine,
+                provider=factory, engine=ns.engine,
                 agents=load_agents(ns.agents), store_path=store, resume_from=resume_from,
                 provider_argv=_provider_argv(ns),
                 library=load_library(ns.workflows, base_dir=script_dir))

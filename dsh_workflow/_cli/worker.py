@@ -84,7 +84,8 @@ class _Progress:
 
 def command_worker(ns: argparse.Namespace) -> int:
     """Run the worker until a signal or a failure; return the exit code."""
-    from .main import CliError, _provider_factory
+    from .errors import CliError
+    from .options import provider_factory
 
     try:
         from temporalio.client import Client  # noqa: F401
@@ -93,7 +94,8 @@ def command_worker(ns: argparse.Namespace) -> int:
                        "'dsh-workflow[temporal]'") from None
     if not ns.task_queue.strip():
         raise CliError("--task-queue must not be empty")
-    make_provider = _provider_factory(ns, EngineConfig(max_concurrent_agents=ns.max_concurrent))
+    make_provider = provider_factory(ns, EngineConfig(max_concurrent_agents=ns.max_concurrent))
+    assert make_provider is not None  # the worker offers only the base providers
     progress = _Progress(ns.quiet)
     # every child's outcome is on a progress line already; the SDK would add a traceback
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._store import JournalEntry, RunRecord, RunStore, RunStoreError
-from .._subagent import SubagentRequest, Usage, provider_identity
+from .._subagent import SubagentRequest, Usage
 
 __all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume"]
 
