@@ -326,6 +326,20 @@ def test_corpus_is_large_and_well_formed() -> None:
 @pytest.mark.parametrize(("attack", "engine"), _cases())
 async def test_attack(attack: Attack, engine: str, tmp_path: Path,
                       monkeypatch: pytest.MonkeyPatch) -> None:
+    gap = await _attack_once(attack, engine, tmp_path / "first", monkeypatch)
+    if gap >= MAX_LOOP_GAP_S:
+        # A heartbeat also misses when the whole process loses its core to another program on
+        # a busy machine; a script that holds the loop holds it every time. So a miss is
+        # measured once more, and the second measurement decides.
+        gap = await _attack_once(attack, engine, tmp_path / "again", monkeypatch)
+    assert gap < MAX_LOOP_GAP_S, f"the event loop was blocked for {gap:.3f} s (twice)"
+
+
+async def _attack_once(attack: Attack, engine: str, tmp_path: Path,
+                       monkeypatch: pytest.MonkeyPatch) -> float:
+    """One run of the attack beside a sibling, checking everything but the loop's longest
+    gap, which it returns."""
+    tmp_path.mkdir()
     canary = f"canary-{os.getpid()}-{time.monotonic_ns()}"
     monkeypatch.setenv("DSH_ATTACK_CANARY", canary)
     monkeypatch.chdir(tmp_path)
@@ -369,9 +383,7 @@ async def test_attack(attack: Attack, engine: str, tmp_path: Path,
         "the attack changed what a sibling run on the same engine sees"
     check_events(events, sibling, sibling_result)
 
-    # 2. the event loop stayed live, and the host's memory stayed bounded
-    assert heartbeat.max_gap < MAX_LOOP_GAP_S, \
-        f"the event loop was blocked for {heartbeat.max_gap:.3f} s"
+    # 2. the host's memory stayed bounded (the loop's liveness is decided by the caller)
     bound = config.memory_limit_bytes + RSS_MARGIN_BYTES
     assert rss_peak - rss_before <= bound, \
         f"host memory grew by {(rss_peak - rss_before) / 2**20:.1f} MiB during the attack " \
@@ -392,6 +404,7 @@ async def test_attack(attack: Attack, engine: str, tmp_path: Path,
                                             3 * config.slice_cpu_limit_s + 3.0)
     assert not threads, f"engine threads left behind: {threads}"
     assert not pids, f"sandbox processes left behind: {pids}"
+    return heartbeat.max_gap
 
 
 async def _run_attack(eng: WorkflowEngine, attack: Attack, events: list[WorkflowEvent],
