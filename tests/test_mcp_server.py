@@ -366,3 +366,21 @@ async def test_a_client_that_probes_the_newer_protocol_still_gets_sampling(trans
     assert not result.is_error, _text(result)
     assert result.structured_content is not None
     assert result.structured_content["result"] == "sampled"
+
+
+async def test_saved_workflows_are_prompts_and_workflow_finds_them(tmp_path: Path) -> None:
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    (folder / "greet.js").write_text(
+        "export const meta = { name: 'greet', description: 'say hello' };\n"
+        "return await agent('hello ' + (args?.who ?? 'world'));\n", "utf-8")
+    async with stdio_session("--workflows", str(folder)) as session:
+        prompts = (await session.list_prompts()).prompts
+        assert [p.name for p in prompts] == ["greet"]
+        prompt = await session.get_prompt("greet", {"args": '{"who": "mcp"}'})
+        assert '"who": "mcp"' in prompt.messages[0].content.text
+        result = await session.call_tool("workflow", {
+            "meta": META, "script": "return await workflow('greet', {who: 'nested'});"})
+    assert not result.is_error, _text(result)
+    assert result.structured_content is not None
+    assert result.structured_content["result"] == "echo: hello nested"

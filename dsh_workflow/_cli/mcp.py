@@ -26,9 +26,10 @@ import os
 import sys
 from typing import Any
 
-from dsh_workflow import RunStore, RunStoreError, SQLiteRunStore
+from dsh_workflow import RunStore, RunStoreError, SQLiteRunStore, WorkflowLibrary
 
 from .errors import CliError
+from .library import add_library_option
 from .options import EngineSetup, add_engine_options, engine_setup
 
 __all__ = ["add_mcp_command", "command_mcp"]
@@ -66,6 +67,7 @@ def add_mcp_command(commands: Any) -> None:
                     "streamable HTTP on 127.0.0.1 with --http PORT. --provider sampling answers "
                     "agent() calls with the client's own model (no API key needed).")
     add_engine_options(mcp, providers=("echo", "openai", "command", SAMPLING))
+    add_library_option(mcp)
     mcp.add_argument("--store", metavar="PATH",
                      help="record every run in this run store file (SQLite), so runs can be "
                           "listed, shown and resumed (off by default)")
@@ -139,7 +141,24 @@ def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | 
     else:
         def provider(call: CallContext) -> Any:
             return setup.provider()
-    return create_server(lambda child_provider: setup.make_engine(child_provider, store), provider)
+    return create_server(lambda child_provider: setup.make_engine(child_provider, store), provider,
+                         saved_workflows=_LibraryPrompts(setup.library)
+                         if setup.library is not None else None)
+
+
+class _LibraryPrompts:
+    """The saved workflows of a :class:`WorkflowLibrary`, as the server offers them (prompts)."""
+
+    def __init__(self, library: WorkflowLibrary) -> None:
+        self._library = library
+
+    def entries(self) -> list[Any]:
+        from dsh_workflow.integrations.mcp.server import SavedWorkflow
+
+        return [SavedWorkflow(name=w.name, description=w.description,
+                              meta=w.meta.model_dump(mode="json", exclude_none=True),
+                              script=w.body.lstrip())
+                for w in self._library.workflows()]
 
 
 async def _serve_stdio(server: Any, handshake_only: bool) -> None:

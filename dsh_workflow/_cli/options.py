@@ -30,6 +30,7 @@ from dsh_workflow import (
     SubagentProvider,
     SubprocessEngine,
     WorkflowEngine,
+    WorkflowLibrary,
 )
 
 from .errors import CliError
@@ -137,6 +138,7 @@ class EngineSetup:
     provider: Callable[[], SubagentProvider] = EchoProvider
     engine: str = "quickjs"
     agents: AgentRegistry | None = None
+    library: WorkflowLibrary | None = None  # saved workflows for workflow(name)
 
     def make_engine(self, provider: SubagentProvider,
                     store: RunStore | None = None) -> WorkflowEngine:
@@ -144,8 +146,9 @@ class EngineSetup:
         runs in ``store`` when given)."""
         if self.engine == "subprocess":
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents, store=store)
-        return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store)
+                                    agents=self.agents, store=store, library=self.library)
+        return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
+                             library=self.library)
 
 
 def engine_config(ns: argparse.Namespace) -> EngineConfig:
@@ -212,5 +215,7 @@ def engine_setup(ns: argparse.Namespace) -> EngineSetup:
     """
     config = engine_config(ns)
     factory = provider_factory(ns, config)
+    folders = getattr(ns, "workflows", None)
+    library = WorkflowLibrary.default(folders) if folders is not None else None
     return EngineSetup(config=config, provider=factory or EchoProvider, engine=ns.engine,
-                       agents=load_agents(ns.agents))
+                       agents=load_agents(ns.agents), library=library)
