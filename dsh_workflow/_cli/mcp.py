@@ -30,7 +30,7 @@ from dsh_workflow import RunStore, RunStoreError, SQLiteRunStore, WorkflowLibrar
 
 from .errors import CliError
 from .library import add_library_option
-from .options import EngineSetup, add_engine_options, engine_setup
+from .options import EngineSetup, add_engine_options, count, engine_setup
 
 __all__ = ["add_mcp_command", "command_mcp"]
 
@@ -49,16 +49,6 @@ def _port(text: str) -> int:
     return value
 
 
-def _tokens(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def add_mcp_command(commands: Any) -> None:
     """Register ``mcp`` on the ``dsh-workflow`` subcommand parsers."""
     mcp = commands.add_parser(
@@ -73,7 +63,7 @@ def add_mcp_command(commands: Any) -> None:
                           "listed, shown and resumed (off by default)")
     mcp.add_argument("--http", type=_port, metavar="PORT",
                      help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
-    mcp.add_argument("--sampling-max-tokens", type=_tokens, metavar="TOKENS",
+    mcp.add_argument("--sampling-max-tokens", type=count, metavar="TOKENS",
                      help="output tokens asked for per sampled reply (sampling; default 4096)")
     mcp.set_defaults(handler=command_mcp)
 

@@ -25,11 +25,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .stores import DEFAULT_RELATIVE, ENV_VAR, default_store_path
+
 __all__ = ["DEFAULT_PORT", "add_ui_parser", "announce_viewer", "command_ui"]
 
 DEFAULT_PORT = 8765
-_ENV_VAR = "DSH_WORKFLOW_STORE"
-_DEFAULT_RELATIVE = os.path.join(".dsh-workflow", "runs.sqlite3")
 _MISSING_EXTRA = ("the viewer needs the 'ui' extra: pip install 'dsh-workflow[ui]' "
                   "(missing: {name})")
 
@@ -53,7 +53,7 @@ def add_ui_parser(commands: argparse._SubParsersAction[Any], *,
                              "run list, and per run its live tree of agents, timeline, log, "
                              "script, args and result.")
     ui.add_argument("--store", metavar="PATH",
-                    help=f"the run store file (default: ${_ENV_VAR}, else {_DEFAULT_RELATIVE} "
+                    help=f"the run store file (default: ${ENV_VAR}, else {DEFAULT_RELATIVE} "
                          "under the current directory)")
     ui.add_argument("--port", type=_port, default=DEFAULT_PORT,
                     help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
@@ -62,8 +62,9 @@ def add_ui_parser(commands: argparse._SubParsersAction[Any], *,
 
 def store_file(option: str | None) -> str:
     """The store file the command uses (absolute)."""
-    chosen = option or os.environ.get(_ENV_VAR) or _DEFAULT_RELATIVE
-    return os.path.abspath(os.path.expanduser(chosen))
+    if option:
+        return os.path.abspath(os.path.expanduser(option))
+    return default_store_path()
 
 
 def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> int:
