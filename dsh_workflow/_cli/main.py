@@ -67,11 +67,11 @@ from dsh_workflow import (
     WorkflowEngine,
     WorkflowError,
     WorkflowEvent,
+    WorkflowLibrary,
     WorkflowResult,
     WorkflowRun,
-    WorkflowStartRequest,
     WorkflowStarted,
-    WorkflowLibrary,
+    WorkflowStartRequest,
 )
 from dsh_workflow._meta import parse_meta
 from dsh_workflow._script import check_body
@@ -81,8 +81,8 @@ from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .library import add_library_option, load_library, saved_script
 from .lint import lint
 from .metafile import MetaFileError, split_meta
-from .options import _alias, engine_config, load_agents, provider_factory
 from .options import add_agent_options as _agent_options
+from .options import add_engine_options, engine_config, load_agents, provider_factory
 from .options import count as _count
 from .options import positive_seconds as _positive_seconds
 from .options import seconds as _seconds
@@ -135,7 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     _agent_options(check)
     runs.add_parsers(commands)
     library.add_parsers(commands)
-    from .worker import add_worker_parser, command_worker  # SPEC §13: the Temporal worker
+    from .worker import (  # SPEC §13: the Temporal worker
+        add_worker_parser,
+        command_worker,
+    )
 
     add_worker_parser(commands, count=_count, seconds=_seconds, positive_seconds=_positive_seconds)
     commands.choices["worker"].set_defaults(handler=command_worker)
@@ -148,31 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_run_options(run: argparse.ArgumentParser) -> None:
     """The options ``run`` and ``resume`` share: provider, engine, limits, output."""
-    run.add_argument("--provider", choices=("echo", "openai", "command"), default="echo",
-                     help="who answers agent() calls (default: echo, offline)")
-    run.add_argument("--model", help="model name (openai)")
-    run.add_argument("--base-url", metavar="URL", help="OpenAI-compatible base URL (openai)")
-    run.add_argument("--command", dest="command_line", metavar="ARGV",
-                     help='command run per agent, prompt on stdin (command), e.g. "my-agent --json"')
-    run.add_argument("--engine", choices=("quickjs", "subprocess"), default="quickjs",
-                     help="quickjs: in-process (default); subprocess: the script runs in a "
-                     "locked-down child process, for scripts treated as hostile")
-    run.add_argument("--max-concurrency", type=_count, metavar="N", help="agents running at once")
-    run.add_argument("--max-agents", type=_count, metavar="N", help="agents a run may start")
-    run.add_argument("--budget", type=_count, metavar="TOKENS",
-                     help="tokens (input + output) the run may spend; past it agent() throws "
-                          "BUDGET_EXCEEDED")
-    run.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
-                     help="wall-clock limit of the run")
-    run.add_argument("--agent-timeout", type=_positive_seconds, metavar="SECONDS",
-                     help="wall-clock limit of one agent (it then returns null)")
-    run.add_argument("--echo-latency", type=_seconds, metavar="SECONDS",
-                     help="simulated latency of each echo agent (echo)")
-    _agent_options(run)
+    add_engine_options(run)
     add_library_option(run)
-    run.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
-                     type=_alias, help="use MODEL wherever a call or an agent definition names "
-                     "NAME (repeatable), e.g. --model-alias sonnet=gpt-4.1")
     run.add_argument("--json", action="store_true", help="print the whole result object")
     run.add_argument("--events", metavar="FILE.jsonl", help="append every event as a JSON line")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")

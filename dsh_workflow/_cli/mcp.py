@@ -30,7 +30,7 @@ from dsh_workflow import RunStore, RunStoreError, SQLiteRunStore, WorkflowLibrar
 
 from .errors import CliError
 from .library import add_library_option
-from .options import EngineSetup, add_engine_options, count, engine_setup
+from .options import EngineSetup, add_engine_options, count, engine_setup, port_type
 
 __all__ = ["add_mcp_command", "command_mcp"]
 
@@ -39,14 +39,7 @@ MISSING_EXTRA = ("dsh-workflow mcp needs the MCP SDK: pip install 'dsh-workflow[
                  "(missing: {name})")
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, got {value}")
-    return value
+_port = port_type(1)  # a client must know where to connect: no system-picked port
 
 
 def add_mcp_command(commands: Any) -> None:

@@ -53,6 +53,20 @@ def count(text: str) -> int:
     return value
 
 
+def port_type(lowest: int) -> Callable[[str], int]:
+    """argparse type: a TCP port from ``lowest`` (0 lets the system pick one) to 65535."""
+    def port(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+        if not lowest <= value <= 65535:
+            raise argparse.ArgumentTypeError(f"must be between {lowest} and 65535, got {value}")
+        return value
+
+    return port
+
+
 def seconds(text: str) -> float:
     """argparse type: a finite number of seconds >= 0."""
     try:

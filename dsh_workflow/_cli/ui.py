@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .options import port_type
 from .stores import DEFAULT_RELATIVE, ENV_VAR, default_store_path
 
 __all__ = ["DEFAULT_PORT", "add_ui_parser", "announce_viewer", "command_ui"]
@@ -34,14 +35,7 @@ _MISSING_EXTRA = ("the viewer needs the 'ui' extra: pip install 'dsh-workflow[ui
                   "(missing: {name})")
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0..65535, got {value}")
-    return value
+_port = port_type(0)  # 0: the system picks a free port (the viewer prints its address)
 
 
 def add_ui_parser(commands: argparse._SubParsersAction[Any], *,
