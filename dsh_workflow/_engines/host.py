@@ -742,8 +742,6 @@ class HostedRun(WorkflowRun):
         self._live.discard(call)
         if call.reply is None:
             call.reply, call.outcome = self._cancelled_reply(call), "cancelled"
-        else:
-            self._drop_too_deep(call)
         spent_changed = call.spent
         if call.started and not call.ended:
             call.ended = True
