@@ -63,9 +63,14 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import (
+    ENGINE_SKIPS,
+    EngineFactory,
+    child_pids,
+    quickjs_factory,
+    subprocess_factory,
+)
 
-from _support import (ENGINE_SKIPS, EngineFactory, check_events, child_pids, quickjs_factory,
-                      subprocess_factory)
 from dsh_workflow import (
     EngineConfig,
     LogEmitted,
@@ -79,7 +84,7 @@ from dsh_workflow import (
     WorkflowStarted,
     WorkflowStartRequest,
 )
-from dsh_workflow.testing import FunctionProvider, GatedProvider
+from dsh_workflow.testing import FunctionProvider, GatedProvider, check_run_events
 
 ATTACKS = Path(__file__).parent / "attacks"
 META = {"name": "attack", "description": "a hostile workflow from the attack corpus"}
@@ -381,7 +386,7 @@ async def _attack_once(attack: Attack, engine: str, tmp_path: Path,
     assert value["before"] == pristine, "the next run's intrinsics differ from a fresh run's"
     assert value["after"] == value["before"], \
         "the attack changed what a sibling run on the same engine sees"
-    check_events(events, sibling, sibling_result)
+    check_run_events(events, sibling, sibling_result)
 
     # 2. the host's memory stayed bounded (the loop's liveness is decided by the caller)
     bound = config.memory_limit_bytes + RSS_MARGIN_BYTES
@@ -438,7 +443,7 @@ async def _run_attack(eng: WorkflowEngine, attack: Attack, events: list[Workflow
     with anyio.fail_after(config.dispose_grace_s + 2.0):
         await run.dispose()
     _check_outcome(attack, result)
-    check_events(events, run, result)
+    check_run_events(events, run, result)
 
     mine = [e for e in events if e.run.id == run.id]
     if attack.max_logs is not None:

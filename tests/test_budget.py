@@ -11,15 +11,14 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _support import ENGINE_SKIPS, check_events, quickjs_factory, subprocess_factory
 from dsh_workflow import (
     AgentEnded,
-    QuickJSEngine,
-    WorkflowTool,
     EngineConfig,
+    QuickJSEngine,
     SubagentRequest,
     SubagentResult,
     Usage,
@@ -28,8 +27,9 @@ from dsh_workflow import (
     WorkflowErrorCode,
     WorkflowEvent,
     WorkflowStartRequest,
+    WorkflowTool,
 )
-from dsh_workflow.testing import FunctionProvider, GatedProvider
+from dsh_workflow.testing import FunctionProvider, GatedProvider, check_run_events
 
 META = {"name": "budget-test", "description": "budget tests"}
 ENGINES = {"quickjs": quickjs_factory, "subprocess": subprocess_factory(pool_size=2)}
@@ -59,7 +59,7 @@ async def run_script(factory: Any, config: EngineConfig, provider: Any, script: 
         with anyio.fail_after(20):
             result = await run.result()
         await run.dispose()
-        check_events(events, run, result)
+        check_run_events(events, run, result)
         return result, events
 
 
@@ -148,7 +148,7 @@ async def test_queued_calls_are_refused_and_running_children_are_counted(
         with anyio.fail_after(10):
             result = await run.result()
         await run.dispose()
-    check_events(events, run, result)
+    check_run_events(events, run, result)
     assert result.value == {"out": ["one", "two"] + ["BUDGET_EXCEEDED"] * 3, "spent": 120}
     assert result.agents_started == 2
     assert result.usage == Usage(input_tokens=65, output_tokens=55)

@@ -28,6 +28,7 @@ from dsh_workflow import (
     WorkflowStarted,
 )
 from dsh_workflow._cli.progress import EventLog, PlainProgress, RichProgress, make_progress
+from dsh_workflow.testing import check_run_events, events_from_records
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -71,11 +72,11 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def assert_paired(events: list[dict[str, Any]]) -> None:
-    started = [e["seq"] for e in events if e["event"] == "AgentStarted"]
-    ended = [e["seq"] for e in events if e["event"] == "AgentEnded"]
-    assert sorted(started) == sorted(ended)
-    assert len(set(started)) == len(started)
+def assert_paired(records: list[dict[str, Any]]) -> None:
+    """The event contract for the one run an ``--events`` file holds."""
+    events = events_from_records(records)
+    assert events, "no events written"
+    check_run_events(events, events[0].run.id)
 
 
 # -- examples ------------------------------------------------------------------------------------

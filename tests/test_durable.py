@@ -11,8 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
 
-from _support import ENGINE_SKIPS, check_events, quickjs_factory, subprocess_factory
 from dsh_workflow import (
     AgentReplayed,
     AgentStarted,
@@ -27,7 +27,7 @@ from dsh_workflow import (
     WorkflowEvent,
     WorkflowStartRequest,
 )
-from dsh_workflow.testing import FunctionProvider
+from dsh_workflow.testing import FunctionProvider, check_run_events
 
 META = {"name": "durable-test", "description": "durable runs"}
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
@@ -98,7 +98,7 @@ class Session:
                 with anyio.fail_after(20):
                     result = await run.result()
                 await run.dispose()
-        check_events(self.events, run, result)
+        check_run_events(self.events, run, result)
         return run.id, result
 
     def replayed(self, run_id: str) -> list[AgentReplayed]:

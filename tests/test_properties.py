@@ -38,7 +38,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _support import check_events
 from dsh_workflow import (
     AgentEnded,
     AgentStarted,
@@ -51,6 +50,7 @@ from dsh_workflow import (
     WorkflowEvent,
     WorkflowStartRequest,
 )
+from dsh_workflow.testing import check_run_events
 
 META = {"name": "property", "description": "a generated workflow"}
 CODES = {code.value for code in WorkflowErrorCode}
@@ -556,7 +556,7 @@ async def check(program: Program) -> None:
 
     assert (result.error is not None) == (result.stop_reason != "completed"), where
     assert result.stop_reason == "completed" or result.value is None, where
-    check_events(events, run, result)
+    check_run_events(events, run, result)
     assert elapsed < RUN_TIMEOUT_S + config.dispose_grace_s + 1, where
 
     if result.stop_reason == "cancelled":

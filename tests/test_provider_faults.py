@@ -32,9 +32,14 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import (
+    ENGINE_SKIPS,
+    EngineFactory,
+    child_pids,
+    quickjs_factory,
+    subprocess_factory,
+)
 
-from _support import (ENGINE_SKIPS, EngineFactory, check_events, child_pids, quickjs_factory,
-                      subprocess_factory)
 from dsh_workflow import (
     AgentEnded,
     EngineConfig,
@@ -46,7 +51,12 @@ from dsh_workflow import (
     WorkflowRun,
     WorkflowStartRequest,
 )
-from dsh_workflow.testing import FailingProvider, FunctionProvider, HangingProvider
+from dsh_workflow.testing import (
+    FailingProvider,
+    FunctionProvider,
+    HangingProvider,
+    check_run_events,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -115,7 +125,7 @@ async def harness(make_engine: EngineFactory, provider: Any, **config: Any) \
         for run in h.runs:
             with anyio.fail_after(cfg.dispose_grace_s + MARGIN_S + 1):
                 await run.dispose()
-            check_events(h.events, run, await h.result(run))
+            check_run_events(h.events, run, await h.result(run))
     deadline = time.monotonic() + 3 * cfg.slice_cpu_limit_s + 3
     while (engine_threads() - threads or child_pids() - pids) and time.monotonic() < deadline:
         await anyio.sleep(0.02)

@@ -14,10 +14,10 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import quickjs_factory, subprocess_factory
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _support import check_events, quickjs_factory, subprocess_factory
 from dsh_workflow import (
     AgentStarted,
     EngineConfig,
@@ -36,7 +36,7 @@ from dsh_workflow._schema import (
     schema_violations,
     value_violations,
 )
-from dsh_workflow.testing import FunctionProvider
+from dsh_workflow.testing import FunctionProvider, check_run_events
 
 META = {"name": "bounds", "description": "schema bounds"}
 ENGINES = {"quickjs": quickjs_factory, "subprocess": subprocess_factory(pool_size=1)}
@@ -315,7 +315,7 @@ async def _run(engine: str, script: str, *, config: EngineConfig | None = None,
                 result = await run.result()
             await run.dispose()
             tg.cancel_scope.cancel()
-    check_events(events, run, result)
+    check_run_events(events, run, result)
     return result, events, heartbeat.max_gap
 
 

@@ -26,8 +26,7 @@ from temporalio.client import Client
 
 from dsh_workflow import EngineConfig, QuickJSEngine, WorkflowStartRequest
 from dsh_workflow.integrations.temporal import TemporalProvider
-
-from _support import check_events
+from dsh_workflow.testing import check_run_events
 
 META = {"name": "temporal-test", "description": "children dispatched through Temporal"}
 TEMPORAL = Path(sys.executable).parent / "temporal"
@@ -162,7 +161,7 @@ async def _run(address: str, queue: str, script: str, *, config: EngineConfig | 
         engine.events.subscribe(events.append)
         run = engine.start(WorkflowStartRequest(meta=META, script=script))
         result = await run.result()
-        check_events(events, run, result)
+        check_run_events(events, run, result)
         return result
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import ENGINE_SKIPS, subprocess_factory
 
-from _support import ENGINE_SKIPS, check_events, subprocess_factory
 from dsh_workflow import (
     AgentStarted,
     EngineConfig,
@@ -26,7 +26,7 @@ from dsh_workflow import (
     WorkflowLibrary,
     WorkflowStartRequest,
 )
-from dsh_workflow.testing import FunctionProvider, GatedProvider
+from dsh_workflow.testing import FunctionProvider, GatedProvider, check_run_events
 
 META = {"name": "parent", "description": "calls saved workflows"}
 
@@ -89,7 +89,7 @@ async def run(make_engine: Any, library: WorkflowLibrary | None, script: str,
         with anyio.fail_after(20):
             result = await started.result()
         await started.dispose()
-    check_events(events, started, result)
+    check_run_events(events, started, result)
     return result, events
 
 

@@ -8,6 +8,9 @@
   :class:`FunctionProvider` (answers with a handler), :class:`GatedProvider` (children wait
   until the test releases them), :class:`FailingProvider` (raises), :class:`HangingProvider`
   (never returns, counts cancellations).
+* :func:`check_run_events` — the event contract of SPEC §3 for one run (raises
+  :class:`EventContractError`, an ``AssertionError``); :func:`events_from_records` rebuilds
+  events from the JSON lines ``dsh-workflow run --events`` writes. No pytest needed.
 
 Example::
 
@@ -23,6 +26,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._contract import EventContractError as EventContractError
+from ._contract import check_run_events as check_run_events
+from ._contract import events_from_records as events_from_records
 from ._doubles import FailingProvider as FailingProvider
 from ._doubles import FunctionProvider as FunctionProvider
 from ._doubles import GatedProvider as GatedProvider
@@ -34,11 +40,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EngineConformance",
+    "EventContractError",
     "FailingProvider",
     "FunctionProvider",
     "GatedProvider",
     "HangingProvider",
     "Reply",
+    "check_run_events",
+    "events_from_records",
 ]
 
 _SUITE_MODULES = ("_suite", "_suite_base", "_suite_boundary", "_suite_combinators", "_suite_compat",

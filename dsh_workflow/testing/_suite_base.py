@@ -19,16 +19,13 @@ import pytest
 
 from .._config import EngineConfig
 from .._events import (
-    AgentEnded,
-    AgentStarted,
-    WorkflowEnded,
     WorkflowEvent,
-    WorkflowStarted,
 )
 from .._request import WorkflowStartRequest
 from .._result import WorkflowResult
 from .._run import WorkflowEngine, WorkflowRun
 from .._subagent import SubagentProvider
+from ._contract import check_run_events
 from ._doubles import FunctionProvider, _Changes
 
 __all__ = [
@@ -39,7 +36,6 @@ __all__ = [
     "assert_names_setting",
     "assert_run_error",
     "caught",
-    "check_run_events",
     "raw_request",
     "run_threads",
 ]
@@ -103,48 +99,6 @@ def assert_names_setting(text: str, name: str, value: object) -> None:
     shown = f"{value:g}" if isinstance(value, float) else str(value)
     pattern = re.escape(name) + r"\W{1,4}" + re.escape(shown) + r"(?![\d.])"
     assert re.search(pattern, text), f"expected {name}={shown} to be named in {text!r}"
-
-
-def check_run_events(events: list[WorkflowEvent], run: WorkflowRun,
-                     result: WorkflowResult) -> None:
-    """Check the event contract of SPEC §3 for one run, given every event the engine emitted.
-
-    WorkflowStarted first, WorkflowEnded last and exactly once, mirroring ``result`` without a
-    value; every event names the run's id and meta; every AgentStarted has a unique positive seq
-    and exactly one later AgentEnded with the same seq, label and phase; ``agents_started``
-    equals the number of AgentStarted events.
-    """
-    mine = [event for event in events if event.run.id == run.id]
-    kinds = [type(event).__name__ for event in mine]
-    assert mine and isinstance(mine[0], WorkflowStarted), \
-        f"WorkflowStarted must come first: {kinds}"
-    ends = [event for event in mine if isinstance(event, WorkflowEnded)]
-    assert len(ends) == 1, f"WorkflowEnded must fire exactly once: {kinds}"
-    assert mine[-1] is ends[0], f"WorkflowEnded must be the run's last event: {kinds}"
-    assert sum(isinstance(event, WorkflowStarted) for event in mine) == 1, kinds
-    end = ends[0]
-    assert not hasattr(end, "value") and "value" not in type(end).model_fields, \
-        "WorkflowEnded carries no value"
-    assert (end.stop_reason, end.error, end.agents_started) == \
-        (result.stop_reason, result.error, result.agents_started), \
-        f"WorkflowEnded {end!r} does not mirror the result {result!r}"
-    for event in mine:
-        assert event.run.meta == run.meta, f"event meta differs from run.meta: {event!r}"
-    open_agents: dict[int, AgentStarted] = {}
-    seen: set[int] = set()
-    for event in mine:
-        if isinstance(event, AgentStarted):
-            assert event.seq >= 1 and event.seq not in seen, f"repeated or bad seq: {event!r}"
-            seen.add(event.seq)
-            open_agents[event.seq] = event
-        elif isinstance(event, AgentEnded):
-            start = open_agents.pop(event.seq, None)
-            assert start is not None, f"AgentEnded without an open AgentStarted: {event!r}"
-            assert (event.label, event.phase) == (start.label, start.phase), \
-                f"AgentEnded identity differs from its start: {start!r} / {event!r}"
-    assert not open_agents, f"AgentStarted without AgentEnded: {sorted(open_agents)} ({kinds})"
-    assert result.agents_started == len(seen), \
-        f"agents_started={result.agents_started} but {len(seen)} AgentStarted events"
 
 
 class Harness:

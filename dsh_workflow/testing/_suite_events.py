@@ -19,7 +19,8 @@ from .._events import (
 )
 from .._subagent import SubagentRequest, SubagentResult
 from ._doubles import FunctionProvider
-from ._suite_base import ConformanceBase, check_run_events
+from ._contract import check_run_events
+from ._suite_base import ConformanceBase
 
 __all__ = ["EventSuite"]
 

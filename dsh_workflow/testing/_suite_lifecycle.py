@@ -18,14 +18,9 @@ from .._events import (
 )
 from .._result import WorkflowResult
 from .._subagent import SubagentRequest, SubagentResult
+from ._contract import check_run_events
 from ._doubles import FunctionProvider, GatedProvider, HangingProvider
-from ._suite_base import (
-    META,
-    ConformanceBase,
-    check_run_events,
-    raw_request,
-    run_threads,
-)
+from ._suite_base import META, ConformanceBase, raw_request, run_threads
 
 __all__ = ["LifecycleSuite"]
 
