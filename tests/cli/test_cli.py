@@ -30,7 +30,7 @@ from dsh_workflow import (
 from dsh_workflow._cli.progress import EventLog, PlainProgress, RichProgress, make_progress
 from dsh_workflow.testing import check_run_events, events_from_records
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 EXAMPLE_NAMES = ["code-review", "research-pipeline", "map-reduce-summary", "verify-findings"]
 RESULT_KEYS = {"value", "stop_reason", "error", "agents_started", "run_id"}

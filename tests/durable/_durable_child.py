@@ -1,4 +1,4 @@
-"""A child process that runs one durable workflow, for tests/test_durable_crash.py (a script).
+"""A child process that runs one durable workflow, for tests/durable/test_durable_crash.py (a script).
 
 argv: ``ENGINE BACKEND PATH SHAPE N [SELF_KILL_AT]``. ``ENGINE`` is ``quickjs`` or ``subprocess``; ``BACKEND``
 the anyio backend; ``PATH`` the store file; ``SHAPE`` one of :data:`SCRIPTS` (``sequential``:

@@ -1,4 +1,4 @@
-"""A child process that uses a run store, for tests/test_store.py (run as a script).
+"""A child process that uses a run store, for tests/durable/test_store.py (run as a script).
 
 Modes (argv: MODE PATH ...):
 

@@ -1,7 +1,7 @@
 """QuickJSEngine specifics: one thread per run, a loop that is never blocked, no leaks.
 
 The behaviour every engine shares is checked by the conformance kit
-(``tests/test_conformance_quickjs.py``); this file checks what only the in-process engine
+(``tests/engines/test_conformance_quickjs.py``); this file checks what only the in-process engine
 promises about threads and the host process.
 """
 

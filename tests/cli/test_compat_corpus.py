@@ -1,7 +1,7 @@
 """Workflow files written the way Claude Code users write them, run unchanged through the CLI.
 
-Each file in ``tests/compat/`` runs as a real ``dsh-workflow run`` process on the offline echo
-provider with the stub agent definitions of ``tests/compat/agents`` and must complete with a
+Each file in ``tests/cli/compat/`` runs as a real ``dsh-workflow run`` process on the offline echo
+provider with the stub agent definitions of ``tests/cli/compat/agents`` and must complete with a
 sane result. The home folder is a fresh temporary one, so no definition of the machine's user
 leaks in.
 """
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO / "tests" / "compat"
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "cli" / "compat"
 AGENTS = CORPUS / "agents"
 
 

@@ -315,7 +315,7 @@ async def test_cancelling_a_sampled_call_withdraws_the_sampling_request(connect:
 
 
 async def test_the_readmes_client_configuration_starts_the_server_as_written() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     blocks = [b.split("```", 1)[0] for b in readme.split("```json\n")[1:]]
     config = next(json.loads(b) for b in blocks if "mcpServers" in b)
     (server,) = config["mcpServers"].values()

@@ -30,7 +30,7 @@ from dsh_workflow import (
 )
 from dsh_workflow._cli.progress import PlainProgress, RichProgress
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 META_HEADER = "export const meta = { name: 'durable-cli', description: 'a durable CLI test' };\n"
 STEPS = META_HEADER + """

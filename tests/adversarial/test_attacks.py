@@ -1,6 +1,6 @@
-"""The attack corpus: every hostile script in ``tests/attacks/`` against every engine.
+"""The attack corpus: every hostile script in ``tests/adversarial/attacks/`` against every engine.
 
-Each ``tests/attacks/*.js`` file is a workflow body written the way a hostile (or badly broken)
+Each ``tests/adversarial/attacks/*.js`` file is a workflow body written the way a hostile (or badly broken)
 model would write it. Its leading ``//`` comment lines form a header:
 
 * ``// Attack: ...`` — what it tries (free text; any ``//`` line without a directive is prose);

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = [f"S{i}" for i in range(1, 12)]
 # The quick suite takes ~20-25 s on the 2-core reference machine; fail rather than hang.
 TIMEOUT_S = 150
