@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import deque
+from dataclasses import dataclass
 from typing import IO, Any
 
 from rich.console import Console, Group, RenderableType
@@ -40,6 +40,7 @@ from dsh_workflow import (
     WorkflowEvent,
     WorkflowStarted,
 )
+from dsh_workflow._tally import RunTally
 
 __all__ = ["EventLog", "PlainProgress", "Progress", "QuietProgress", "RichProgress", "make_progress"]
 
@@ -70,50 +71,13 @@ def summary_text(reason: str, elapsed: float, agents: int, replayed: int, tokens
     return f"{reason} in {format_elapsed(elapsed)}, {plural(agents, 'agent')}{again}, {tokens}"
 
 
-class Tally:
-    """What the events said so far about one run."""
+@dataclass(eq=False)
+class Tally(RunTally):
+    """The run's counts (:class:`RunTally`), keeping the last log lines, and the token budget
+    the panel shows the tokens against."""
 
-    def __init__(self, budget: int | None = None) -> None:
-        self.budget = budget
-        self.tokens = 0  # input + output tokens the children reported so far
-        self.name = ""
-        self.phase: str | None = None
-        self.running: dict[int, str] = {}
-        self.outcomes = {"completed": 0, "failed": 0, "cancelled": 0, "timeout": 0}
-        self.started = 0
-        self.replayed = 0  # calls of a resumed run answered from the earlier run's journal
-        self.logs: deque[str] = deque(maxlen=LOG_LINES)
-        self.began: float | None = None
-        self.ended: WorkflowEnded | None = None
-        self.ended_at: float | None = None
-
-    def record(self, event: WorkflowEvent) -> None:
-        if isinstance(event, WorkflowStarted):
-            self.name = event.run.meta.name
-            self.began = time.monotonic()
-        elif isinstance(event, PhaseStarted):
-            self.phase = event.title
-        elif isinstance(event, LogEmitted):
-            self.logs.append(event.message)
-        elif isinstance(event, AgentStarted):
-            self.started += 1
-            self.running[event.seq] = event.label
-        elif isinstance(event, AgentReplayed):
-            self.replayed += 1
-        elif isinstance(event, AgentEnded):
-            self.running.pop(event.seq, None)
-            self.outcomes[event.outcome] = self.outcomes.get(event.outcome, 0) + 1
-            if event.usage is not None:
-                self.tokens += event.usage.total_tokens
-        elif isinstance(event, WorkflowEnded):
-            self.ended = event
-            self.tokens = event.usage.total_tokens
-            self.ended_at = time.monotonic()
-
-    def elapsed(self) -> float:
-        if self.began is None:
-            return 0.0
-        return (self.ended_at or time.monotonic()) - self.began
+    log_lines: int = LOG_LINES
+    budget: int | None = None
 
     def token_text(self) -> str:
         """``1,234 tokens``, or ``1,234 of 5,000 tokens`` under a budget."""
@@ -177,7 +141,7 @@ class PlainProgress(Progress):
 
     def __init__(self, stream: IO[str], *, budget: int | None = None) -> None:
         self.stream = stream
-        self.tally = Tally(budget)
+        self.tally = Tally(budget=budget)
 
     def __call__(self, event: WorkflowEvent) -> None:
         self.tally.record(event)
@@ -216,7 +180,7 @@ class RichProgress(Progress):
 
     def __init__(self, console: Console, *, budget: int | None = None) -> None:
         self.console = console
-        self.tally = Tally(budget)
+        self.tally = Tally(budget=budget)
         self.spinner = Spinner("dots", style="cyan")
         self.last_draw = 0.0
         self.live: Live | None = None  # shown from WorkflowStarted to finish()

@@ -15,7 +15,6 @@ nothing outlives the engine.
 from __future__ import annotations
 
 import inspect
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,15 +23,9 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from .._events import (
-    AgentEnded,
-    AgentReplayed,
-    AgentStarted,
-    PhaseStarted,
-    WorkflowEnded,
-    WorkflowEvent,
-)
+from .._events import WorkflowEnded, WorkflowEvent
 from .._run import WorkflowRun
+from .._tally import RunTally
 
 __all__ = ["BackgroundRuns", "OnComplete", "RunStatus"]
 
@@ -42,32 +35,25 @@ OnComplete = Callable[[Any], "Awaitable[object] | object"]
 _KEPT_STATUSES = 256
 
 
-@dataclass
+@dataclass(eq=False)
 class RunStatus:
-    """What ``tool.status(run_id)`` reports about one background run."""
+    """What ``tool.status(run_id)`` reports about one background run: its counts so far."""
 
     run_id: str
     name: str
-    state: str = "running"  # running, completed, error, cancelled
-    phase: str | None = None
-    agents_running: int = 0
-    agents_done: int = 0
-    agents_failed: int = 0
-    agents_replayed: int = 0
-    tokens: int = 0
-    started_at: float = field(default_factory=time.monotonic)
-    ended_at: float | None = None
-
-    @property
-    def elapsed_s(self) -> float:
-        return (self.ended_at or time.monotonic()) - self.started_at
+    tally: RunTally = field(default_factory=RunTally)
 
     def as_data(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "name": self.name, "state": self.state,
-                "phase": self.phase, "agents_running": self.agents_running,
-                "agents_done": self.agents_done, "agents_failed": self.agents_failed,
-                "agents_replayed": self.agents_replayed, "tokens": self.tokens,
-                "elapsed_s": round(self.elapsed_s, 3)}
+        """The status as data: ``state`` is ``running`` until the run's end, then its stop
+        reason; ``agents_done`` counts completed children, ``agents_failed`` the others."""
+        tally = self.tally
+        return {"run_id": self.run_id, "name": self.name,
+                "state": tally.ended.stop_reason if tally.ended is not None else "running",
+                "phase": tally.phase, "agents_running": len(tally.running),
+                "agents_done": tally.outcomes["completed"],
+                "agents_failed": tally.unsuccessful,
+                "agents_replayed": tally.replayed, "tokens": tally.tokens,
+                "elapsed_s": round(tally.elapsed(), 3)}
 
 
 @dataclass
@@ -136,25 +122,8 @@ class BackgroundRuns:
         tracked = self._runs.get(event.run.id)
         if tracked is None:
             return
-        status = tracked.status
-        if isinstance(event, PhaseStarted):
-            status.phase = event.title
-        elif isinstance(event, AgentStarted):
-            status.agents_running += 1
-        elif isinstance(event, AgentEnded):
-            status.agents_running -= 1
-            if event.outcome == "completed":
-                status.agents_done += 1
-            else:
-                status.agents_failed += 1
-            if event.usage is not None:
-                status.tokens += event.usage.total_tokens
-        elif isinstance(event, AgentReplayed):
-            status.agents_replayed += 1
-        elif isinstance(event, WorkflowEnded):
-            status.state = event.stop_reason
-            status.ended_at = time.monotonic()
-            status.tokens = event.usage.total_tokens
+        tracked.status.tally.record(event)
+        if isinstance(event, WorkflowEnded):
             tracked.ended = True
             self._wake()
 

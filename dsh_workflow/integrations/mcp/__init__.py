@@ -7,10 +7,10 @@ and ``agent()`` answered by the MCP client's own model through sampling.
   to the client as ``sampling/createMessage``.
 """
 
-from .progress import ProgressReporter, ProgressSnapshot
+from .progress import ProgressReporter
 from .sampling import SamplingProvider, SamplingUnavailable, client_can_sample
 from .server import CallContext, SavedWorkflow, SavedWorkflows, create_server
 
-__all__ = ["CallContext", "ProgressReporter", "ProgressSnapshot", "SamplingProvider",
+__all__ = ["CallContext", "ProgressReporter", "SamplingProvider",
            "SamplingUnavailable", "SavedWorkflow", "SavedWorkflows", "client_can_sample",
            "create_server"]

@@ -13,20 +13,13 @@ increase), ``total`` is unset (a workflow does not know how many agents it will 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import anyio
 
-from ..._events import (
-    AgentEnded,
-    AgentReplayed,
-    AgentStarted,
-    PhaseStarted,
-    WorkflowEnded,
-    WorkflowEvent,
-)
+from ..._events import WorkflowEvent
+from ..._tally import RunTally
 
-__all__ = ["ProgressReporter", "ProgressSnapshot", "SendProgress"]
+__all__ = ["ProgressReporter", "SendProgress", "progress_message"]
 
 #: ``send(progress, total, message)``: one ``notifications/progress`` for the call.
 SendProgress = Callable[[float, float | None, str], Awaitable[None]]
@@ -35,25 +28,19 @@ SendProgress = Callable[[float, float | None, str], Awaitable[None]]
 DEFAULT_INTERVAL_S = 0.1
 
 
-@dataclass
-class ProgressSnapshot:
-    """What a progress message tells: the phase and the agent counts so far."""
-
-    phase: str | None = None
-    started: int = 0
-    done: int = 0
-    failed: int = 0
-    ended: str | None = None
-
-    def message(self) -> str:
-        parts = [f"phase: {self.phase}"] if self.phase else []
-        counts = f"{self.done}/{self.started} agents done"
-        if self.failed:
-            counts += f" ({self.failed} failed)"
-        parts.append(counts)
-        if self.ended:
-            parts.append(f"workflow {self.ended}")
-        return "; ".join(parts)
+def progress_message(tally: RunTally) -> str:
+    """The message of a notification for what ``tally`` counted (see the module docstring): a
+    replayed call counts as an agent started and done."""
+    parts = [f"phase: {tally.phase}"] if tally.phase else []
+    started = tally.started + tally.replayed
+    done = tally.finished + tally.replayed
+    counts = f"{done}/{started} agents done"
+    if tally.unsuccessful:
+        counts += f" ({tally.unsuccessful} failed)"
+    parts.append(counts)
+    if tally.ended is not None:
+        parts.append(f"workflow {tally.ended.stop_reason}")
+    return "; ".join(parts)
 
 
 class ProgressReporter:
@@ -62,30 +49,16 @@ class ProgressReporter:
     def __init__(self, send: SendProgress, *, interval: float = DEFAULT_INTERVAL_S) -> None:
         self._send = send
         self._interval = interval
-        self.snapshot = ProgressSnapshot()
+        self.tally = RunTally()
         self._changes = 0
         self._sent_changes = 0
         self._steps = 0
         self._wake = anyio.Event()
 
     def __call__(self, event: WorkflowEvent) -> None:
-        state = self.snapshot
-        if isinstance(event, PhaseStarted):
-            state.phase = event.title
-        elif isinstance(event, AgentStarted):
-            state.started += 1
-        elif isinstance(event, AgentEnded):
-            state.done += 1
-            state.failed += event.outcome != "completed"
-        elif isinstance(event, AgentReplayed):
-            state.started += 1
-            state.done += 1
-        elif isinstance(event, WorkflowEnded):
-            state.ended = event.stop_reason
-        else:
-            return
-        self._changes += 1
-        self._wake.set()
+        if self.tally.record(event):
+            self._changes += 1
+            self._wake.set()
 
     async def pump(self) -> None:
         """Send changes as they come, coalesced; runs until cancelled."""
@@ -103,4 +76,4 @@ class ProgressReporter:
     async def _send_now(self) -> None:
         self._sent_changes = self._changes
         self._steps += 1
-        await self._send(float(self._steps), None, self.snapshot.message())
+        await self._send(float(self._steps), None, progress_message(self.tally))
