@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ._cli.metafile import MetaFileError, split_meta
+from ._metafile import MetaFileError, split_meta
 from ._errors import WorkflowError
 from ._meta import WorkflowMeta, parse_meta
 from ._script import check_body

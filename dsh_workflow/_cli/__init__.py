@@ -3,7 +3,6 @@
 - :mod:`.main` — argument parsing, the ``run`` and ``check`` commands, exit codes, Ctrl-C;
 - :mod:`.options` — the engine, limit, provider and agent options ``run`` and ``mcp`` share;
 - :mod:`.mcp` — ``dsh-workflow mcp``, the workflow tool served over MCP (SPEC §12);
-- :mod:`.metafile` — reading a leading ``export const meta = {...};`` literal as data;
 - :mod:`.progress` — live progress on stderr and the ``--events`` JSON-lines log, fed only by
   the engine's public events.
 """

@@ -10,7 +10,7 @@ Contract:
   with ``--engine subprocess`` on a :class:`~dsh_workflow.SubprocessEngine` (the script runs in
   a locked-down child process).
   The file's leading ``export const meta = {...};`` literal (read as data by
-  :mod:`.metafile`) is the meta unless ``--meta`` replaces it. Progress goes to stderr only;
+  :mod:`dsh_workflow._metafile`) is the meta unless ``--meta`` replaces it. Progress goes to stderr only;
   stdout receives exactly one JSON document (indent 2, non-ASCII kept): the value when the run
   completed, else — and always with ``--json`` — the result object ``{value, stop_reason,
   error, agents_started, run_id}``.
@@ -80,7 +80,7 @@ from . import library
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .library import add_library_option, load_library, saved_script
 from .lint import lint
-from .metafile import MetaFileError, split_meta
+from .._metafile import MetaFileError, split_meta
 from .options import add_agent_options as _agent_options
 from .options import add_engine_options, engine_config, load_agents, provider_factory
 from .options import count as _count

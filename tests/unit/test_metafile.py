@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dsh_workflow._cli.metafile import MAX_DEPTH, MetaFileError, split_meta
+from dsh_workflow._metafile import MAX_DEPTH, MetaFileError, split_meta
 from dsh_workflow._script import check_body
 
 LINE_BREAKS = "\n\r\u2028\u2029"
