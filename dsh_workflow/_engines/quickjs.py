@@ -26,7 +26,7 @@ from .admission import EngineState, admit, check_agents, check_library, hosted_r
 from .host import HostedRun
 from .journal import EngineStore
 from .launcher import ThreadLauncher
-from .loop import LoopHandle
+from .._loop import LoopHandle
 from .runtime import RuntimeThread
 
 __all__ = ["QuickJSEngine"]

@@ -17,7 +17,7 @@ import sniffio
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
-from .._engines.loop import LoopHandle
+from .._loop import LoopHandle
 from .._subagent import Usage
 from . import owners
 from .bulk import insert_rows

@@ -32,7 +32,7 @@ from typing import Any
 
 import anyio
 
-from .._engines.loop import LoopHandle
+from .._loop import LoopHandle
 from .models import RunStoreError
 from .schema import store_error
 

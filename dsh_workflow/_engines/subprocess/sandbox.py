@@ -150,9 +150,8 @@ def child_spec(config: dict[str, Any], policy: SandboxPolicy) -> dict[str, Any]:
     import _quickjs  # the binding's extension module
     import quickjs
 
-    import dsh_workflow
-
-    package = os.path.dirname(os.path.abspath(dsh_workflow.__file__))
+    # this file is dsh_workflow/_engines/subprocess/sandbox.py
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = [os.path.dirname(package), _import_root(quickjs.__file__, "quickjs"),
              _import_root(_quickjs.__file__, "_quickjs")]
     as_limit = address_space_limit(int(config["memory_limit_bytes"]), policy)
