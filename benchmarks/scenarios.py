@@ -30,7 +30,7 @@ from dsh_workflow import (
     SQLiteRunStore,
     WorkflowStartRequest,
 )
-from dsh_workflow._engines.loop import LoopHandle
+from dsh_workflow._loop import LoopHandle
 
 from . import baseline as B
 from .measure import RssSampler, Ticker, now, percentile, quiesce, read_status_kb

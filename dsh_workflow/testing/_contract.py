@@ -8,7 +8,7 @@ event kinds in order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import TypeAdapter
 
@@ -34,9 +34,9 @@ class EventContractError(AssertionError):
     """A run's events break the event contract; the text says which rule and how."""
 
 
-def _require(condition: bool, rule: str, kinds: list[str]) -> None:
-    if not condition:
-        raise EventContractError(f"{rule} (the run's events: {', '.join(kinds) or 'none'})")
+def _fail(rule: str, mine: list[WorkflowEvent]) -> NoReturn:
+    kinds = ", ".join(type(event).__name__ for event in mine) or "none"
+    raise EventContractError(f"{rule} (the run's events: {kinds})")
 
 
 def check_run_events(events: Iterable[WorkflowEvent], run: WorkflowRun | str,
@@ -55,43 +55,47 @@ def check_run_events(events: Iterable[WorkflowEvent], run: WorkflowRun | str,
     """
     run_id = run if isinstance(run, str) else run.id
     mine = [event for event in events if event.run.id == run_id]
-    kinds = [type(event).__name__ for event in mine]
-    _require(bool(mine) and isinstance(mine[0], WorkflowStarted),
-             "WorkflowStarted must come first", kinds)
-    _require(sum(isinstance(event, WorkflowStarted) for event in mine) == 1,
-             "WorkflowStarted must fire exactly once", kinds)
+    # Each rule is tested before its message is built: a run may have many thousands of
+    # events, and rendering them for a rule that holds would cost more than the check.
+    if not mine or not isinstance(mine[0], WorkflowStarted):
+        _fail("WorkflowStarted must come first", mine)
+    if sum(isinstance(event, WorkflowStarted) for event in mine) != 1:
+        _fail("WorkflowStarted must fire exactly once", mine)
     ends = [event for event in mine if isinstance(event, WorkflowEnded)]
-    _require(len(ends) == 1, "WorkflowEnded must fire exactly once", kinds)
+    if len(ends) != 1:
+        _fail("WorkflowEnded must fire exactly once", mine)
     end = ends[0]
-    _require(mine[-1] is end, "WorkflowEnded must be the run's last event", kinds)
-    _require("value" not in type(end).model_fields, "WorkflowEnded carries no value", kinds)
+    if mine[-1] is not end:
+        _fail("WorkflowEnded must be the run's last event", mine)
+    if "value" in type(end).model_fields:
+        _fail("WorkflowEnded carries no value", mine)
     if not isinstance(run, str):
         for event in mine:
-            _require(event.run.meta == run.meta,
-                     f"every event names the run's meta, not so: {event!r}", kinds)
+            if event.run.meta is not run.meta and event.run.meta != run.meta:
+                _fail(f"every event names the run's meta, not so: {event!r}", mine)
     open_agents: dict[int, AgentStarted] = {}
     seen: set[int] = set()
     for event in mine:
         if isinstance(event, AgentStarted):
-            _require(event.seq >= 1 and event.seq not in seen,
-                     f"AgentStarted with a repeated or bad seq: {event!r}", kinds)
+            if event.seq < 1 or event.seq in seen:
+                _fail(f"AgentStarted with a repeated or bad seq: {event!r}", mine)
             seen.add(event.seq)
             open_agents[event.seq] = event
         elif isinstance(event, AgentEnded):
             start = open_agents.pop(event.seq, None)
-            _require(start is not None, f"AgentEnded without an open AgentStarted: {event!r}",
-                     kinds)
-            assert start is not None
-            _require((event.label, event.phase) == (start.label, start.phase),
-                     f"AgentEnded differs from its start: {start!r} / {event!r}", kinds)
-    _require(not open_agents, f"AgentStarted never ended: seq {sorted(open_agents)}", kinds)
+            if start is None:
+                _fail(f"AgentEnded without an open AgentStarted: {event!r}", mine)
+            if (event.label, event.phase) != (start.label, start.phase):
+                _fail(f"AgentEnded differs from its start: {start!r} / {event!r}", mine)
+    if open_agents:
+        _fail(f"AgentStarted never ended: seq {sorted(open_agents)}", mine)
     if result is not None:
-        _require((end.stop_reason, end.error, end.agents_started)
-                 == (result.stop_reason, result.error, result.agents_started),
-                 f"WorkflowEnded {end!r} does not mirror the result {result!r}", kinds)
-        _require(result.agents_started == len(seen),
-                 f"agents_started={result.agents_started} but {len(seen)} AgentStarted events",
-                 kinds)
+        if (end.stop_reason, end.error, end.agents_started) \
+                != (result.stop_reason, result.error, result.agents_started):
+            _fail(f"WorkflowEnded {end!r} does not mirror the result {result!r}", mine)
+        if result.agents_started != len(seen):
+            _fail(f"agents_started={result.agents_started} but {len(seen)} AgentStarted "
+                  "events", mine)
 
 
 def events_from_records(records: Iterable[Mapping[str, Any]]) -> list[WorkflowEvent]:
