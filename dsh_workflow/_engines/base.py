@@ -37,6 +37,7 @@ from .admission import (
     check_library,
     hosted_run,
 )
+from .handle import RunHandle
 from .host import HostedRun
 from .journal import EngineStore
 
@@ -183,7 +184,7 @@ class EngineBase(WorkflowEngine, Generic[R]):
             # A durable run starts once its drive task has recorded it.
             run.launch()
         self._tg.start_soon(self._drive, run, runtime, name=f"dsh-workflow run {run.id}")
-        return run
+        return RunHandle(run)
 
     async def _drive(self, run: HostedRun, runtime: R) -> None:
         try:

@@ -23,6 +23,7 @@ from ..._store import RunStore
 from ..._subagent import SubagentProvider
 from ..admission import Admission
 from ..base import EngineBase
+from ..handle import hosted_run_of
 from ..host import HostedRun
 from . import sandbox
 from .pool import SandboxPool
@@ -104,7 +105,8 @@ class SubprocessEngine(EngineBase[ProcessRuntime]):
 
     def sandbox_pid(self, run: WorkflowRun) -> int | None:
         """The pid of the process running ``run``, while it exists (for monitoring and tests)."""
-        runtime = self._runs.get(run)  # type: ignore[call-overload]
+        hosted = hosted_run_of(run)
+        runtime = self._runs.get(hosted) if hosted is not None else None
         return runtime.pid if runtime is not None else None
 
     def pooled_pids(self) -> list[int]:
