@@ -36,6 +36,9 @@ class WorkflowRun(abc.ABC):
       ``slice_cpu_limit_s``).
     """
 
+    # No instance dictionary here, so a subclass with ``__slots__`` has none either.
+    __slots__ = ()
+
     id: str
     meta: WorkflowMeta
 

@@ -9,22 +9,18 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup
 
 from .._agents import AgentRegistry
 from .._config import EngineConfig
-from .._events import EventHub, RunInfo, WorkflowStarted
-from .._request import WorkflowStartRequest
-from .._run import WorkflowEngine, WorkflowRun
-from .._store import RunStore
 from .._library import WorkflowLibrary
+from .._store import RunStore
 from .._subagent import SubagentProvider
-from .admission import EngineState, admit, check_agents, check_library, hosted_run
+from .admission import Admission
+from .base import EngineBase
 from .host import HostedRun
-from .journal import EngineStore
 from .launcher import ThreadLauncher
 from .._loop import LoopHandle
 from .runtime import RuntimeThread
@@ -33,7 +29,8 @@ __all__ = ["QuickJSEngine"]
 
 
 class _WarmPool:
-    """Runtime threads prepared ahead of time; each is handed to exactly one run.
+    """Runtime threads prepared ahead of time (a :class:`WarmPool`); each is handed to exactly
+    one run.
 
     Preparing a runtime (a QuickJS context with the runtime loaded) costs one to two milliseconds
     of CPU, so the pool does it on idle threads before a run needs one. A thread never serves
@@ -57,6 +54,9 @@ class _WarmPool:
         self._all.add(runtime)
         return runtime
 
+    async def open(self, task_group: TaskGroup) -> None:
+        self.refill()
+
     def take(self) -> RuntimeThread:
         while self._idle:
             runtime = self._idle.popleft()
@@ -68,7 +68,7 @@ class _WarmPool:
         while not self._closed and len(self._idle) < self._config.warm_runtimes:
             self._idle.append(self._new(ahead=True))
 
-    def close(self) -> None:
+    async def close(self) -> None:
         self._closed = True
         while self._idle:
             self._idle.popleft().stop()
@@ -78,7 +78,7 @@ class _WarmPool:
         return self._launcher.alive() or any(runtime.is_alive() for runtime in list(self._all))
 
 
-class QuickJSEngine(WorkflowEngine):
+class QuickJSEngine(EngineBase[RuntimeThread]):
     """Runs workflows in-process, one QuickJS context and one OS thread per run.
 
     Use it as an async context manager; it owns the task group every run and child lives in::
@@ -94,85 +94,26 @@ class QuickJSEngine(WorkflowEngine):
     no host resources and ends by itself. Use ``SubprocessEngine`` for hostile scripts.
     """
 
+    _engine_name = "QuickJSEngine"
+    _launch_at_start = True
+
     def __init__(self, config: EngineConfig | None = None, *,
                  provider: SubagentProvider,
                  agents: AgentRegistry | None = None, store: RunStore | None = None,
                  library: WorkflowLibrary | None = None) -> None:
-        self.config = config if config is not None else EngineConfig()
-        if not isinstance(self.config, EngineConfig):
-            raise TypeError("config must be an EngineConfig")
-        if not callable(getattr(provider, "run", None)):
-            raise TypeError("provider must be a SubagentProvider with an async run(request)")
-        self.provider = provider
-        self.agents = check_agents(agents)
-        self.library = check_library(library)
-        self.store = store
-        self._store = EngineStore(store) if store is not None else None
-        self.events = EventHub()
-        self._state = EngineState.UNOPENED
-        self._runs: set[HostedRun] = set()
-        self._pool = _WarmPool(self.config)
-        self._tg: TaskGroup | None = None
+        super().__init__(config, provider=provider, agents=agents, store=store,
+                         library=library)
+        self._pool: _WarmPool = _WarmPool(self.config)
         self._loop: LoopHandle | None = None
         self._seq = 0
 
-    async def __aenter__(self) -> QuickJSEngine:
-        if self._state is not EngineState.UNOPENED:
-            raise RuntimeError("a QuickJSEngine can be entered only once")
-        if self._store is not None:
-            await self._store.enter()
-            self.events.subscribe(self._store.recorder)
+    def _prepare(self) -> None:
         self._loop = LoopHandle()
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        self._pool.refill()
-        self._state = EngineState.OPEN
-        return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> bool | None:
-        self._state = EngineState.CLOSED
-        assert self._tg is not None
-        try:
-            with anyio.CancelScope(shield=True):
-                await self._dispose_all()
-        finally:
-            self._tg.cancel_scope.cancel()
-            # The block's own exception is not handed to the task group, so it propagates as
-            # it was raised instead of wrapped in an exception group.
-            await self._tg.__aexit__(None, None, None)
-            if self._store is not None:
-                with anyio.CancelScope(shield=True):
-                    await self._store.exit()
-        return None
-
-    async def _dispose_all(self) -> None:
-        self._pool.close()
-        if self._runs:
-            async with anyio.create_task_group() as tg:
-                for run in list(self._runs):
-                    tg.start_soon(run.dispose)
-        # A runtime stuck in one CPU slice ends by itself within the slice limit: CPU seconds,
-        # which take longer on a busy machine, hence the wall-clock allowance.
-        with anyio.move_on_after(3 * self.config.slice_cpu_limit_s + 1.0):
-            while self._pool.alive():
-                await anyio.sleep(0.005)
-
-    def start(self, request: WorkflowStartRequest) -> WorkflowRun:
-        if self._state is not EngineState.OPEN:
-            raise RuntimeError(
-                "QuickJSEngine.start() called outside the engine's `async with` block; use "
-                "`async with QuickJSEngine(...) as engine:` and start runs inside it")
-        store = self._store
-        admission = admit(request, default_provider=self.provider, config=self.config,
-                          store=None if store is None else store.store)
-        assert self._tg is not None and self._loop is not None
+    def _new_runtime(self, admission: Admission, run: HostedRun) -> RuntimeThread:
+        assert self._loop is not None
         loop = self._loop
         self._seq += 1
-        run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
-                         agents=self.agents, library=self.library,
-                         recorder=None if store is None else (store.store, store.recorder))
         journal = run.journal
         runtime = self._pool.take()
         runtime.assign(admission.script, admission.args_text,
@@ -182,27 +123,15 @@ class QuickJSEngine(WorkflowEngine):
                        budget_tokens=admission.budget_tokens,
                        numbers=None if journal is None else journal.numbers_text)
         run.attach(runtime, signals_exit=True)
-        self._runs.add(run)
-        self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=admission.meta)))
-        if journal is None:
-            # The script starts on its thread while the loop spawns the drive task; a durable
-            # run starts once the drive task has recorded it.
-            run.launch()
-        self._tg.start_soon(self._drive, run, name=f"dsh-workflow run {run.id}")
-        return run
+        return runtime
 
-    async def _drive(self, run: HostedRun) -> None:
-        try:
-            try:
-                await run.drive()
-            finally:
-                await run.record_end()
-            # Preparing a runtime holds the GIL for much of its millisecond, so the pool is
-            # refilled once the run has settled and its waiters have had their turn.
-            await anyio.lowlevel.checkpoint()
-            self._pool.refill()
-            await run.wait_runtime_gone()
-        finally:
-            self._runs.discard(run)
-            if self._store is not None:
-                self._store.recorder.journals.pop(run.id, None)
+    async def _serve(self, run: HostedRun, runtime: RuntimeThread) -> None:
+        await self._drive_to_end(run)
+        await run.wait_runtime_gone()
+
+    async def _wait_released(self) -> None:
+        # A runtime stuck in one CPU slice ends by itself within the slice limit: CPU seconds,
+        # which take longer on a busy machine, hence the wall-clock allowance.
+        with anyio.move_on_after(3 * self.config.slice_cpu_limit_s + 1.0):
+            while self._pool.alive():
+                await anyio.sleep(0.005)

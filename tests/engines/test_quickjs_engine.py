@@ -24,6 +24,7 @@ from dsh_workflow import (
     SubagentResult,
     WorkflowStartRequest,
 )
+from dsh_workflow._engines.handle import hosted_run_of
 from dsh_workflow._engines.launcher import ThreadLauncher
 
 pytestmark = pytest.mark.anyio
@@ -84,8 +85,10 @@ async def test_a_spinning_script_never_blocks_the_event_loop() -> None:
         last = time.perf_counter()
         sibling = engine.start(request("const xs = []; for (let i = 0; i < 20; i++) "
                                        "xs.push(await agent('n' + i)); return xs.length"))
+        hosted = hosted_run_of(spinner)
+        assert hosted is not None
         with anyio.fail_after(10):
-            while not spinner.ended:
+            while not hosted.ended:
                 await anyio.sleep(0.005)
                 now = time.perf_counter()
                 worst = max(worst, now - last)

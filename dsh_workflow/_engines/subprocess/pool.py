@@ -23,25 +23,33 @@ logger = logging.getLogger("dsh_workflow.engine")
 
 
 class SandboxPool:
-    """Up to ``size`` idle sandbox processes, started by ``launch`` in ``task_group``.
+    """Up to ``size`` idle sandbox processes, started by ``launch`` (a :class:`WarmPool`).
 
-    :meth:`take` never waits (None when empty); :meth:`refill` starts the missing processes in
-    the background; :meth:`close` kills and reaps every idle process and waits for a refill in
-    flight, after which nothing is started any more.
+    :meth:`open` starts them in the engine's task group; :meth:`take` never waits (None when
+    empty); :meth:`refill` starts the missing processes in the background; :meth:`close` kills
+    and reaps every idle process and waits for a refill in flight, after which nothing is
+    started any more.
     """
 
-    def __init__(self, size: int, launch: Callable[[], Awaitable[SandboxProcess]],
-                 task_group: TaskGroup) -> None:
+    def __init__(self, size: int, launch: Callable[[], Awaitable[SandboxProcess]]) -> None:
         self._size = size
         self._launch = launch
-        self._tg = task_group
+        self._tg: TaskGroup | None = None
         self._idle: deque[SandboxProcess] = deque()
         self._refilling = False
         self._refilled = anyio.Event()
         self._refilled.set()
         self._closed = False
 
+    async def open(self, task_group: TaskGroup) -> None:
+        """Start the processes now (returns once they are started, not yet ready: a run can
+        take one at once, its script waits in the pipe until the process is)."""
+        self._tg = task_group
+        if self._claim_refill():
+            await self._refill()
+
     def take(self) -> SandboxProcess | None:
+        assert self._tg is not None, "take() before open()"
         while self._idle:
             process = self._idle.popleft()
             if not process.exited():
@@ -54,18 +62,17 @@ class SandboxPool:
 
     def refill(self) -> None:
         """Start the missing processes in the background (no-op while a refill runs)."""
-        if not self._closed and not self._refilling and len(self._idle) < self._size:
-            self._refilling = True
-            self._refilled = anyio.Event()
+        if len(self._idle) < self._size and self._claim_refill():
+            assert self._tg is not None, "refill() before open()"
             self._tg.start_soon(self._refill, name="dsh-workflow sandbox pool refill")
 
-    async def fill(self) -> None:
-        """Start the missing processes now (returns once they are started, not yet ready:
-        a run can take one at once, its script waits in the pipe until the process is)."""
-        if not self._closed and not self._refilling:
-            self._refilling = True
-            self._refilled = anyio.Event()
-            await self._refill()
+    def _claim_refill(self) -> bool:
+        """True, with the refill marked in flight, when one may start now."""
+        if self._closed or self._refilling:
+            return False
+        self._refilling = True
+        self._refilled = anyio.Event()
+        return True
 
     async def _refill(self) -> None:
         try:
