@@ -28,7 +28,7 @@ from dsh_workflow._engines.base import EngineBase
 from dsh_workflow._engines.handle import RunHandle, hosted_run_of
 from dsh_workflow._engines.host import HostedRun
 from dsh_workflow._engines.subprocess import SubprocessEngine
-from dsh_workflow.testing._suite_base import check_run_events
+from dsh_workflow.testing import check_run_events
 
 pytestmark = pytest.mark.anyio
 
