@@ -42,8 +42,9 @@ def check_events(events: list[WorkflowEvent], run: WorkflowRun, result: Workflow
     assert mine and isinstance(mine[0], WorkflowStarted), f"WorkflowStarted first: {kinds}"
     ends = [e for e in mine if isinstance(e, WorkflowEnded)]
     assert len(ends) == 1 and mine[-1] is ends[0], f"one WorkflowEnded, last: {kinds}"
-    assert (ends[0].stop_reason, ends[0].error, ends[0].agents_started) == \
-        (result.stop_reason, result.error, result.agents_started), (ends[0], result)
+    assert (ends[0].stop_reason, ends[0].error, ends[0].error_code, ends[0].agents_started) == \
+        (result.stop_reason, result.error, result.error_code, result.agents_started), \
+        (ends[0], result)
     open_agents: dict[int, AgentStarted] = {}
     seen: set[int] = set()
     for event in mine:

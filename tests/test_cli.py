@@ -32,7 +32,7 @@ from dsh_workflow._cli.progress import EventLog, PlainProgress, RichProgress, ma
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 EXAMPLE_NAMES = ["code-review", "research-pipeline", "map-reduce-summary", "verify-findings"]
-RESULT_KEYS = {"value", "stop_reason", "error", "agents_started", "run_id"}
+RESULT_KEYS = {"value", "stop_reason", "error", "error_code", "agents_started", "run_id"}
 
 META_HEADER = "export const meta = { name: 'cli-test', description: 'a CLI test' };\n"
 SLOW_SCRIPT = META_HEADER + """

@@ -49,6 +49,7 @@ class RunStatus:
     run_id: str
     name: str
     state: str = "running"  # running, completed, error, cancelled
+    error_code: str | None = None  # the result's code once it ended without completing
     phase: str | None = None
     agents_running: int = 0
     agents_done: int = 0
@@ -67,7 +68,7 @@ class RunStatus:
                 "phase": self.phase, "agents_running": self.agents_running,
                 "agents_done": self.agents_done, "agents_failed": self.agents_failed,
                 "agents_replayed": self.agents_replayed, "tokens": self.tokens,
-                "elapsed_s": round(self.elapsed_s, 3)}
+                "elapsed_s": round(self.elapsed_s, 3), "error_code": self.error_code}
 
 
 @dataclass
@@ -153,6 +154,7 @@ class BackgroundRuns:
             status.agents_replayed += 1
         elif isinstance(event, WorkflowEnded):
             status.state = event.stop_reason
+            status.error_code = None if event.error_code is None else event.error_code.value
             status.ended_at = time.monotonic()
             status.tokens = event.usage.total_tokens
             tracked.ended = True
