@@ -24,6 +24,32 @@ code                      raised when                                           
 ``BUDGET_EXCEEDED``       ``agent()`` called (or still queued) once the run's tokens   hook
                           reached its budget
 ========================  ==========================================================  =====
+
+**The code of a result.** A run that did not complete carries one of these codes as
+``WorkflowResult.error_code``: the code of the error that ended it, which its text starts with
+as ``CODE: …``. Four ends have a text with no code prefix (the texts are kept as they were);
+their code is fixed here, in one place, because the set of codes is the closed public set
+above (SPEC §3; no member is added for a result alone):
+
+==============================================  ==========================  ===================
+how the run ended (text without a prefix)       ``error_code``              why
+==============================================  ==========================  ===================
+cancelled (``workflow run cancelled: …``),       ``CANCELLED``               what the code means
+also by the engine shutting down
+the script's own uncaught error, a throw of      ``RESULT_UNSERIALIZABLE``   no JSON result: the
+``null``/``undefined`` or of something that                                  script's fault, as
+cannot be rendered, or a stall (an ``await``                                 for a bad return
+nothing will ever settle)                                                    value
+the engine itself failed: its runtime could      ``AGENT_FAILED``            an infrastructure
+not start or broke, the sandbox process died,                                fault, not the
+hung or broke the protocol, the run store                                    script's: retrying
+failed, or a bug in the host                                                 may help
+==============================================  ==========================  ===================
+
+So ``CANCELLED`` is every cancelled run's code, ``RESULT_UNSERIALIZABLE`` without its prefix in
+the text means "the script failed by itself", and ``AGENT_FAILED`` without its prefix means "the
+engine failed". :data:`SCRIPT_FAILED` and :data:`ENGINE_FAILED` name the last two for the code
+that sets or reads them.
 """
 
 from __future__ import annotations
@@ -49,6 +75,13 @@ class WorkflowErrorCode(StrEnum):
     TIMEOUT = "TIMEOUT"
     CANCELLED = "CANCELLED"
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+
+
+#: The code of a result whose run failed by the script's own doing, its text unprefixed (the
+#: script's uncaught error, or a stall): see the module docstring.
+SCRIPT_FAILED = WorkflowErrorCode.RESULT_UNSERIALIZABLE
+#: The code of a result whose run failed because the engine did, its text unprefixed.
+ENGINE_FAILED = WorkflowErrorCode.AGENT_FAILED
 
 
 class WorkflowError(Exception):

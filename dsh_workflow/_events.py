@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ._errors import WorkflowErrorCode
 from ._meta import WorkflowMeta
 from ._result import StopReason
 from ._subagent import Usage
@@ -51,10 +52,12 @@ class WorkflowStarted(_Event):
 
 
 class WorkflowEnded(_Event):
-    """The last event of every run, fired exactly once; mirrors the result without its value."""
+    """The last event of every run, fired exactly once; mirrors the result without its value
+    (``error_code`` as :attr:`WorkflowResult.error_code <dsh_workflow.WorkflowResult>`)."""
 
     stop_reason: StopReason
     error: str | None = None
+    error_code: WorkflowErrorCode | None = None
     agents_started: int
     usage: Usage = Usage()
 

@@ -2,24 +2,79 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ._errors import SCRIPT_FAILED, WorkflowErrorCode
 from ._subagent import Usage
 
-__all__ = ["StopReason", "WorkflowResult"]
+__all__ = ["StopReason", "WorkflowResult", "code_in_text", "stored_code", "with_error_code"]
 
 StopReason = Literal["completed", "cancelled", "error"]
+
+
+def code_in_text(error: str) -> WorkflowErrorCode | None:
+    """The code an error text starts with as ``CODE:``, or None when it starts with none (a
+    head such as ``TypeError:`` or ``NOT_A_CODE:`` is no code)."""
+    head, colon, _ = error.partition(":")
+    if not colon:
+        return None
+    try:
+        return WorkflowErrorCode(head)
+    except ValueError:
+        return None
+
+
+def _derived_code(stop_reason: object, error: object) -> WorkflowErrorCode | None:
+    """The code of a result given without one: a hand-built result, or one stored before
+    results carried their code. The engine never relies on this: it sets the code from what
+    it knows. Taken from the text's ``CODE:`` prefix; else ``CANCELLED`` for a cancelled run;
+    else :data:`~dsh_workflow._errors.SCRIPT_FAILED` (an unprefixed text is most often the
+    script's own error; an engine failure cannot be told from its text)."""
+    if stop_reason == "completed" or not isinstance(error, str):
+        return None
+    named = code_in_text(error)
+    if named is not None:
+        return named
+    return WorkflowErrorCode.CANCELLED if stop_reason == "cancelled" else SCRIPT_FAILED
+
+
+def stored_code(data: Mapping[str, Any]) -> WorkflowErrorCode | None:
+    """The code of a result stored as JSON data (``WorkflowResult.model_dump``): its
+    ``error_code`` when it carries a known one, else derived as for a result built without
+    one (a row written before results carried their code)."""
+    try:
+        return WorkflowErrorCode(data["error_code"])
+    except (KeyError, ValueError):
+        return _derived_code(data.get("stop_reason"), data.get("error"))
+
+
+def with_error_code(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a stored result) with its ``error_code``: itself when it has the key or is no
+    failed result; else a copy with the derived code (rows written before results carried
+    their code)."""
+    if "error_code" in data or not isinstance(data.get("error"), str):
+        return data
+    code = stored_code(data)
+    return data if code is None else {**data, "error_code": code.value}
 
 
 class WorkflowResult(BaseModel):
     """How a run ended.
 
     ``error`` is present exactly when ``stop_reason`` is not ``"completed"``, and ``value`` is
-    ``None`` then. ``agents_started`` counts children that actually started (not calls that
-    were refused or still queued behind the concurrency cap when the run ended). ``usage`` sums
-    what the run's children reported (failed children included; zero when nothing was reported).
+    ``None`` then. ``error_code`` is likewise None exactly when the run completed: it is the
+    code of what ended the run, and when ``error`` starts with ``CODE:`` it is that code; a
+    cancelled run's code is ``CANCELLED``. Texts without a prefix (a cancel, the script's own
+    error, a stall, the engine failing) have the codes the table in ``dsh_workflow._errors``
+    gives. A result built without ``error_code`` gets it from its text (see
+    :func:`_derived_code`); an explicit one that breaks these rules is refused.
+
+    ``agents_started`` counts children that actually started (not calls that were refused or
+    still queued behind the concurrency cap when the run ended). ``usage`` sums what the run's
+    children reported (failed children included; zero when nothing was reported).
     ``agents_replayed`` counts calls of a resumed run answered from the earlier run's journal
     (SPEC §9); they are not in ``agents_started`` or ``usage``.
     """
@@ -29,14 +84,34 @@ class WorkflowResult(BaseModel):
     value: Any = None
     stop_reason: StopReason
     error: str | None = None
+    error_code: WorkflowErrorCode | None = None
     agents_started: int = Field(0, ge=0)
     usage: Usage = Usage()
     agents_replayed: int = Field(0, ge=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _code_when_not_given(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "error_code" not in data:
+            code = _derived_code(data.get("stop_reason"), data.get("error"))
+            if code is not None:
+                data = {**data, "error_code": code}
+        return data
+
     @model_validator(mode="after")
     def _error_iff_not_completed(self) -> WorkflowResult:
-        if (self.stop_reason == "completed") != (self.error is None):
+        completed = self.stop_reason == "completed"
+        if completed != (self.error is None):
             raise ValueError("error must be present exactly when stop_reason is not 'completed'")
-        if self.stop_reason != "completed" and self.value is not None:
+        if not completed and self.value is not None:
             raise ValueError("value must be None unless the run completed")
+        if completed != (self.error_code is None):
+            raise ValueError("error_code must be present exactly when stop_reason is not "
+                             "'completed'")
+        if self.stop_reason == "cancelled" and self.error_code != WorkflowErrorCode.CANCELLED:
+            raise ValueError("a cancelled run's error_code is CANCELLED")
+        named = None if self.error is None else code_in_text(self.error)
+        if named is not None and named != self.error_code:
+            raise ValueError(f"error_code {self.error_code} differs from the code the error "
+                             f"text starts with ({named})")
         return self

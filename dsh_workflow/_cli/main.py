@@ -437,12 +437,14 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
 
 
 def print_result(result: WorkflowResult, run_id: str, *, as_json: bool) -> None:
-    """Write the run's JSON document to stdout and, when it did not complete, an error line."""
+    """Write the run's JSON document to stdout and, when it did not complete, an error line.
+    The document of a failed run, or any with ``--json``, is the result without its usage:
+    ``value``, ``stop_reason``, ``error``, ``error_code``, ``agents_started``, ``run_id``."""
     document: Any = result.value
     if as_json or result.stop_reason != "completed":
         document = {"value": result.value, "stop_reason": result.stop_reason,
-                    "error": result.error, "agents_started": result.agents_started,
-                    "run_id": run_id}
+                    "error": result.error, "error_code": result.error_code,
+                    "agents_started": result.agents_started, "run_id": run_id}
     _write_stdout(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     if result.stop_reason == "cancelled":
         error = result.error or ""

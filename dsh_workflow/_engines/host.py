@@ -26,7 +26,7 @@ from .._library import WorkflowLibrary
 from .._store import JournalEntry, RunStoreError
 from .._config import EngineConfig
 from .._depth import deeper_than
-from .._errors import WorkflowError, WorkflowErrorCode
+from .._errors import ENGINE_FAILED, SCRIPT_FAILED, WorkflowError, WorkflowErrorCode
 from .._events import (
     AgentEnded,
     AgentOutcome,
@@ -67,6 +67,18 @@ _ENGINE_PREFIXES = tuple(f"{code.value}:" for code in WorkflowErrorCode) + (
     "workflow runtime failed", "the script runtime", "the workflow run exceeded",
     "the workflow engine failed", "workflow run cancelled", "the script is waiting for a promise",
     "the sandbox process")
+
+
+def _outcome_code(outcome: dict[str, Any]) -> WorkflowErrorCode:
+    """The code of a failed outcome (see ``RuntimeThread`` for its shape): the engine's code
+    it names; else the script's failure when the script threw it or stalled; else (no code,
+    not thrown: the runtime or the sandbox process failed) the engine's failure."""
+    code = outcome.get("code")
+    if isinstance(code, str) and code in _CODES:
+        return WorkflowErrorCode(code)
+    if code == "STALLED" or outcome.get("thrown") is True:
+        return SCRIPT_FAILED
+    return ENGINE_FAILED
 
 
 def _render(exc: BaseException) -> str:
@@ -193,6 +205,7 @@ class HostedRun(WorkflowRun):
         self._timed_out = False
         self._outcome: dict[str, Any] | None = None
         self._fault: str | None = None
+        self._fault_code = ENGINE_FAILED  # the code of the result _fault ends the run with
         self._result: WorkflowResult | None = None
         self._disposing = False
         self._disposed = anyio.Event()
@@ -335,8 +348,8 @@ class HostedRun(WorkflowRun):
             raise
         except Exception:
             logger.exception("dsh-workflow: run %s failed inside the engine", self.id)
-            self._fault = ("the workflow engine failed while serving this run (a bug; see the "
-                           "host's log)")
+            self._fail("the workflow engine failed while serving this run (a bug; see the "
+                       "host's log)")
             self._stop()
         finally:
             self._settle()
@@ -394,7 +407,7 @@ class HostedRun(WorkflowRun):
         except ValueError:
             messages = None
         if not isinstance(messages, list):
-            self._fault = "the script runtime sent a malformed message"
+            self._fail("the script runtime sent a malformed message")
             return None
         return messages
 
@@ -409,7 +422,7 @@ class HostedRun(WorkflowRun):
                 return len(messages)
             message = messages[index]
             if not (isinstance(message, list) and message and isinstance(message[0], str)):
-                self._fault = "the script runtime sent a malformed message"
+                self._fail("the script runtime sent a malformed message")
                 return len(messages)
             kind = message[0]
             if kind in ("phase", "log") and len(message) == 2 and isinstance(message[1], str):
@@ -433,7 +446,7 @@ class HostedRun(WorkflowRun):
                   and all(type(v) in (int, float) for v in message[3])):
                 self._journal.post_numbers(message[1], message[2], message[3])
             else:
-                self._fault = f"the script runtime sent an unknown message {kind!r}"
+                self._fail(f"the script runtime sent an unknown message {kind!r}")
                 return len(messages)
         return end
 
@@ -584,7 +597,7 @@ class HostedRun(WorkflowRun):
                              f"workflow({{scriptPath}}): {exc}")
                 return
         else:
-            self._fault = "the script runtime sent a malformed workflow() call"
+            self._fail("the script runtime sent a malformed workflow() call")
             return
         assert self._runtime is not None
         if not self._stopping:
@@ -624,10 +637,15 @@ class HostedRun(WorkflowRun):
         self._refused += 1
         limit = self._config.max_refused_calls
         if self._refused > limit and self._fault is None:
-            self._fault = (
+            self._fail(
                 f"{WorkflowErrorCode.RESOURCE_LIMIT.value}: the script kept calling agent() "
                 f"after {limit} refused calls (max_refused_calls={limit}); the last refusal was "
-                f"{code}: {message}")
+                f"{code}: {message}", WorkflowErrorCode.RESOURCE_LIMIT)
+
+    def _fail(self, text: str, code: WorkflowErrorCode = ENGINE_FAILED) -> None:
+        """End the run with ``text`` as its error and ``code`` as its code (unless a stop
+        cause that outranks a fault comes first: see :meth:`_unbounded_result`)."""
+        self._fault, self._fault_code = text, code
 
     # ---- children -------------------------------------------------------------------------
 
@@ -821,8 +839,7 @@ class HostedRun(WorkflowRun):
     def _store_failed(self, exc: RunStoreError) -> None:
         if self._fault is None:
             logger.error("dsh-workflow: run %s: the run store failed: %s", self.id, exc)
-            self._fault = (f"the run store failed, so this run cannot keep its journal: "
-                           f"{exc}")
+            self._fail(f"the run store failed, so this run cannot keep its journal: {exc}")
         self._stop()
 
     async def record_end(self) -> None:
@@ -934,6 +951,7 @@ class HostedRun(WorkflowRun):
         self._result = self._final_result()
         self._events.emit(WorkflowEnded(run=self._info, stop_reason=self._result.stop_reason,
                                         error=self._result.error,
+                                        error_code=self._result.error_code,
                                         agents_started=self._result.agents_started,
                                         usage=self._result.usage))
         self._done.set()
@@ -952,26 +970,34 @@ class HostedRun(WorkflowRun):
         return result
 
     def _unbounded_result(self) -> WorkflowResult:
+        """The result before its usage and error length are settled. Every non-completed
+        result gets its code here, from what ended the run (never from its own text): the
+        code of a prefixed text, ``CANCELLED`` for a cancel, and for unprefixed texts the
+        codes of the table in ``dsh_workflow._errors``."""
         started = self._agents_started
         if self._cancel_reason is not None:
             return WorkflowResult(stop_reason="cancelled", agents_started=started,
-                                  error=f"workflow run cancelled: {self._cancel_reason}")
+                                  error=f"workflow run cancelled: {self._cancel_reason}",
+                                  error_code=WorkflowErrorCode.CANCELLED)
         if self._timed_out:
             return WorkflowResult(stop_reason="error", agents_started=started,
                                   error=f"{WorkflowErrorCode.TIMEOUT.value}: "
-                                        f"{self._timeout_message()}")
+                                        f"{self._timeout_message()}",
+                                  error_code=WorkflowErrorCode.TIMEOUT)
         if self._fault is not None:
             return WorkflowResult(stop_reason="error", agents_started=started,
-                                  error=self._fault)
+                                  error=self._fault, error_code=self._fault_code)
         outcome = self._outcome
         if outcome is None:
             return WorkflowResult(stop_reason="error", agents_started=started,
-                                  error="the script runtime stopped without a result")
+                                  error="the script runtime stopped without a result",
+                                  error_code=ENGINE_FAILED)
         if outcome.get("ok") is True:
             return WorkflowResult(stop_reason="completed", agents_started=started,
                                   value=outcome.get("value"))
         return WorkflowResult(stop_reason="error", agents_started=started,
-                              error=self._render_error(outcome))
+                              error=self._render_error(outcome),
+                              error_code=_outcome_code(outcome))
 
     def _render_error(self, outcome: dict[str, Any]) -> str:
         """The error text of a failed outcome: never empty, and a script's own text never

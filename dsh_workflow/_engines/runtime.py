@@ -456,7 +456,7 @@ class RuntimeThread:
             thrown = outcome.get("error")
             if thrown == "null" and runtime.near_memory_limit():
                 return {"ok": False, **limit_error("memory", self._config).as_outcome()}
-            outcome["code"] = None
+            outcome["code"], outcome["thrown"] = None, True
             outcome["error"] = f"the script threw {thrown}, not an Error" + (
                 "" if thrown != "null" else
                 " — or it ran out of memory so completely that QuickJS could not even create "
@@ -470,7 +470,7 @@ class RuntimeThread:
         elif code == "UNRENDERABLE":
             if runtime.near_memory_limit():
                 return {"ok": False, **limit_error("memory", self._config).as_outcome()}
-            outcome["code"] = None
+            outcome["code"], outcome["thrown"] = None, True
             outcome["error"] = ("the script failed, and what it threw could not be rendered as "
                                 "text")
         return outcome

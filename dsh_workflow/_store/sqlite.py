@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
 from .._loop import LoopHandle
+from .._result import with_error_code
 from .._subagent import Usage
 from . import owners
 from .bulk import insert_rows
@@ -651,13 +652,19 @@ def _noop(conn: sqlite3.Connection) -> None:
     return None
 
 
+def _stored_result(data: Any) -> Any:
+    """A stored result as loaded: a row written before results carried ``error_code`` gets
+    the code derived from its text (:func:`~dsh_workflow._result.with_error_code`)."""
+    return with_error_code(data) if isinstance(data, dict) else data
+
+
 def _record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
      owner_pid, owner_host, agents, replayed, input_tokens, output_tokens) = row
     return RunRecord(id=run_id, meta=_loads(meta), script=_untext(script),
                      args=None if args is None else _loads(args), created_at=created_at,
                      ended_at=ended_at, status=status,
-                     result=None if result is None else _loads(result),
+                     result=None if result is None else _stored_result(_loads(result)),
                      resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
                      agents=agents, replayed=replayed,
                      usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))

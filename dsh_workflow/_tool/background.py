@@ -45,15 +45,19 @@ class RunStatus:
 
     def as_data(self) -> dict[str, Any]:
         """The status as data: ``state`` is ``running`` until the run's end, then its stop
-        reason; ``agents_done`` counts completed children, ``agents_failed`` the others."""
+        reason, with ``error_code`` set once it ended without completing; ``agents_done`` counts
+        completed children, ``agents_failed`` the others."""
         tally = self.tally
+        ended = tally.ended
         return {"run_id": self.run_id, "name": self.name,
-                "state": tally.ended.stop_reason if tally.ended is not None else "running",
+                "state": ended.stop_reason if ended is not None else "running",
                 "phase": tally.phase, "agents_running": len(tally.running),
                 "agents_done": tally.outcomes["completed"],
                 "agents_failed": tally.unsuccessful,
                 "agents_replayed": tally.replayed, "tokens": tally.tokens,
-                "elapsed_s": round(tally.elapsed(), 3)}
+                "elapsed_s": round(tally.elapsed(), 3),
+                "error_code": None if ended is None or ended.error_code is None
+                else ended.error_code.value}
 
 
 @dataclass

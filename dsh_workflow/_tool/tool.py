@@ -45,7 +45,9 @@ class ToolResult(BaseModel):
 
     * completed: ``{"run_id", "agents_started", "usage", "result"}`` with the whole value
       (never cut); ``usage`` is ``{"input_tokens", "output_tokens"}`` summed over the children;
-    * run cancelled / failed: ``{"run_id", "agents_started", "usage", "stop_reason", "error"}``;
+    * run cancelled / failed: ``{"run_id", "agents_started", "usage", "stop_reason", "error",
+      "error_code"}``, ``error_code`` the result's :class:`WorkflowErrorCode` value (what to
+      branch on, rather than the text's ``CODE:`` prefix);
     * start error: ``{"error_code": <WorkflowErrorCode value>}``;
     * refused arguments: ``{"error_code": "INVALID_ARGS"}``.
 
@@ -443,7 +445,8 @@ class WorkflowTool:
                                                "result": result.value})
         data = {"run_id": run.id, "agents_started": result.agents_started,
                 "usage": result.usage.model_dump(),
-                "stop_reason": result.stop_reason, "error": result.error}
+                "stop_reason": result.stop_reason, "error": result.error,
+                "error_code": None if result.error_code is None else result.error_code.value}
         if result.stop_reason == "cancelled":
             text = texts.cancelled_text(result.error)
         elif result.stop_reason == "error":

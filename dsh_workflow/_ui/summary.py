@@ -7,7 +7,6 @@ live stream describe a run the same way.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -17,7 +16,8 @@ from pygments import highlight  # type: ignore[import-untyped]
 from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
 from pygments.lexers import JavascriptLexer, JsonLexer  # type: ignore[import-untyped]
 
-from .._errors import WorkflowErrorCode
+from .._errors import SCRIPT_FAILED
+from .._result import code_in_text, stored_code
 from .._store import RunRecord, StoredEvent
 
 __all__ = ["HIGHLIGHT_CLASS", "Counts", "ErrorView", "RunRow", "count_events", "error_view", "highlight_css",
@@ -25,8 +25,6 @@ __all__ = ["HIGHLIGHT_CLASS", "Counts", "ErrorView", "RunRow", "count_events", "
 
 HIGHLIGHT_CLASS = "hl"
 _FORMATTER = HtmlFormatter(cssclass=HIGHLIGHT_CLASS, nowrap=False)
-_CODE_PREFIX = re.compile(r"^([A-Z][A-Z_]+):\s*")
-_KNOWN_CODES = frozenset(code.value for code in WorkflowErrorCode)
 
 
 @dataclass(frozen=True)
@@ -115,19 +113,22 @@ def run_row(record: RunRecord, *, now: float | None = None,
 def error_view(record: RunRecord) -> ErrorView | None:
     """The run's error with its code, or None when it has none (yet).
 
-    The code is the result's ``error_code`` when it carries one, else the ``CODE:`` prefix of
-    the error text when that names a known code; an uncaught script error has no code.
+    The code is the result's ``error_code`` (derived from the text for a result stored without
+    one); the text's ``CODE:`` prefix, when it has one, is taken off the message. A run that
+    failed by the script's own doing (the code of a script failure, its text unprefixed: see
+    ``dsh_workflow._errors``) shows no code: the page calls it an uncaught script error.
     """
     result = record.result or {}
     error = result.get("error")
     if not isinstance(error, str):
         return None
-    code = result.get("error_code")
-    match = _CODE_PREFIX.match(error)
-    if match and match.group(1) in _KNOWN_CODES:
-        code = code or match.group(1)
-        error = error[match.end():]
-    return ErrorView(code=code if isinstance(code, str) else None, message=error)
+    code = stored_code(result)
+    named = code_in_text(error)
+    if named is not None:
+        error = error[len(named.value) + 1:].lstrip()
+    elif code == SCRIPT_FAILED:
+        code = None
+    return ErrorView(code=None if code is None else code.value, message=error)
 
 
 def highlight_js(source: str) -> str:

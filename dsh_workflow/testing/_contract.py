@@ -48,7 +48,7 @@ def check_run_events(events: Iterable[WorkflowEvent], run: WorkflowRun | str,
     ``WorkflowEnded``, last, carrying no value; every ``AgentStarted`` has a unique positive
     ``seq`` and exactly one later ``AgentEnded`` with the same seq, label and phase, and no
     ``AgentEnded`` comes without one. With ``run`` a :class:`WorkflowRun`, every event names its
-    meta; with ``result``, the end mirrors its stop reason, error and ``agents_started``,
+    meta; with ``result``, the end mirrors its stop reason, error, error code and ``agents_started``,
     which equals the number of ``AgentStarted`` events.
 
     Raises :class:`EventContractError` on the first rule broken; never mutates ``events``.
@@ -90,8 +90,8 @@ def check_run_events(events: Iterable[WorkflowEvent], run: WorkflowRun | str,
     if open_agents:
         _fail(f"AgentStarted never ended: seq {sorted(open_agents)}", mine)
     if result is not None:
-        if (end.stop_reason, end.error, end.agents_started) \
-                != (result.stop_reason, result.error, result.agents_started):
+        if (end.stop_reason, end.error, end.error_code, end.agents_started) \
+                != (result.stop_reason, result.error, result.error_code, result.agents_started):
             _fail(f"WorkflowEnded {end!r} does not mirror the result {result!r}", mine)
         if result.agents_started != len(seen):
             _fail(f"agents_started={result.agents_started} but {len(seen)} AgentStarted "

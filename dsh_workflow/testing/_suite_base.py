@@ -18,11 +18,12 @@ import anyio
 import pytest
 
 from .._config import EngineConfig
+from .._errors import WorkflowErrorCode
 from .._events import (
     WorkflowEvent,
 )
 from .._request import WorkflowStartRequest
-from .._result import WorkflowResult
+from .._result import WorkflowResult, code_in_text
 from .._run import WorkflowEngine, WorkflowRun
 from .._subagent import SubagentProvider
 from ._contract import check_run_events
@@ -84,11 +85,22 @@ def assert_hook_error(value: Any, code: str, *fragments: str) -> None:
         assert fragment in value["message"], f"{fragment!r} missing from {value['message']!r}"
 
 
-def assert_run_error(result: WorkflowResult, *fragments: str) -> str:
-    """``result`` ended ``error`` and its error text contains every fragment; returns the text."""
+def assert_run_error(result: WorkflowResult, *fragments: str,
+                     code: WorkflowErrorCode | str | None = None) -> str:
+    """``result`` ended ``error``, carries an ``error_code`` (the one its text starts with as
+    ``CODE:``, if it starts with one), and its error text contains every fragment; with
+    ``code``, the result's code is ``code`` and the text starts with ``code:``. Returns the
+    text."""
     assert result.stop_reason == "error", f"expected an error result, got {result!r}"
     assert result.value is None, f"an error result carries no value: {result!r}"
     assert result.error, f"an error result names its error: {result!r}"
+    assert result.error_code is not None, f"an error result carries its code: {result!r}"
+    named = code_in_text(result.error)
+    assert named in (None, result.error_code), \
+        f"the text starts with {named}, the result's code is {result.error_code}: {result!r}"
+    if code is not None:
+        assert result.error_code == code, f"expected the code {code}: {result!r}"
+        assert result.error.startswith(f"{code}:"), f"expected the text to start {code}: {result!r}"
     for fragment in fragments:
         assert fragment in result.error, f"{fragment!r} missing from the error {result.error!r}"
     return result.error

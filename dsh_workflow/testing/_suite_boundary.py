@@ -133,7 +133,7 @@ class BoundarySuite(ConformanceBase):
                                                             path: str) -> None:
         async with self.open() as h:
             result = await h.run(f"return {expression};")
-            assert_run_error(result, "RESULT_UNSERIALIZABLE", path)
+            assert_run_error(result, path, code="RESULT_UNSERIALIZABLE")
 
     @pytest.mark.anyio
     async def test_value_shared_subobjects_are_fine(self) -> None:

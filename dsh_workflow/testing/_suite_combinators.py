@@ -129,7 +129,7 @@ class CombinatorSuite(ConformanceBase):
             assert_hook_error(result.value, "ITEM_CAP", "5")
             assert_names_setting(result.value["message"], "max_items_per_call", 3)
             uncaught = await h.run("await " + call.replace("N", "4") + "; return 1")
-            assert_run_error(uncaught, "ITEM_CAP", "4")
+            assert_run_error(uncaught, "4", code="ITEM_CAP")
 
     # ---- pipeline -------------------------------------------------------------------------
 
@@ -193,7 +193,7 @@ class CombinatorSuite(ConformanceBase):
         async with self.open() as h:
             result = await h.run("await pipeline([1], () => agent('p', {bogus: true}));"
                                  " return 'survived'")
-            assert_run_error(result, "UNSUPPORTED_OPTION", "bogus")
+            assert_run_error(result, "bogus", code="UNSUPPORTED_OPTION")
 
     @pytest.mark.anyio
     @pytest.mark.parametrize(("call", "fragment"), [

@@ -93,7 +93,7 @@ class CompatSuite(ConformanceBase):
             result = await h.run(caught(f"await agent('x', {{{option}}})"))
             assert_hook_error(result.value, "INVALID_ARGUMENT", option.split(":")[0], *allowed)
             uncaught = await h.run(f"await agent('x', {{{option}}}); return 1")
-            assert_run_error(uncaught, "INVALID_ARGUMENT", *allowed)
+            assert_run_error(uncaught, *allowed, code="INVALID_ARGUMENT")
         assert provider.requests == []
 
     @pytest.mark.anyio
@@ -124,7 +124,7 @@ class CompatSuite(ConformanceBase):
             assert_hook_error(result.value, "INVALID_ARGUMENT", "nobody", "code-reviewer",
                               "planner", "general-purpose")
             uncaught = await h.run("await agent('x', {agentType: 'nobody'}); return 1")
-            assert_run_error(uncaught, "INVALID_ARGUMENT", "nobody", "code-reviewer")
+            assert_run_error(uncaught, "nobody", "code-reviewer", code="INVALID_ARGUMENT")
         assert provider.requests == []
 
     @pytest.mark.anyio
@@ -171,7 +171,7 @@ class CompatSuite(ConformanceBase):
         async with self.open() as h:
             # uncaught, the run's error names it; caught, the script's error message does
             result = await h.run(statement + "\nreturn 1")
-            error = assert_run_error(result, code)
+            error = assert_run_error(result, code=code)
             assert _mentions_position(error, line, column), (line, column, error)
             seen = await h.run(caught(statement))
             assert_hook_error(seen.value, code)
@@ -182,14 +182,14 @@ class CompatSuite(ConformanceBase):
     async def test_compat_unknown_agent_type_names_line_and_column(self) -> None:
         async with self.open(agents=_registry()) as h:
             result = await h.run("log('a');\n\n    await agent('x', {agentType: 'ghost'});")
-            error = assert_run_error(result, "INVALID_ARGUMENT", "ghost")
+            error = assert_run_error(result, "ghost", code="INVALID_ARGUMENT")
             assert _mentions_position(error, 3, 11), error
 
     @pytest.mark.anyio
     async def test_compat_item_cap_names_line_and_column(self) -> None:
         async with self.open(max_items_per_call=2) as h:
             result = await h.run("const xs = [1, 2, 3].map(() => () => 1);\nawait parallel(xs);")
-            error = assert_run_error(result, "ITEM_CAP")
+            error = assert_run_error(result, code="ITEM_CAP")
             assert _mentions_position(error, 2, 7), error
 
     @pytest.mark.anyio
@@ -200,7 +200,7 @@ class CompatSuite(ConformanceBase):
                 "await agent('fine', {label: 'a'});\n"
                 "if (Error.stackTraceLimit !== before) return 'changed';\n"
                 "await Reflect.apply(agent, null, ['x', {temperature: 1}]);")
-            error = assert_run_error(result, "UNSUPPORTED_OPTION")
+            error = assert_run_error(result, code="UNSUPPORTED_OPTION")
             assert re.search(r"\(line 5, column \d+\)", error), error
 
     @pytest.mark.anyio

@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
+from .._errors import SCRIPT_FAILED, WorkflowErrorCode
 from .._events import (
     AgentEnded,
     AgentStarted,
@@ -58,6 +59,23 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], int | None, str]] = {
     "stalled": ("agent('a'); await new Promise(() => {})", {}, None, "error"),
 }
 
+#: name -> the result's ``error_code`` on that path (None: completed). A script's own error and
+#: a stall have the code of a script failure (the table in ``dsh_workflow._errors``).
+SCENARIO_CODES: dict[str, WorkflowErrorCode | None] = {
+    "completed": None,
+    "child-fails": None,
+    "script-throws": SCRIPT_FAILED,
+    "provider-raises": WorkflowErrorCode.AGENT_FAILED,
+    "cancelled": WorkflowErrorCode.CANCELLED,
+    "cancelled-with-queue": WorkflowErrorCode.CANCELLED,
+    "agent-timeout": None,
+    "run-timeout": WorkflowErrorCode.TIMEOUT,
+    "resource-limit": WorkflowErrorCode.RESOURCE_LIMIT,
+    "unserializable": WorkflowErrorCode.RESULT_UNSERIALIZABLE,
+    "stray": None,
+    "stalled": SCRIPT_FAILED,
+}
+
 
 class EventSuite(ConformanceBase):
     """Event order, pairing, payloads, listener containment and unsubscription.
@@ -65,10 +83,11 @@ class EventSuite(ConformanceBase):
     Checks: WorkflowStarted is emitted by ``start()`` before it returns; on every path
     (completion, child failure, script error, provider fault, cancellation with running and
     queued children, agent and run timeouts, resource limits, unserializable results, strays
-    fired without await, stalls) WorkflowStarted is first, WorkflowEnded is last, exactly once,
-    without a value and mirroring the result, and every AgentStarted is paired with exactly one
-    AgentEnded of the same seq/label/phase; a raising listener is logged at WARNING and changes
-    nothing; ``unsubscribe`` stops delivery and is idempotent; run ids are unique.
+    fired without await, stalls) the result carries the path's ``error_code``, WorkflowStarted
+    is first, WorkflowEnded is last, exactly once, without a value and mirroring the result,
+    and every AgentStarted is paired with exactly one AgentEnded of the same seq/label/phase;
+    a raising listener is logged at WARNING and changes nothing; ``unsubscribe`` stops
+    delivery and is idempotent; run ids are unique.
     """
 
     @pytest.mark.anyio
@@ -116,6 +135,7 @@ class EventSuite(ConformanceBase):
                 run.cancel("scenario cancel")
             result = await h.result(run)
             assert result.stop_reason == stop_reason, result
+            assert result.error_code == SCENARIO_CODES[name], result
             await run.dispose()
             check_run_events(h.events, run, result)
             assert len(h.events_of(run, AgentStarted)) == result.agents_started

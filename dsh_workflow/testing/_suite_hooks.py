@@ -143,7 +143,7 @@ class AgentSuite(ConformanceBase):
         async with self.open(FailingProvider()) as h:
             run = h.start(script)
             result = await h.result(run)
-            assert_run_error(result, "AGENT_FAILED", "provider exploded")
+            assert_run_error(result, "provider exploded", code="AGENT_FAILED")
             assert {e.outcome for e in h.events_of(run, AgentEnded)} == {"failed"}
 
     @pytest.mark.anyio
@@ -161,7 +161,7 @@ class AgentSuite(ConformanceBase):
     async def test_agent_unsupported_option_uncaught_fails_the_run(self) -> None:
         async with self.open() as h:
             result = await h.run("await agent('x', {temperature: 0}); return 1")
-            assert_run_error(result, "UNSUPPORTED_OPTION", "temperature")
+            assert_run_error(result, "temperature", code="UNSUPPORTED_OPTION")
 
     @pytest.mark.anyio
     @pytest.mark.parametrize("option", ["label: 3", "phase: true", "model: {}",
@@ -374,4 +374,4 @@ class NarrationSuite(ConformanceBase):
     @pytest.mark.anyio
     async def test_narration_misuse_uncaught_fails_the_run(self) -> None:
         async with self.open() as h:
-            assert_run_error(await h.run("log(3); return 1"), "INVALID_ARGUMENT")
+            assert_run_error(await h.run("log(3); return 1"), code="INVALID_ARGUMENT")

@@ -8,6 +8,7 @@ import time
 import anyio
 import pytest
 
+from .._errors import SCRIPT_FAILED
 from .._events import AgentEnded
 from .._result import WorkflowResult
 from ._doubles import FunctionProvider, GatedProvider, HangingProvider
@@ -26,7 +27,7 @@ SIBLING = "const r = await agent('sibling'); return 'sibling:' + r"
 
 
 def _assert_limit_error(result: WorkflowResult, setting: str, value: object) -> None:
-    error = assert_run_error(result, "RESOURCE_LIMIT")
+    error = assert_run_error(result, code="RESOURCE_LIMIT")
     assert_names_setting(error, setting, value)
     assert not re.search(r"^\W*null\W*$|threw null", error, re.IGNORECASE | re.MULTILINE), \
         f"a limit error must not read as a thrown 'null': {error!r}"
@@ -65,7 +66,7 @@ class LimitSuite(ConformanceBase):
         provider = FunctionProvider()
         async with self.open(provider, max_total_agents=2) as h:
             result = await h.run("await agent('a'); await agent('b'); await agent('c'); return 1")
-            error = assert_run_error(result, "AGENT_CAP")
+            error = assert_run_error(result, code="AGENT_CAP")
             assert_names_setting(error, "max_total_agents", 2)
             assert result.agents_started == 2 and provider.prompts == ["a", "b"]
 
@@ -82,7 +83,7 @@ class LimitSuite(ConformanceBase):
         async with self.open(provider, max_total_agents=5) as h:
             result = await h.run("await agent('first'); await agent('second'); return 1",
                                  max_total_agents=1)
-            assert_names_setting(assert_run_error(result, "AGENT_CAP"), "max_total_agents", 1)
+            assert_names_setting(assert_run_error(result, code="AGENT_CAP"), "max_total_agents", 1)
             assert result.agents_started == 1 and provider.prompts == ["first"]
             other = await h.run("return [await agent('a'), await agent('b')]")
             assert other.stop_reason == "completed", "the per-run cap must not leak"
@@ -183,6 +184,7 @@ class LimitSuite(ConformanceBase):
             began = time.monotonic()
             result = await self._beside_sibling(h, script)
             assert_run_error(result)
+            assert result.error_code == SCRIPT_FAILED, "a stall is the script's own failure"
             assert time.monotonic() - began < self.margin_s + 0.2, "a stall must end at once"
 
     @pytest.mark.anyio
@@ -196,7 +198,7 @@ class LimitSuite(ConformanceBase):
             assert sibling.value == "ok:quick"
             result = await h.result(run)
             elapsed = time.monotonic() - began
-            assert_names_setting(assert_run_error(result, "TIMEOUT"), "run_timeout_s", 0.4)
+            assert_names_setting(assert_run_error(result, code="TIMEOUT"), "run_timeout_s", 0.4)
             assert 0.35 <= elapsed < 0.4 + self.margin_s, f"ended after {elapsed:.2f} s"
             await hanging.wait_cancelled(1)
 

@@ -198,7 +198,7 @@ class SandboxSuite(ConformanceBase):
             await parallel([() => { throw real; }]);
             return 'survived';"""
         async with self.open() as h:
-            assert_run_error(await h.run(script), "UNSUPPORTED_OPTION")
+            assert_run_error(await h.run(script), code="UNSUPPORTED_OPTION")
 
     @pytest.mark.anyio
     @pytest.mark.parametrize("name", list(TAMPERING))

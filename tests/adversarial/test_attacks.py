@@ -84,6 +84,7 @@ from dsh_workflow import (
     WorkflowStarted,
     WorkflowStartRequest,
 )
+from dsh_workflow._errors import SCRIPT_FAILED
 from dsh_workflow.testing import FunctionProvider, GatedProvider, check_run_events
 
 ATTACKS = Path(__file__).parent / "attacks"
@@ -462,6 +463,7 @@ def _check_outcome(attack: Attack, result: Any) -> None:
     where = f"{attack.name}: got {result.stop_reason}, value={_short(result.value)}, " \
             f"error={_short(result.error)}"
     assert (result.error is None) == (result.stop_reason == "completed"), where
+    assert (result.error_code is None) == (result.stop_reason == "completed"), where
     if attack.expect == "completed":
         assert result.stop_reason == "completed", where
         assert result.value == json.loads(attack.expect_arg), where
@@ -470,6 +472,7 @@ def _check_outcome(attack: Attack, result: Any) -> None:
         assert len(result.value) == int(attack.expect_arg), where
     elif attack.expect == "cancelled":
         assert result.stop_reason == "cancelled", where
+        assert result.error_code == WorkflowErrorCode.CANCELLED, where
     else:
         code, *fragments = shlex.split(attack.expect_arg)
         assert result.stop_reason == "error" and result.value is None, where
@@ -477,8 +480,10 @@ def _check_outcome(attack: Attack, result: Any) -> None:
         if code == "-":
             assert not any(error.startswith(c + ":") for c in CODES), \
                 f"the script's own failure is reported as an engine error: {where}"
+            assert result.error_code == SCRIPT_FAILED, \
+                f"the script's own failure has the code of a script failure: {where}"
         else:
-            assert error.startswith(code + ":"), where
+            assert result.error_code == code and error.startswith(code + ":"), where
         for fragment in fragments:
             assert fragment in error, f"{fragment!r} missing: {where}"
         if code == WorkflowErrorCode.RESOURCE_LIMIT.value:

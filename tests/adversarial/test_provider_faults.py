@@ -149,7 +149,7 @@ async def test_raising_provider_fails_the_run_with_agent_failed(make_engine: Eng
         run = h.start("return await agent('x')")
         result = await h.result(run)
         assert result.stop_reason == "error"
-        assert result.error.startswith("AGENT_FAILED:"), result.error
+        assert result.error_code == "AGENT_FAILED" and result.error.startswith("AGENT_FAILED:"), result.error
         assert "ConnectionError" in result.error and "upstream reset" in result.error
         assert result.agents_started == 1 and h.outcomes(run) == ["failed"]
 
@@ -176,14 +176,14 @@ async def test_raising_provider_fails_the_run_through_parallel(make_engine: Engi
             const r = await parallel([() => agent('good'), () => agent('bad'), () => 'plain']);
             return r;""")
         result = await h.result(run)
-        assert result.error.startswith("AGENT_FAILED:") and "KeyError" in result.error, result
+        assert result.error_code == "AGENT_FAILED" and result.error.startswith("AGENT_FAILED:") and "KeyError" in result.error, result
         assert sorted(h.outcomes(run)) == ["completed", "failed"]
 
 
 async def test_provider_exception_that_cannot_be_rendered(make_engine: EngineFactory) -> None:
     async with harness(make_engine, FailingProvider(Unprintable)) as h:
         result = await h.run("return await agent('x')")
-        assert result.error.startswith("AGENT_FAILED:"), result
+        assert result.error_code == "AGENT_FAILED" and result.error.startswith("AGENT_FAILED:"), result
         assert "provider raised Unprintable" in result.error, result.error
 
 # ---- a provider that hangs -----------------------------------------------------------------
@@ -289,7 +289,7 @@ async def test_wrong_result_type_is_agent_failed(make_engine: EngineFactory, val
     async with harness(make_engine, WrongType(value)) as h:
         run = h.start("return await agent('x')")
         result = await h.result(run)
-        assert result.error.startswith("AGENT_FAILED:"), result
+        assert result.error_code == "AGENT_FAILED" and result.error.startswith("AGENT_FAILED:"), result
         assert f"returned {shown}, not a SubagentResult" in result.error, result.error
         assert h.outcomes(run) == ["failed"]
 
@@ -312,7 +312,7 @@ async def test_huge_text_beyond_the_heap_fails_with_the_memory_bound(
     provider = FunctionProvider(lambda request: "x" * 10_000_000)
     async with harness(make_engine, provider, memory_limit_bytes=16 * 1024 * 1024) as h:
         result = await h.run("return (await agent('x')).length")
-        assert result.error.startswith("RESOURCE_LIMIT:"), result
+        assert result.error_code == "RESOURCE_LIMIT" and result.error.startswith("RESOURCE_LIMIT:"), result
         assert "memory_limit_bytes=16777216" in result.error
 
 

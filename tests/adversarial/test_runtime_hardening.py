@@ -30,6 +30,7 @@ from dsh_workflow import (
     WorkflowStartRequest,
 )
 from dsh_workflow._depth import STACK_BYTES_PER_LEVEL, deeper_than
+from dsh_workflow._errors import SCRIPT_FAILED
 from dsh_workflow.testing import FunctionProvider, HangingProvider
 
 pytestmark = pytest.mark.anyio
@@ -172,6 +173,7 @@ async def test_look_alike_limit_errors_are_the_scripts_own(factory: Any, script:
     result = await run_script(factory, script)
     assert result.stop_reason == "error"
     assert not result.error.startswith("RESOURCE_LIMIT"), result.error
+    assert result.error_code == SCRIPT_FAILED, result
     assert fragment in result.error
 
 
@@ -185,7 +187,7 @@ async def test_look_alike_limit_errors_are_the_scripts_own(factory: Any, script:
 ])
 async def test_real_limits_keep_their_verdicts(factory: Any, script: str, setting: str) -> None:
     result = await run_script(factory, script)
-    assert result.error.startswith("RESOURCE_LIMIT:"), result.error
+    assert result.error_code == "RESOURCE_LIMIT" and result.error.startswith("RESOURCE_LIMIT:"), result.error
     assert setting in result.error
 
 
@@ -247,7 +249,7 @@ async def test_values_at_the_depth_cap_cross_under_the_smallest_stack(factory: A
     assert result.stop_reason == "completed", result.error
     over = await run_script(factory, script.replace(f"i < {depth}", f"i < {depth + 1}"),
                             config=config)
-    assert over.error.startswith("RESULT_UNSERIALIZABLE:")
+    assert over.error_code == "RESULT_UNSERIALIZABLE" and over.error.startswith("RESULT_UNSERIALIZABLE:")
     assert f"max_value_depth={depth}" in over.error
 
 
@@ -316,7 +318,7 @@ async def test_a_revoked_proxy_is_a_fatal_misuse_not_a_swallowed_type_error(
       const r1 = Proxy.revocable({{}}, {{}}); r1.revoke(); const proxy = r1.proxy;
       const r2 = Proxy.revocable(() => 1, {{}}); r2.revoke(); const proxyFn = r2.proxy;
       return await parallel([async () => {call}]);""")
-    assert result.error is not None and result.error.startswith("INVALID_ARGUMENT:"), result.error
+    assert result.error is not None and result.error_code == "INVALID_ARGUMENT" and result.error.startswith("INVALID_ARGUMENT:"), result.error
     assert "revoked Proxy" in result.error
 
 

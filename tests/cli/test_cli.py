@@ -33,7 +33,7 @@ from dsh_workflow.testing import check_run_events, events_from_records
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 EXAMPLE_NAMES = ["code-review", "research-pipeline", "map-reduce-summary", "verify-findings"]
-RESULT_KEYS = {"value", "stop_reason", "error", "agents_started", "run_id"}
+RESULT_KEYS = {"value", "stop_reason", "error", "error_code", "agents_started", "run_id"}
 
 META_HEADER = "export const meta = { name: 'cli-test', description: 'a CLI test' };\n"
 SLOW_SCRIPT = META_HEADER + """

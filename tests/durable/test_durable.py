@@ -301,7 +301,7 @@ async def test_replays_count_toward_the_total_cap(make_engine: Any, tmp_path: Pa
     first, _ = await session.run(LOOP, args={"prompts": ["a", "b", "c"]})
     _, capped = await session.run(LOOP, args={"prompts": ["a", "b", "c"]}, resume_from=first,
                                   max_total_agents=2)
-    assert capped.stop_reason == "error" and capped.error.startswith("AGENT_CAP:")
+    assert capped.stop_reason == "error" and capped.error_code == "AGENT_CAP" and capped.error.startswith("AGENT_CAP:")
 
 
 @pytest.mark.anyio

@@ -36,6 +36,7 @@ from dsh_workflow import (
     WorkflowEnded,
     WorkflowStartRequest,
 )
+from dsh_workflow._errors import ENGINE_FAILED
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _support import child_pids  # noqa: E402
@@ -175,6 +176,7 @@ async def test_a_store_failing_mid_run_ends_it_with_a_clear_error(
     assert result.stop_reason == "error", (result.stop_reason, result.value)
     assert result.error is not None and db in result.error, result.error
     assert "run store" in result.error, result.error
+    assert result.error_code == ENGINE_FAILED, result
     assert re.search(sabotage.reason, result.error), result.error
     assert took < BOUND_S, took
     # the run stopped at the failing commit: no later call was made
@@ -182,6 +184,7 @@ async def test_a_store_failing_mid_run_ends_it_with_a_clear_error(
     assert result.agents_started == provider.calls
     assert [e.run.id for e in ended] == [run.id]
     assert ended[0].stop_reason == "error" and ended[0].error == result.error
+    assert ended[0].error_code == result.error_code
     assert store.is_open is False  # the engine opened it, the engine closed it
     with anyio.fail_after(10):
         while our_threads() - threads_before:

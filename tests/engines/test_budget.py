@@ -98,7 +98,7 @@ async def test_calls_after_the_ceiling_are_fatal_and_name_the_budget(engine_fact
         const r = await parallel([() => agent('c')]);  // fatal: parallel must not swallow it
         return r;""")
     assert result.stop_reason == "error"
-    assert result.error.startswith("BUDGET_EXCEEDED:"), result.error
+    assert result.error_code == "BUDGET_EXCEEDED" and result.error.startswith("BUDGET_EXCEEDED:"), result.error
     assert "budget_tokens=50" in result.error and "spent 60" in result.error, result.error
     assert result.agents_started == 2
     assert result.usage == Usage(input_tokens=40, output_tokens=20)
@@ -207,7 +207,7 @@ async def test_request_may_only_lower_the_engine_budget(engine_factory: Any) -> 
             script="for (const p of 'abc') await agent(p); return budget.total;"))
         result = await run.result()
         await run.dispose()
-        assert result.error is not None and result.error.startswith("BUDGET_EXCEEDED:")
+        assert result.error is not None and result.error_code == "BUDGET_EXCEEDED" and result.error.startswith("BUDGET_EXCEEDED:")
         assert "budget_tokens=40" in result.error
     async with engine_factory(EngineConfig(), costing(1, 1)) as engine:
         run = engine.start(WorkflowStartRequest(meta=META, script="return budget.total;",

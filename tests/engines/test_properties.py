@@ -50,6 +50,7 @@ from dsh_workflow import (
     WorkflowEvent,
     WorkflowStartRequest,
 )
+from dsh_workflow._errors import SCRIPT_FAILED
 from dsh_workflow.testing import check_run_events
 
 META = {"name": "property", "description": "a generated workflow"}
@@ -555,6 +556,7 @@ async def check(program: Program) -> None:
     where = f"\n--- script ---\n{script}\n--- result ---\n{result!r}\nmodel: {expected!r}"
 
     assert (result.error is not None) == (result.stop_reason != "completed"), where
+    assert (result.error_code is not None) == (result.stop_reason != "completed"), where
     assert result.stop_reason == "completed" or result.value is None, where
     check_run_events(events, run, result)
     assert elapsed < RUN_TIMEOUT_S + config.dispose_grace_s + 1, where
@@ -562,6 +564,7 @@ async def check(program: Program) -> None:
     if result.stop_reason == "cancelled":
         assert program.cancel_at is not None, where
         assert "the property test cancelled the run" in result.error, where
+        assert result.error_code == WorkflowErrorCode.CANCELLED, where
     elif expected is not None:
         kind, detail = expected
         assert kind != "hang", f"a run that waits forever must end only by the cancel{where}"
@@ -570,9 +573,10 @@ async def check(program: Program) -> None:
             assert result.value == detail, where
             assert sum(isinstance(e, LogEmitted) for e in events) == model.logs, where
         elif detail is not None:
-            assert result.error.startswith(detail + ":"), where
+            assert result.error_code == detail and result.error.startswith(detail + ":"), where
         else:
             assert not any(result.error.startswith(code + ":") for code in CODES), where
+            assert result.error_code == SCRIPT_FAILED, where
         for event in events:
             if isinstance(event, AgentEnded):
                 key = event.label.split("|", 1)[0] if event.label else ""

@@ -26,6 +26,7 @@ from dsh_workflow import (
 )
 from dsh_workflow._engines.handle import hosted_run_of
 from dsh_workflow._engines.launcher import ThreadLauncher
+from dsh_workflow._errors import ENGINE_FAILED
 
 pytestmark = pytest.mark.anyio
 
@@ -280,7 +281,7 @@ async def test_a_runtime_thread_that_cannot_start_ends_its_run_with_an_error(
             with anyio.fail_after(5):
                 result = await run.result()
                 await run.dispose()
-        assert result.stop_reason == "error"
+        assert result.stop_reason == "error" and result.error_code == ENGINE_FAILED
         assert result.error == "the script runtime could not start: can't start new thread"
     assert run_threads() == []
 

@@ -32,6 +32,7 @@ from dsh_workflow import (
 from dsh_workflow._engines.subprocess import SandboxPolicy, SubprocessEngine
 from dsh_workflow._engines.subprocess import protocol, sandbox
 from dsh_workflow._engines.subprocess.sandbox import address_space_limit, cpu_backstop_s
+from dsh_workflow._errors import ENGINE_FAILED
 from dsh_workflow.testing import GatedProvider
 
 pytestmark = [
@@ -157,7 +158,7 @@ async def test_sigkill_of_the_sandbox_ends_the_run_as_error_promptly() -> None:
         with anyio.fail_after(1.0):
             result = await run.result()
         assert time.monotonic() - begun < 1.0
-        assert result.stop_reason == "error"
+        assert result.stop_reason == "error" and result.error_code == ENGINE_FAILED
         assert "SIGKILL" in (result.error or ""), result
         mine = [e for e in events if e.run.id == run.id]
         assert [type(e) for e in mine if isinstance(e, (AgentStarted, AgentEnded))] == \
@@ -183,7 +184,7 @@ async def test_a_hung_sandbox_process_is_killed() -> None:
         with anyio.fail_after(3):
             result = await run.result()
         assert time.monotonic() - begun < 2.0
-        assert result.stop_reason == "error"
+        assert result.stop_reason == "error" and result.error_code == ENGINE_FAILED
         assert "stopped responding" in (result.error or ""), result
         await run.dispose()
         assert gone(pid)
@@ -335,7 +336,7 @@ async def test_a_misbehaving_child_ends_the_run_as_error(mode: str, fragment: st
         run = engine.start(request("return 1"))
         with anyio.fail_after(2):
             result = await run.result()
-        assert result.stop_reason == "error"
+        assert result.stop_reason == "error" and result.error_code == ENGINE_FAILED, result
         assert fragment in (result.error or ""), result
         await run.dispose()
         assert child_pids() == set(), "the process was killed and reaped"
@@ -352,7 +353,7 @@ async def test_a_stretch_past_the_slice_is_killed_by_the_engine() -> None:
         # 2 × slice + 0.5 = 0.9 s of CPU, measured every 50 ms, plus the child's start-up
         # (wall time stretches when other processes compete for the CPU).
         assert time.monotonic() - begun < 4.0
-        assert result.stop_reason == "error"
+        assert result.stop_reason == "error" and result.error_code == "RESOURCE_LIMIT"
         assert "RESOURCE_LIMIT" in (result.error or "")
         assert "slice_cpu_limit_s=0.2" in (result.error or "")
         await run.dispose()
@@ -368,7 +369,7 @@ async def test_a_cancel_before_the_kill_reads_as_cancelled() -> None:
         run.cancel("enough")
         os.kill(pid, signal.SIGKILL)
         result = await run.result()
-        assert result.stop_reason == "cancelled"
+        assert result.stop_reason == "cancelled" and result.error_code == "CANCELLED"
         assert "enough" in (result.error or "")
         await run.dispose()
 

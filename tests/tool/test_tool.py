@@ -225,7 +225,7 @@ async def test_run_failures_are_error_results_and_the_run_is_disposed(
     result = await WorkflowTool(engine).execute(call())
     assert result == ToolResult(text=text, is_error=True, data={
         "run_id": "run-1", "agents_started": 2, "usage": {"input_tokens": 0, "output_tokens": 0}, "stop_reason": outcome.stop_reason,
-        "error": outcome.error})
+        "error": outcome.error, "error_code": outcome.error_code})
     (run,) = engine.runs
     assert run.cancel_reasons == []
     assert (run.dispose_calls, run.dispose_completed) == (1, 1)

@@ -23,6 +23,7 @@ from dsh_workflow import (
     WorkflowStarted,
 )
 from dsh_workflow._cli.progress import EventLog
+from dsh_workflow._errors import ENGINE_FAILED, SCRIPT_FAILED
 from dsh_workflow.testing import EventContractError, check_run_events, events_from_records
 
 RUN = RunInfo(id="run-1", meta=WorkflowMeta(name="flow", description="a flow"))
@@ -122,8 +123,12 @@ def test_each_rule_is_named(events: list[WorkflowEvent], rule: str) -> None:
 def test_the_end_must_mirror_the_result() -> None:
     events: list[WorkflowEvent] = [
         WorkflowStarted(run=RUN),
-        WorkflowEnded(run=RUN, stop_reason="error", error="boom", agents_started=0)]
+        WorkflowEnded(run=RUN, stop_reason="error", error="boom", error_code=SCRIPT_FAILED,
+                      agents_started=0)]
     check_run_events(events, RUN.id, WorkflowResult(stop_reason="error", error="boom"))
+    with pytest.raises(EventContractError, match="does not mirror the result"):
+        check_run_events(events, RUN.id, WorkflowResult(stop_reason="error", error="boom",
+                                                        error_code=ENGINE_FAILED))
     with pytest.raises(EventContractError, match="does not mirror the result"):
         check_run_events(events, RUN.id, WorkflowResult(stop_reason="error", error="other"))
 
