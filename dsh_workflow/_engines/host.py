@@ -215,7 +215,8 @@ class HostedRun(WorkflowRun):
             self.on_runtime_start_failed(exc)
             return
         self._started = True
-        self._state = _RUNNING
+        if self._state is RunState.CREATED:
+            self._state = _RUNNING
 
     def report(self, kind: str, payload: Any) -> None:
         """Receive a runtime report (a :class:`~.wire.ReportKind`); must be called on the

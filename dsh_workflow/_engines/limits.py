@@ -21,9 +21,8 @@ from .wire import Failed, InternalCode, LimitKind, Outcome, failed
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
     from .._config import EngineConfig
 
-__all__ = ["LimitExceeded", "engine_failure", "js_limit", "limit_error", "not_started",
-           "stalled",
-           "translate_end"]
+__all__ = ["LimitExceeded", "cpu_backstop_spent", "engine_failure", "js_limit", "limit_error",
+           "not_started", "stalled", "translate_end"]
 
 
 class LimitExceeded(Exception):
@@ -88,6 +87,12 @@ def js_limit(exc: quickjs.JSException, config: EngineConfig, *,
 def engine_failure(detail: str) -> Failed:
     """The outcome of the runtime itself failing (not the script): ``detail`` says how."""
     return failed(f"workflow runtime failed: {detail}")
+
+
+def cpu_backstop_spent() -> Failed:
+    """The outcome of a sandbox process killed by its whole-run CPU backstop (RLIMIT_CPU)."""
+    return failed("the sandbox process used up its whole-run CPU backstop (RLIMIT_CPU) and was "
+                  "killed", WorkflowErrorCode.RESOURCE_LIMIT.value)
 
 
 def not_started(exc: BaseException) -> Failed:

@@ -9,12 +9,12 @@ soon as the end frame arrives (the outcome is final; the process is reaped right
 ``is_alive()`` stays true until it is), or once the process has been reaped when it ended
 without one.
 
-A run ends as ``error`` (or ``cancelled``, when a cancel came first — decided by ``HostedRun``)
-when the process breaks the protocol, exits or is killed without an end frame, runs one stretch
-of script past ``2 × slice_cpu_limit_s + 0.5`` CPU seconds, or is busy without any CPU progress
-for ``SandboxPolicy.hang_after_s``. A stopped or finished process is SIGKILLed if it has not
-exited within the stop grace. Nothing here raises into the run: every failure becomes the
-run's outcome.
+A run ends as ``error`` (or ``cancelled``, when a cancel came first — decided by the run's stop
+cause, ``stop.prevails``) when the process breaks the protocol, exits or is killed without an end
+frame, runs one stretch of script past ``2 × slice_cpu_limit_s + 0.5`` CPU seconds, or is busy
+without any CPU progress for ``SandboxPolicy.hang_after_s``. A stopped or finished process is
+SIGKILLed if it has not exited within the stop grace. Nothing here raises into the run: every
+failure becomes the run's outcome.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..._errors import WorkflowErrorCode
-from ..limits import limit_error
+from ..limits import cpu_backstop_spent, limit_error
 from ..wire import LimitKind, Outcome, ReportKind, SettleEntry, failed, refusal
 from . import protocol
 from .sandbox import SandboxPolicy, make_workdir, process_cpu_seconds
@@ -285,9 +285,7 @@ class ProcessRuntime:
                            "stderr: %s", detail,
                            self._stderr.decode("utf-8", "replace").strip())
         if status is not None and -status == getattr(signal, "SIGXCPU", None):
-            return failed(
-                "the sandbox process used up its whole-run CPU backstop (RLIMIT_CPU) and was "
-                "killed", WorkflowErrorCode.RESOURCE_LIMIT.value)
+            return cpu_backstop_spent()
         return failed(f"the sandbox process ended without a result{detail}")
 
     # ---- tasks ----------------------------------------------------------------------------
