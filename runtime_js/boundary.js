@@ -54,7 +54,8 @@ function describeKind(value) {
 }
 
 // A limit the script's own code hit while the runtime rendered a value (its toString or a
-// getter ran out of memory or stack): limitKind's verdict, 'NULL' for a bare null, or null.
+// getter ran out of memory or stack): limitKind's verdict, 'NULL' for a bare null (InternalCode.NULL,
+// never sent: thrownRecord makes it MEMORY_IF_FULL), or null.
 let renderLimit = null;
 
 function noteRenderFailure(e) {
@@ -132,7 +133,8 @@ function renderBrief(value) {
   return textOf(value, UNRENDERABLE);
 }
 
-// The limit an engine-made error stands for, or null. Decided from what the script cannot
+// The limit an engine-made error stands for (an InternalCode of dsh_workflow/_engines/wire.py,
+// spelled identically: MEMORY, INTERRUPTED, STACK), or null. Decided from what the script cannot
 // forge by construction: a real Error object (Error.isError: no Proxy, no Object.create copy),
 // not built by the script through the RangeError/InternalError constructors (their script
 // instances are recorded), with the engine's prototype and the engine's own message. Never

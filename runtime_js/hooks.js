@@ -29,6 +29,19 @@
 //     result whatever it threw;
 //   * limit verdicts never come from a thrown object's text alone: see limitKind (boundary.js)
 //     and the host side (runtime.py), which confirms them with what it measured.
+//
+// Wire shapes (their one definition: dsh_workflow/_engines/wire.py; spelled identically here,
+// and tests/unit/test_wire.py checks that both sides name the same ones):
+//   * hook messages in the outbox (HookKind): ["agent", id, prompt, options|null],
+//     ["workflow", id, target, args], ["phase", title], ["log", text],
+//     ["numbers", "clock"|"random", first, [n, ...]];
+//   * settle entries (host -> runtime): [id, true, value], [id, false, code, message],
+//     ["spent", tokens];
+//   * end records (Completed / Failed): {"ok":true,"value":...} or
+//     {"ok":false,"code":...,"error":...[,"thrown":true][,"stack":...]}, where code is a public
+//     WorkflowErrorCode, null, or an InternalCode the host translates (dsh_workflow/_engines/
+//     limits.py translate_end): MEMORY, STACK, INTERRUPTED, THROWN_NOTHING, MEMORY_IF_FULL,
+//     UNRENDERABLE (and NULL, boundary.js's renderLimit, which never leaves the runtime).
 
 const _Object = Object;
 const _create = _Object.create;

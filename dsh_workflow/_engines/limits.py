@@ -1,24 +1,28 @@
-"""The one place where QuickJS failures become workflow errors.
+"""The one place where QuickJS failures and the runtime's evidence become workflow errors.
 
 Every limit error names the setting and its configured value, so a model (or an operator) can
 tell which bound was hit and how to stay under it. No limit is ever reported as the bare JS
-text ``null``.
+text ``null``. :func:`translate_end` turns the runtime's end record (with its
+:class:`~.wire.InternalCode` evidence) into the outcome the host sees, and
+:func:`engine_failure` the runtime's own crash; nothing else makes a runtime's failure text.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import quickjs
 
 from .._errors import WorkflowErrorCode
+from .wire import Failed, InternalCode, LimitKind, Outcome, failed
 
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
     from .._config import EngineConfig
 
-__all__ = ["LimitExceeded", "js_limit", "limit_error"]
-
-LimitKind = Literal["memory", "stack", "slice"]
+__all__ = ["LimitExceeded", "cpu_backstop_spent", "engine_failure", "js_limit", "limit_error",
+           "not_started", "stalled", "translate_end"]
 
 
 class LimitExceeded(Exception):
@@ -30,8 +34,9 @@ class LimitExceeded(Exception):
         self.message = message
         self.kind = kind
 
-    def as_outcome(self) -> dict[str, Any]:
-        return {"code": self.code, "error": self.message}
+    def as_outcome(self) -> Failed:
+        """The failed outcome that reports this limit."""
+        return failed(self.message, self.code)
 
 
 def _mib(n: int) -> str:
@@ -41,12 +46,12 @@ def _mib(n: int) -> str:
 def limit_error(kind: LimitKind, config: EngineConfig) -> LimitExceeded:
     """The error for ``kind``, naming the setting and its value."""
     code = WorkflowErrorCode.RESOURCE_LIMIT.value
-    if kind == "memory":
+    if kind is LimitKind.MEMORY:
         return LimitExceeded(code, (
             f"the script ran out of memory: it exceeded memory_limit_bytes="
             f"{config.memory_limit_bytes} ({_mib(config.memory_limit_bytes)}); keep less data "
             "in the script and let agents hold the bulk"), kind)
-    if kind == "stack":
+    if kind is LimitKind.STACK:
         return LimitExceeded(code, (
             f"the script exhausted its stack: recursion deeper than stack_limit_bytes="
             f"{config.stack_limit_bytes} ({_mib(config.stack_limit_bytes)}) allows"), kind)
@@ -68,12 +73,86 @@ def js_limit(exc: quickjs.JSException, config: EngineConfig, *,
     """
     head = str(exc).split("\n", 1)[0].strip()
     if sliced and head.startswith("InternalError: interrupted"):
-        return limit_error("slice", config)
+        return limit_error(LimitKind.SLICE, config)
     if isinstance(exc, quickjs.StackOverflow) or "Maximum call stack size exceeded" in head \
             or "stack overflow" in head:
-        return limit_error("stack", config)
+        return limit_error(LimitKind.STACK, config)
     if "out of memory" in head or head in ("", "null"):
-        return limit_error("memory", config)
+        return limit_error(LimitKind.MEMORY, config)
     if sliced:
-        return limit_error("slice", config)
+        return limit_error(LimitKind.SLICE, config)
     return None
+
+
+def engine_failure(detail: str) -> Failed:
+    """The outcome of the runtime itself failing (not the script): ``detail`` says how."""
+    return failed(f"workflow runtime failed: {detail}")
+
+
+def cpu_backstop_spent() -> Failed:
+    """The outcome of a sandbox process killed by its whole-run CPU backstop (RLIMIT_CPU)."""
+    return failed("the sandbox process used up its whole-run CPU backstop (RLIMIT_CPU) and was "
+                  "killed", WorkflowErrorCode.RESOURCE_LIMIT.value)
+
+
+def not_started(exc: BaseException) -> Failed:
+    """The outcome of a runtime that could not even start (e.g. no thread available)."""
+    return failed(f"the script runtime could not start: {exc}")
+
+
+def stalled() -> Failed:
+    """The outcome of a script awaiting a promise that nothing will settle."""
+    return failed(
+        "the script is waiting for a promise that nothing will ever settle: no agent() call is "
+        "in flight (for example `await new Promise(() => {})`, or a then() callback that is "
+        "never called)", InternalCode.STALLED.value)
+
+
+def translate_end(text: str, config: EngineConfig, *, sliced: Callable[[], bool],
+                  near_memory: Callable[[], bool]) -> Outcome:
+    """The run's outcome from the runtime's end record (see ``thrownRecord`` in hooks.js).
+
+    Internal codes are evidence, confirmed here by what the driver measured: ``sliced()``
+    (the stretch used its whole CPU slice) and ``near_memory()`` (the heap is nearly full),
+    each asked only when a code needs it. A limit becomes its ``RESOURCE_LIMIT`` error; every
+    other internal code becomes the script's own failure (``code`` None), so no internal code
+    reaches the host — except ``STALLED``, which only :func:`stalled` makes.
+    """
+    try:
+        outcome = json.loads(text)
+    except ValueError:
+        outcome = None
+    if not isinstance(outcome, dict):
+        return engine_failure("it recorded a malformed result")
+    if outcome.get("ok") is True:
+        return outcome  # type: ignore[return-value]
+    code = outcome.get("code")
+    if code in (InternalCode.MEMORY, InternalCode.STACK):
+        # An engine-made error (limitKind), or the heap probe's evidence.
+        return limit_error(LimitKind(code.lower()), config).as_outcome()
+    if code == InternalCode.INTERRUPTED:
+        if sliced():
+            return limit_error(LimitKind.SLICE, config).as_outcome()
+        outcome["code"] = None
+    elif code == InternalCode.THROWN_NOTHING:
+        thrown = outcome.get("error")
+        if thrown == "null" and near_memory():
+            return limit_error(LimitKind.MEMORY, config).as_outcome()
+        outcome["code"], outcome["thrown"] = None, True
+        outcome["error"] = f"the script threw {thrown}, not an Error" + (
+            "" if thrown != "null" else
+            " — or it ran out of memory so completely that QuickJS could not even create "
+            "the error (it then throws a bare null); the heap was not near "
+            f"memory_limit_bytes={config.memory_limit_bytes} when the runtime "
+            "looked, after the failing code's own variables were released")
+    elif code == InternalCode.MEMORY_IF_FULL:
+        if near_memory():
+            return limit_error(LimitKind.MEMORY, config).as_outcome()
+        outcome["code"] = None
+    elif code == InternalCode.UNRENDERABLE:
+        if near_memory():
+            return limit_error(LimitKind.MEMORY, config).as_outcome()
+        outcome["code"], outcome["thrown"] = None, True
+        outcome["error"] = ("the script failed, and what it threw could not be rendered as "
+                            "text")
+    return outcome  # type: ignore[return-value]

@@ -2,7 +2,8 @@
 
 Each run gets its own QuickJS context on its own OS thread (created, used and released there);
 the event loop never runs script code, so a spinning script cannot block it. The host side of
-every run (hooks, caps, children, events) is :class:`~dsh_workflow._engines.host.HostedRun`.
+every run (hooks, caps, children, events) is :class:`~dsh_workflow._engines.host.HostedRun`
+and the pieces it delegates to.
 """
 
 from __future__ import annotations

@@ -45,7 +45,9 @@ from typing import TYPE_CHECKING, Any
 import quickjs
 
 from .._script import RUN_FOOTER, run_header
-from .limits import LimitExceeded, js_limit, limit_error
+from .limits import (LimitExceeded, engine_failure, js_limit, limit_error, not_started,
+                     stalled, translate_end)
+from .wire import LimitKind, Outcome, ReportKind, SettleEntry
 
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
     from .._config import EngineConfig
@@ -161,7 +163,7 @@ class _Runtime:
         # The runtime answers '' for "nothing"; None means the binding could not allocate the
         # string's copy inside the full heap (the text is lost): that is the memory limit.
         if text is None:
-            raise limit_error("memory", self.config)
+            raise limit_error(LimitKind.MEMORY, self.config)
         return text if text else None  # type: ignore[return-value]
 
     def settle(self, batch_text: str) -> None:
@@ -182,7 +184,7 @@ class _Runtime:
             # After every job: one job can itself run a whole slice (a job's interrupt can
             # surface as a rejection the script catches), so the budget is checked each time.
             if clock() > cpu_deadline:
-                raise limit_error("slice", self.config)
+                raise limit_error(LimitKind.SLICE, self.config)
 
     def near_memory_limit(self) -> bool:
         """True when the heap is nearly full: a CPU overrun then comes from the garbage collector
@@ -227,10 +229,8 @@ class RuntimeThread:
     ``report(kind, payload)`` is called on the runtime thread with ``("outbox", json_text)`` for
     each batch of hook calls, in order, and exactly once with ``("end", outcome)`` as the last
     report; the thread then frees the context and exits (:meth:`is_alive` turns false).
-    ``outcome`` is ``None`` when the thread was stopped, else ``{"ok": True, "value": ...}`` or
-    ``{"ok": False, "code": str | None, "error": str}``, the latter with ``"thrown": True`` and
-    an optional ``"stack"`` (the script's stack-frame lines) when the script threw it. A thread stopped before it was
-    assigned reports nothing.
+    ``outcome`` is ``None`` when the thread was stopped, else a :data:`~.wire.Outcome` (its
+    failures made by :mod:`.limits`). A thread stopped before it was assigned reports nothing.
 
     ``exited()``, when given to :meth:`assign`, is called on the runtime thread as its last
     act, once the context is freed; the thread then only returns.
@@ -239,11 +239,9 @@ class RuntimeThread:
     a stretch and the thread is about to wait for settlements (the sandbox child uses it to tell
     its parent that the script is idle).
 
-    Settlements are ``[id, True, value]`` or ``[id, False, code, message]`` lists (or
-    ``["spent", tokens]``, the run's spend for its ``budget`` global) put with
-    :meth:`settle`; :meth:`stop` ends the thread at the next point where it waits or finishes
-    a stretch (a stretch is never interrupted from outside; it ends within
-    ``slice_cpu_limit_s``).
+    Settlements are :data:`~.wire.SettleEntry` lists put with :meth:`settle`; :meth:`stop`
+    ends the thread at the next point where it waits or finishes a stretch (a stretch is
+    never interrupted from outside; it ends within ``slice_cpu_limit_s``).
     """
 
     def __init__(self, config: EngineConfig, *, name: str,
@@ -308,15 +306,14 @@ class RuntimeThread:
 
     @staticmethod
     def _report_not_started(assignment: _Assignment, exc: BaseException) -> None:
-        assignment.report("end", {"ok": False, "code": None,
-                                  "error": f"the script runtime could not start: {exc}"})
+        assignment.report(ReportKind.END, not_started(exc))
         if assignment.exited is not None:
             assignment.exited()
 
     def start(self) -> None:
         self._inbox.put(_BEGIN)
 
-    def settle(self, entry: list[Any]) -> None:
+    def settle(self, entry: SettleEntry) -> None:
         self._inbox.put(entry)
 
     def stop(self) -> None:
@@ -330,7 +327,7 @@ class RuntimeThread:
         self._thread.join(timeout)
 
     def _main(self) -> None:
-        outcome: dict[str, Any] | None = None
+        outcome: Outcome | None = None
         runtime: _Runtime | None = None
         if self._prepare_ahead:
             # Preparing a context holds the GIL for most of a millisecond, and the thread that
@@ -361,23 +358,20 @@ class RuntimeThread:
                 limit = exc if isinstance(exc, LimitExceeded) else js_limit(
                     exc, self._config, sliced=self._slice_spent())
                 if limit is None:
-                    head = str(exc).split("\n", 1)[0].strip()
-                    outcome = {"ok": False, "code": None,
-                               "error": f"workflow runtime failed: {head}"}
+                    outcome = engine_failure(str(exc).split("\n", 1)[0].strip())
                 else:
-                    if limit.kind == "slice" and runtime is not None \
+                    if limit.kind is LimitKind.SLICE and runtime is not None \
                             and runtime.near_memory_limit():
-                        limit = limit_error("memory", self._config)
-                    outcome = {"ok": False, **limit.as_outcome()}
+                        limit = limit_error(LimitKind.MEMORY, self._config)
+                    outcome = limit.as_outcome()
             except Exception as exc:  # noqa: BLE001 - the thread must always report an end
-                outcome = {"ok": False, "code": None,
-                           "error": f"workflow runtime failed: {type(exc).__name__}: {exc}"}
+                outcome = engine_failure(f"{type(exc).__name__}: {exc}")
         finally:
             # The result goes out first (freeing a context takes a while); the thread stays
             # alive until the context is freed, which is what dispose() waits for.
             try:
                 if self._assignment is not None:
-                    self._assignment.report("end", None if self._stopped.is_set() else outcome)
+                    self._assignment.report(ReportKind.END, None if self._stopped.is_set() else outcome)
                     time.sleep(0.0005)  # let the loop take the GIL for the result
                 if runtime is not None:
                     runtime.close()
@@ -386,7 +380,7 @@ class RuntimeThread:
                 if self._assignment is not None and self._assignment.exited is not None:
                     self._assignment.exited()
 
-    def _drive(self, runtime: _Runtime) -> dict[str, Any] | None:
+    def _drive(self, runtime: _Runtime) -> Outcome | None:
         budget = self._config.slice_cpu_limit_s
         assignment = self._assignment
         assert assignment is not None
@@ -399,15 +393,12 @@ class RuntimeThread:
             runtime.drain(deadline)
             out = runtime.take()
             if out is not None:
-                assignment.report("outbox", out)
+                assignment.report(ReportKind.OUTBOX, out)
             final = runtime.result()
             if final is not None:
                 return self._decode_final(final, runtime)
             if runtime.pending() == 0:
-                return {"ok": False, "code": "STALLED", "error": (
-                    "the script is waiting for a promise that nothing will ever settle: no "
-                    "agent() call is in flight (for example `await new Promise(() => {})`, or a "
-                    "then() callback that is never called)")}
+                return stalled()
             if self._stopped.is_set():
                 return None
             if self._on_wait is not None:
@@ -432,45 +423,8 @@ class RuntimeThread:
         limit = self._config.slice_cpu_limit_s
         return time.process_time() - self._stretch_cpu >= 0.999 * limit
 
-    def _decode_final(self, text: str, runtime: _Runtime) -> dict[str, Any]:
-        """The run's outcome from the runtime's end record (see ``thrownRecord`` in hooks.js),
-        with limit verdicts confirmed by what this thread measured."""
-        try:
-            outcome = json.loads(text)
-        except ValueError:
-            outcome = None
-        if not isinstance(outcome, dict):
-            return {"ok": False, "code": None,
-                    "error": "workflow runtime failed: it recorded a malformed result"}
-        if outcome.get("ok") is True:
-            return outcome
-        code = outcome.get("code")
-        if code in ("MEMORY", "STACK"):
-            # An engine-made error (limitKind), or the heap probe's evidence.
-            return {"ok": False, **limit_error(code.lower(), self._config).as_outcome()}
-        if code == "INTERRUPTED":
-            if self._slice_spent():
-                return {"ok": False, **limit_error("slice", self._config).as_outcome()}
-            outcome["code"] = None
-        elif code == "THROWN_NOTHING":
-            thrown = outcome.get("error")
-            if thrown == "null" and runtime.near_memory_limit():
-                return {"ok": False, **limit_error("memory", self._config).as_outcome()}
-            outcome["code"], outcome["thrown"] = None, True
-            outcome["error"] = f"the script threw {thrown}, not an Error" + (
-                "" if thrown != "null" else
-                " — or it ran out of memory so completely that QuickJS could not even create "
-                "the error (it then throws a bare null); the heap was not near "
-                f"memory_limit_bytes={self._config.memory_limit_bytes} when the runtime "
-                "looked, after the failing code's own variables were released")
-        elif code == "MEMORY_IF_FULL":
-            if runtime.near_memory_limit():
-                return {"ok": False, **limit_error("memory", self._config).as_outcome()}
-            outcome["code"] = None
-        elif code == "UNRENDERABLE":
-            if runtime.near_memory_limit():
-                return {"ok": False, **limit_error("memory", self._config).as_outcome()}
-            outcome["code"], outcome["thrown"] = None, True
-            outcome["error"] = ("the script failed, and what it threw could not be rendered as "
-                                "text")
-        return outcome
+    def _decode_final(self, text: str, runtime: _Runtime) -> Outcome:
+        """The run's outcome from the runtime's end record, with limit verdicts confirmed by
+        what this thread measured (the translation itself: ``limits.translate_end``)."""
+        return translate_end(text, self._config, sliced=self._slice_spent,
+                             near_memory=runtime.near_memory_limit)

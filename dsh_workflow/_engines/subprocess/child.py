@@ -34,6 +34,7 @@ import time
 from types import SimpleNamespace
 from typing import Any, NoReturn
 
+from ..wire import ReportKind
 from . import confine, protocol
 
 __all__ = ["main"]
@@ -130,9 +131,9 @@ def main(spec: dict[str, Any], parent_pid: int) -> NoReturn:
 def _report(channel: _Channel) -> Any:
     def report(kind: str, payload: Any) -> None:
         try:
-            if kind == "outbox":
+            if kind == ReportKind.OUTBOX:
                 channel.send_text(protocol.OUTBOX, payload)
-            elif kind == "end":
+            elif kind == ReportKind.END:
                 channel.send(protocol.END, payload)
                 _exit(0)
         except OSError:  # the parent is gone

@@ -2,19 +2,19 @@
 
 :class:`SandboxProcess` is one started process (pipes, pid, private working directory).
 :class:`ProcessRuntime` binds one process to one run: it is the run's
-:class:`~dsh_workflow._engines.host.ScriptRuntime` (``start``/``settle``/``stop`` become frames)
+:class:`~dsh_workflow._engines.wire.ScriptRuntime` (``start``/``settle``/``stop`` become frames)
 and, in :meth:`ProcessRuntime.serve`, the task that feeds ``HostedRun.report`` from the
 process's stdout — always on the event loop, always ending with exactly one ``end`` report: as
 soon as the end frame arrives (the outcome is final; the process is reaped right after, and
 ``is_alive()`` stays true until it is), or once the process has been reaped when it ended
 without one.
 
-A run ends as ``error`` (or ``cancelled``, when a cancel came first — decided by ``HostedRun``)
-when the process breaks the protocol, exits or is killed without an end frame, runs one stretch
-of script past ``2 × slice_cpu_limit_s + 0.5`` CPU seconds, or is busy without any CPU progress
-for ``SandboxPolicy.hang_after_s``. A stopped or finished process is SIGKILLed if it has not
-exited within the stop grace. Nothing here raises into the run: every failure becomes the
-run's outcome.
+A run ends as ``error`` (or ``cancelled``, when a cancel came first — decided by the run's stop
+cause, ``stop.prevails``) when the process breaks the protocol, exits or is killed without an end
+frame, runs one stretch of script past ``2 × slice_cpu_limit_s + 0.5`` CPU seconds, or is busy
+without any CPU progress for ``SandboxPolicy.hang_after_s``. A stopped or finished process is
+SIGKILLed if it has not exited within the stop grace. Nothing here raises into the run: every
+failure becomes the run's outcome.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..._errors import WorkflowErrorCode
-from ..limits import limit_error
+from ..limits import cpu_backstop_spent, limit_error
+from ..wire import LimitKind, Outcome, ReportKind, SettleEntry, failed, refusal
 from . import protocol
 from .sandbox import SandboxPolicy, make_workdir, process_cpu_seconds
 
@@ -121,10 +122,6 @@ async def start_sandbox(argv: Sequence[str]) -> SandboxProcess:
     return SandboxProcess(process, workdir)
 
 
-def _failure(message: str, code: str | None = None) -> dict[str, Any]:
-    return {"ok": False, "code": code, "error": message}
-
-
 class ProcessRuntime:
     """One run's script runtime in a sandbox process (see the module docstring).
 
@@ -158,7 +155,7 @@ class ProcessRuntime:
         self._stop_at: float | None = None
         self._end: Any = _UNSET
         self._end_at: float | None = None
-        self._verdict: dict[str, Any] | None = None
+        self._verdict: Outcome | None = None
         self._end_reported = False
         self._stderr = bytearray()
         #: What the process reported it applied to itself (``confine.py``), once it is ready.
@@ -174,15 +171,15 @@ class ProcessRuntime:
             self._run_sent = True
             self._became_busy()
 
-    def settle(self, entry: list[Any]) -> None:
+    def settle(self, entry: SettleEntry) -> None:
         if self._stop_at is not None or self._end is not _UNSET:
             return
         try:
             frame = protocol.encode(protocol.SETTLE, entry)
         except (TypeError, ValueError, RecursionError):
-            frame = protocol.encode(protocol.SETTLE, [
-                entry[0], False, WorkflowErrorCode.AGENT_FAILED.value,
-                "agent() failed: the subagent's result is not JSON data"])
+            frame = protocol.encode(protocol.SETTLE, refusal(
+                entry[0], WorkflowErrorCode.AGENT_FAILED.value,
+                "agent() failed: the subagent's result is not JSON data"))
         self._settles_sent += 1
         self._send(frame)
         self._became_busy()
@@ -219,14 +216,14 @@ class ProcessRuntime:
             self._busy_since = time.monotonic()
             self._poke()
 
-    def _kill(self, verdict: dict[str, Any] | None) -> None:
+    def _kill(self, verdict: Outcome | None) -> None:
         if self._verdict is None and verdict is not None:
             self._verdict = verdict
         if self._process is not None:
             self._process.kill()
 
     def _violation(self, problem: str) -> None:
-        self._kill(_failure(f"the sandbox process broke the engine protocol: it sent {problem}"))
+        self._kill(failed(f"the sandbox process broke the engine protocol: it sent {problem}"))
 
     async def serve(self, run: HostedRun) -> None:
         """Serve ``run`` until its process has been reaped (the run's task; never raises).
@@ -242,7 +239,7 @@ class ProcessRuntime:
                 try:
                     self._process = await self._launch()
                 except Exception as exc:  # noqa: BLE001 - becomes the run's error
-                    self._verdict = _failure(f"the sandbox process could not be started: {exc}")
+                    self._verdict = failed(f"the sandbox process could not be started: {exc}")
             if self._process is not None:
                 if self._stop_at is not None and not self._run_sent:
                     self._process.kill()  # never got its script
@@ -255,10 +252,10 @@ class ProcessRuntime:
                 self._reaped = True
                 self._report_end(run, outcome)
 
-    def _report_end(self, run: HostedRun, outcome: dict[str, Any] | None) -> None:
+    def _report_end(self, run: HostedRun, outcome: Outcome | None) -> None:
         if not self._end_reported:
             self._end_reported = True
-            run.report("end", outcome)
+            run.report(ReportKind.END, outcome)
 
     async def _supervise(self, run: HostedRun, process: SandboxProcess) -> None:
         async with anyio.create_task_group() as tg:
@@ -274,7 +271,7 @@ class ProcessRuntime:
                         await process.process.wait()
                 tg.cancel_scope.cancel()
 
-    def _outcome(self, status: int | None) -> dict[str, Any] | None:
+    def _outcome(self, status: int | None) -> Outcome | None:
         if self._verdict is not None:
             return self._verdict
         if self._end is not _UNSET:
@@ -288,10 +285,8 @@ class ProcessRuntime:
                            "stderr: %s", detail,
                            self._stderr.decode("utf-8", "replace").strip())
         if status is not None and -status == getattr(signal, "SIGXCPU", None):
-            return _failure(
-                "the sandbox process used up its whole-run CPU backstop (RLIMIT_CPU) and was "
-                "killed", WorkflowErrorCode.RESOURCE_LIMIT.value)
-        return _failure(f"the sandbox process ended without a result{detail}")
+            return cpu_backstop_spent()
+        return failed(f"the sandbox process ended without a result{detail}")
 
     # ---- tasks ----------------------------------------------------------------------------
 
@@ -354,7 +349,7 @@ class ProcessRuntime:
         if kind == protocol.OUTBOX:
             if not self._run_sent:
                 raise protocol.ProtocolError("hook calls before it was given a script")
-            run.report("outbox", value)
+            run.report(ReportKind.OUTBOX, value)
         elif kind == protocol.IDLE:
             received, cpu = value
             if received > self._settles_sent:
@@ -413,7 +408,7 @@ class ProcessRuntime:
                         self._kill(self._hung())
                         return
                 elif cpu - self._cpu_at_idle > overrun_cpu:
-                    self._kill({"ok": False, **limit_error("slice", self._config).as_outcome()})
+                    self._kill(limit_error(LimitKind.SLICE, self._config).as_outcome())
                     return
                 elif cpu > last_cpu:
                     last_cpu, progress_at = cpu, now
@@ -426,8 +421,8 @@ class ProcessRuntime:
             if self._watch_wake.is_set():
                 self._watch_wake = anyio.Event()
 
-    def _hung(self) -> dict[str, Any]:
-        return _failure(
+    def _hung(self) -> Outcome:
+        return failed(
             "the sandbox process stopped responding: it was busy with the script but made no "
             f"progress for {self._policy.hang_after_s:g} s, and was killed")
 

@@ -13,8 +13,9 @@ Parent → child (the parent is trusted by the child):
 * ``r`` run    ``[body, args_json_text | null, budget_tokens | null, numbers_json_text | null]``
   — run the (already checked) body, once (the last: replayable clock and randomness, for a run
   with a store; the last two may be left out);
-* ``s`` settle ``[id, true, value]`` or ``[id, false, code, message]`` — one hook call's answer;
-  ``["spent", tokens]`` — the run's spend so far, for the script's ``budget`` global;
+* ``s`` settle — one :data:`~..wire.SettleEntry`: ``[id, true, value]`` or
+  ``[id, false, code, message]`` (one hook call's answer), or ``["spent", tokens]`` (the run's
+  spend so far, for the script's ``budget`` global);
 * ``x`` stop   ``null`` — stop the script at the next opportunity and exit.
 
 Child → parent (untrusted: everything is validated here, see :func:`parse_child_frame`):
@@ -23,9 +24,9 @@ Child → parent (untrusted: everything is validated here, see :func:`parse_chil
 * ``O`` outbox the runtime's JSON text of one batch of hook messages, passed on unparsed (the
   host parses it once and treats malformed text as a protocol violation);
 * ``I`` idle   ``[settles_received, cpu_seconds]`` — the script finished a stretch and waits;
-* ``E`` end    ``null`` (stopped) or an outcome object — always the last frame: ``{"ok": true,
-  "value"}`` or ``{"ok": false, "code", "error"}``, the latter with ``"thrown": true`` and an
-  optional ``"stack"`` string when the script threw it.
+* ``E`` end    ``null`` (stopped) or an :data:`~..wire.Outcome` — always the last frame:
+  ``{"ok": true, "value"}`` or ``{"ok": false, "code", "error"}``, the latter with
+  ``"thrown": true`` and an optional ``"stack"`` string when the script threw it.
 
 A frame longer than the receiver's limit, an unknown kind, undecodable text or a payload of the
 wrong shape is a :class:`ProtocolError`; the engine then kills the process and ends the run as
@@ -37,6 +38,8 @@ from __future__ import annotations
 import json
 import struct
 from typing import Any
+
+from ..wire import COMPLETED_KEYS, FAILED_KEYS, Outcome
 
 __all__ = [
     "CHILD_KINDS",
@@ -120,18 +123,18 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
 
 
-def _outcome(value: object) -> dict[str, Any] | None:
+def _outcome(value: object) -> Outcome | None:
     if value is None:
         return None
-    if isinstance(value, dict) and value.get("ok") is True and set(value) <= {"ok", "value"}:
-        return value
+    if isinstance(value, dict) and value.get("ok") is True and set(value) <= COMPLETED_KEYS:
+        return value  # type: ignore[return-value]
     if (isinstance(value, dict) and value.get("ok") is False
-            and set(value) <= {"ok", "code", "error", "thrown", "stack"}
+            and set(value) <= FAILED_KEYS
             and (value.get("code") is None or isinstance(value.get("code"), str))
             and isinstance(value.get("error"), str)
             and value.get("thrown", True) is True
             and isinstance(value.get("stack", ""), str)):
-        return value
+        return value  # type: ignore[return-value]
     raise ProtocolError("an end frame whose outcome has the wrong shape")
 
 

@@ -1,0 +1,302 @@
+"""Hook serving: where the script's hook calls (``agent``, ``workflow``, ``phase``, ``log``,
+``numbers``) are checked and answered, in call order.
+
+The host trusts nothing the runtime sends: every message's shape is checked here (a malformed
+one is a protocol fault that ends the run), and the caps the runtime enforces are enforced
+again. Accepted ``agent()`` calls go to the :class:`~.scheduler.ChildScheduler`; everything
+else is answered at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from .._agents import AgentRegistry
+from .._config import EngineConfig
+from .._errors import WorkflowError, WorkflowErrorCode
+from .._events import AgentReplayed, EventHub, LogEmitted, PhaseStarted, RunInfo
+from .._library import WorkflowLibrary
+from .._schema import (
+    GateTicket,
+    SchemaLimits,
+    finish_schema_check,
+    prepare_schema_check,
+    unsupported_schema,
+)
+from .._subagent import SubagentRequest
+from .budget import Spend
+from .journal import RunJournal, call_key
+from .journal_writer import JournalWriter
+from .options import default_label, parse_agent_options
+from .scheduler import ChildCall, ChildScheduler
+from .stop import Fault
+from .wire import HookKind, answer, refusal
+
+__all__ = ["SERVE_SLICE", "HookServer"]
+
+#: Messages served in one go before the loop gets a turn.
+SERVE_SLICE = 256
+
+_MALFORMED = "the script runtime sent a malformed message"
+_AGENT, _WORKFLOW, _NUMBERS = HookKind.AGENT.value, HookKind.WORKFLOW.value, \
+    HookKind.NUMBERS.value
+_NARRATION = (HookKind.PHASE.value, HookKind.LOG.value)
+_PHASE = HookKind.PHASE.value
+
+
+class HookServer:
+    """Serves one run's hook messages. ``fault(cause)`` records a fault that ends the run
+    (the caller stops the run once the current slice is served)."""
+
+    def __init__(self, *, run_id: str, info: RunInfo, config: EngineConfig,
+                 events: EventHub, scheduler: ChildScheduler, spend: Spend,
+                 limits: SchemaLimits, max_total_agents: int, parent: Any,
+                 agents: AgentRegistry | None, library: WorkflowLibrary | None,
+                 journal: RunJournal | None, journal_writer: JournalWriter | None,
+                 frames: Callable[[str], str], fault: Callable[[Fault], object]) -> None:
+        self._id = run_id
+        self._info = info
+        self._config = config
+        self._events = events
+        self._scheduler = scheduler
+        self._spend = spend
+        self._limits = limits
+        self._max_total = max_total_agents
+        self._parent = parent
+        self._agents = agents
+        self._library = library
+        self._journal = journal
+        self._journal_writer = journal_writer
+        self._frames = frames
+        self._fault = fault
+        self._phase: str | None = None
+        self._narrated = 0
+        self._refused = 0
+        self._accepted = 0
+        self._workflow_calls = 0
+        self.replayed = 0  # calls answered from the earlier run's journal
+        #: The agent() call whose schema awaits the gate's worker thread, with its ticket.
+        self.gating: tuple[int, GateTicket] | None = None
+
+    def decode(self, text: str) -> list[Any] | None:
+        """The messages of one outbox text; None (and a fault) when it is not a JSON list."""
+        try:
+            messages = json.loads(text)
+        except ValueError:
+            messages = None
+        if not isinstance(messages, list):
+            self._fault(Fault(_MALFORMED, overrides=True))
+            return None
+        return messages
+
+    def serve_slice(self, messages: list[Any], start: int) -> int:
+        """Serve ``messages`` in order from ``start``, at most ``SERVE_SLICE`` of them (so a
+        flood of log() calls cannot monopolize the loop); returns where to go on from. Stops
+        at an ``agent()`` call whose schema needs the gate's worker thread (:attr:`gating` is
+        then set): the caller runs :meth:`gate` for it, so later messages wait in call order."""
+        end = min(len(messages), start + SERVE_SLICE)
+        scheduler = self._scheduler
+        for index in range(start, end):
+            if scheduler.closed:
+                return len(messages)
+            message = messages[index]
+            if not (isinstance(message, list) and message and isinstance(message[0], str)):
+                self._fault(Fault(_MALFORMED, overrides=True))
+                return len(messages)
+            kind = message[0]
+            if kind in _NARRATION and len(message) == 2 and isinstance(message[1], str):
+                self._narrate(kind, message[1])
+            elif (kind == _AGENT and len(message) == 4 and type(message[1]) is int
+                  and isinstance(message[2], str)):
+                if len(message[2]) > self._config.max_prompt_chars:
+                    # The runtime checks this first; the host does not rely on it.
+                    self._refuse(message[1], WorkflowErrorCode.INVALID_ARGUMENT, (
+                        f"agent() prompt is {len(message[2])} characters — over the per-prompt "
+                        f"cap (max_prompt_chars={self._config.max_prompt_chars}); shorten it or "
+                        "pass less data"))
+                    continue
+                if not self._on_agent(message[1], message[2], message[3]):
+                    return index  # its schema goes through the gate first: see gate()
+            elif kind == _WORKFLOW and len(message) == 4 and type(message[1]) is int:
+                self._on_workflow(message[1], message[2], message[3])
+            elif (kind == _NUMBERS and len(message) == 4 and self._journal is not None
+                  and message[1] in ("clock", "random") and type(message[2]) is int
+                  and isinstance(message[3], list)
+                  and all(type(v) in (int, float) for v in message[3])):
+                self._journal.post_numbers(message[1], message[2], message[3])
+            else:
+                self._fault(Fault(f"the script runtime sent an unknown message {kind!r}",
+                                  overrides=True))
+                return len(messages)
+        return end
+
+    async def gate(self, messages: list[Any], index: int) -> int:
+        """Check the schema of the ``agent()`` call at ``messages[index]`` on a worker thread,
+        then serve the call with that verdict; returns the index after it.
+
+        The caller awaits this, so the messages after the call (and later batches) wait behind
+        it: calls are still admitted, refused and numbered in call order. If the run stops
+        meanwhile, the thread finishes its bounded check (the gate's limits bound it) and the
+        verdict is dropped with the call."""
+        assert self.gating is not None
+        call_id, ticket = self.gating
+        verdict = await anyio.to_thread.run_sync(finish_schema_check, ticket, self._limits)
+        self.gating = None
+        if not self._scheduler.closed:
+            message = messages[index]
+            self._on_agent(message[1], message[2], message[3], verdict=(call_id, verdict))
+        return index + 1
+
+    def _narrate(self, kind: str, text: str) -> None:
+        cut = self._config.max_log_chars
+        if len(text) > cut:
+            # The runtime cuts first; the host does not rely on it.
+            text = text[:cut] + ("…" if kind == _PHASE else "… [truncated]")
+        if kind == _PHASE:
+            self._phase = text  # the current phase holds even when its event is dropped
+        self._narrated += 1
+        limit = self._config.max_log_events
+        if self._narrated > limit:
+            if self._narrated == limit + 1:
+                self._events.emit(LogEmitted(run=self._info, message=(
+                    f"[log limit reached (max_log_events={limit}): further phase() and log() "
+                    "events of this run are dropped]")))
+            return
+        if kind == _PHASE:
+            self._events.emit(PhaseStarted(run=self._info, title=text))
+            return
+        if "<input>:" in text:  # a logged error's stack: show the script's own lines
+            text = self._frames(text)
+        self._events.emit(LogEmitted(run=self._info, message=text))
+
+    def _on_agent(self, call_id: int, prompt: str, raw_options: object, *,
+                  verdict: tuple[int, tuple[str, ...]] | None = None) -> bool:
+        """Accept or refuse one ``agent()`` call. Returns False, doing nothing else, when the
+        call's schema has no verdict yet (not cached): :attr:`gating` then holds its ticket,
+        and the caller serves it again through :meth:`gate`. Schema-less calls and cached
+        verdicts never leave the loop."""
+        try:
+            options = parse_agent_options(raw_options, check_schema=False)
+        except WorkflowError as exc:
+            self._refuse(call_id, exc.code, exc.message)
+            return True
+        if options.schema is not None:
+            if verdict is not None and verdict[0] == call_id:
+                violations = verdict[1]
+            else:
+                ticket = prepare_schema_check(options.schema, self._limits)
+                if ticket.violations is None:
+                    self.gating = (call_id, ticket)
+                    return False
+                violations = ticket.violations
+            if violations:
+                rejected = unsupported_schema(violations)
+                self._refuse(call_id, rejected.code, rejected.message)
+                return True
+        if self._spend.exhausted():
+            self._refuse(call_id, WorkflowErrorCode.BUDGET_EXCEEDED,
+                         self._spend.refusal_message())
+            return True
+        if self._accepted >= self._max_total:
+            self._refuse(call_id, WorkflowErrorCode.AGENT_CAP, (
+                f"agent() refused: this run reached its total agent cap (max_total_agents="
+                f"{self._max_total}) — a backstop against runaway loops; use fewer agent() calls "
+                "or raise max_total_agents if the scale is intentional"))
+            return True
+        definition = None
+        if options.agent_type is not None and self._agents is not None:
+            try:
+                definition = self._agents.resolve(options.agent_type)
+            except WorkflowError as exc:
+                self._refuse(call_id, exc.code, exc.message)
+                return True
+        self._accepted += 1
+        seq = self._accepted
+        # pydantic-core validates these few fields faster than model_construct() assigns them.
+        cut = self._config.max_log_chars
+        label = options.label if options.label is not None else default_label(prompt)
+        phase = options.phase if options.phase is not None else self._phase
+        model = options.model
+        if model is None and definition is not None:
+            model = definition.model
+        aliases = self._config.model_aliases
+        if aliases and model is not None:
+            model = aliases.get(model, model)
+        request = SubagentRequest(
+            prompt=prompt,
+            label=label if len(label) <= cut else label[:cut] + "…",
+            phase=phase if phase is None or len(phase) <= cut else phase[:cut] + "…",
+            schema=options.schema, model=model, provider=options.provider,
+            parent=self._parent, run_id=self._id, seq=seq, effort=options.effort,
+            agent_type=options.agent_type, isolation=options.isolation, agent=definition)
+        call = ChildCall(call_id=call_id, seq=seq, request=request)
+        journal = self._journal
+        if journal is not None:
+            call.key = call_key(request, journal.identity)
+            call.replay = journal.replay(call.key)
+            if call.replay is not None:
+                assert self._journal_writer is not None
+                self._scheduler.live.add(call)
+                self.replayed += 1
+                self._events.emit(AgentReplayed(run=self._info, seq=seq, label=request.label,
+                                                phase=request.phase))
+                self._journal_writer.post(call)
+                return True
+        self._scheduler.offer(call)
+        return True
+
+    def _on_workflow(self, call_id: int, target: object, args: object) -> None:
+        """Answer ``workflow(name | {scriptPath}, args)`` with the saved workflow's body, which
+        the runtime then runs inline (sharing this run's caps, budget, journal and events)."""
+        library = self._library
+        self._workflow_calls += 1
+        if self._workflow_calls > self._max_total:
+            self._refuse(call_id, WorkflowErrorCode.AGENT_CAP, (
+                f"workflow() refused: this run started {self._max_total} saved workflows "
+                f"(max_total_agents={self._max_total} bounds workflow() calls too) — a backstop "
+                "against runaway recursion"))
+            return
+        if library is None:
+            self._refuse(call_id, WorkflowErrorCode.INVALID_ARGUMENT, (
+                "workflow() needs an engine with a workflow library (library=...); no saved "
+                "workflows are available (available: none)"))
+            return
+        if isinstance(target, str):
+            found = library.get(target)
+            if found is None:
+                self._refuse(call_id, WorkflowErrorCode.INVALID_ARGUMENT, (
+                    f"workflow({target!r}): no saved workflow has that name (available: "
+                    f"{library.describe_names()})"))
+                return
+        elif isinstance(target, dict) and isinstance(target.get("scriptPath"), str):
+            try:
+                found = library.resolve_script_path(target["scriptPath"])
+            except ValueError as exc:
+                self._refuse(call_id, WorkflowErrorCode.INVALID_ARGUMENT,
+                             f"workflow({{scriptPath}}): {exc}")
+                return
+        else:
+            self._fault(Fault("the script runtime sent a malformed workflow() call",
+                              overrides=True))
+            return
+        runtime = self._scheduler.runtime
+        assert runtime is not None
+        if not self._scheduler.closed:
+            runtime.settle(answer(call_id, {"name": found.name, "body": found.body,
+                                            "args": args}))
+
+    def _refuse(self, call_id: int, code: WorkflowErrorCode | str, message: str) -> None:
+        runtime = self._scheduler.runtime
+        assert runtime is not None
+        runtime.settle(refusal(call_id, str(code), message))
+        self._refused += 1
+        limit = self._config.max_refused_calls
+        if self._refused > limit:
+            self._fault(Fault(
+                f"{WorkflowErrorCode.RESOURCE_LIMIT.value}: the script kept calling agent() "
+                f"after {limit} refused calls (max_refused_calls={limit}); the last refusal was "
+                f"{code}: {message}", code=WorkflowErrorCode.RESOURCE_LIMIT))

@@ -1,0 +1,175 @@
+"""The shapes that cross between a run's host and its script runtime, defined once.
+
+Three parties speak these shapes: the JavaScript runtime (``runtime_js/``), the runtime's
+driver (:mod:`.runtime`, in-process or inside a sandbox process, where they also cross the
+pipe of :mod:`.subprocess.protocol`) and the host (:mod:`.host` and its pieces). The JSON that
+crosses is unchanged by naming it here: outcomes are JSON objects, settle entries and hook
+messages JSON arrays.
+
+* **Hook messages** (runtime → host, a batch per outbox text), by :class:`HookKind`::
+
+      ["agent", call_id, prompt, options | null]
+      ["workflow", call_id, name | {"scriptPath": path}, args]
+      ["phase", title]   ["log", text]
+      ["numbers", "clock" | "random", first_index, [number, ...]]   (runs with a store)
+
+* **Settle entries** (host → runtime): :func:`answer`, :func:`refusal`, :func:`spent`.
+* **Outcomes** (the runtime's end record, then the driver's verdict): :class:`Completed` or
+  :class:`Failed`; a failed outcome's ``code`` is a public :class:`~.._errors.WorkflowErrorCode`
+  value, an :class:`InternalCode` (the runtime's evidence, translated by :mod:`.limits` before
+  the host sees it) or None.
+* **Reports** (driver → host, in order): :class:`ReportKind`.
+
+This module is pure (no pydantic, no I/O): the sandbox child imports it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal, NotRequired, Protocol, TypedDict
+
+__all__ = [
+    "COMPLETED_KEYS",
+    "FAILED_KEYS",
+    "HOST_MADE_CODES",
+    "JS_ONLY_CODES",
+    "SPENT_TAG",
+    "Completed",
+    "Failed",
+    "HookKind",
+    "InternalCode",
+    "LimitKind",
+    "Outcome",
+    "ReportKind",
+    "ScriptRuntime",
+    "SettleEntry",
+    "answer",
+    "failed",
+    "refusal",
+    "spent",
+]
+
+
+class InternalCode(StrEnum):
+    """Codes of the runtime's evidence: never shown to a user (see ``limits.translate_end``).
+
+    The JavaScript spells each one identically (``runtime_js/hooks.js``, ``boundary.js``);
+    ``tests/unit/test_wire.py`` checks both sides name the same set.
+    """
+
+    #: The script awaits a promise nothing will settle (made by the runtime's driver).
+    STALLED = "STALLED"
+    #: An engine-made out-of-memory error, or a bare null with the heap probe's evidence.
+    MEMORY = "MEMORY"
+    #: An engine-made stack overflow.
+    STACK = "STACK"
+    #: An engine-made interrupt: a CPU-slice overrun once the driver confirms the CPU spent.
+    INTERRUPTED = "INTERRUPTED"
+    #: The script threw null or undefined (``error`` says which).
+    THROWN_NOTHING = "THROWN_NOTHING"
+    #: Out of memory only if the heap is full when the driver looks.
+    MEMORY_IF_FULL = "MEMORY_IF_FULL"
+    #: The runtime's fixed end record: what was thrown could not be rendered.
+    UNRENDERABLE = "UNRENDERABLE"
+    #: A bare null met while rendering a thrown value (boundary.js ``renderLimit``); becomes
+    #: MEMORY_IF_FULL before it leaves the runtime.
+    NULL = "NULL"
+
+
+#: Internal codes only the Python driver makes (the JavaScript never spells them).
+HOST_MADE_CODES = frozenset({InternalCode.STALLED})
+#: Internal codes that never leave the JavaScript runtime.
+JS_ONLY_CODES = frozenset({InternalCode.NULL})
+
+
+class LimitKind(StrEnum):
+    """The per-run limits a runtime enforces (their errors: ``limits.limit_error``)."""
+
+    MEMORY = "memory"
+    STACK = "stack"
+    SLICE = "slice"
+
+
+class ReportKind(StrEnum):
+    """What a runtime reports to its run, in order: outbox texts, then exactly one end."""
+
+    #: JSON text of one batch of hook messages.
+    OUTBOX = "outbox"
+    #: The unserved rest of a batch, queued by the host itself (a list of messages).
+    REST = "rest"
+    #: The run's outcome (an :data:`Outcome`, or None when the runtime was stopped).
+    END = "end"
+
+
+class HookKind(StrEnum):
+    """The first element of a hook message (see the module docstring for each shape)."""
+
+    AGENT = "agent"
+    WORKFLOW = "workflow"
+    PHASE = "phase"
+    LOG = "log"
+    NUMBERS = "numbers"
+
+
+class Completed(TypedDict):
+    """The script returned ``value`` (JSON data)."""
+
+    ok: Literal[True]
+    value: Any
+
+
+class Failed(TypedDict):
+    """The run failed. ``thrown`` and ``stack`` (the script's frame lines) are present when
+    the script threw it."""
+
+    ok: Literal[False]
+    code: str | None
+    error: str
+    thrown: NotRequired[Literal[True]]
+    stack: NotRequired[str]
+
+
+Outcome = Completed | Failed
+
+#: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]`` or
+#: ``["spent", tokens]`` (a list: it crosses as a JSON array).
+SettleEntry = list[Any]
+
+#: The keys each outcome may carry (the subprocess protocol refuses any other).
+COMPLETED_KEYS = frozenset(Completed.__annotations__)
+FAILED_KEYS = frozenset(Failed.__annotations__)
+#: The settle entry's tag for the run's spend (see :func:`spent`).
+SPENT_TAG = "spent"
+
+
+def failed(error: str, code: str | None = None) -> Failed:
+    """A failed outcome with ``error`` as its text."""
+    return {"ok": False, "code": code, "error": error}
+
+
+def answer(call_id: int, value: Any) -> SettleEntry:
+    """The entry that resolves hook call ``call_id`` with ``value`` (None: a failed child)."""
+    return [call_id, True, value]
+
+
+def refusal(call_id: int, code: str, message: str) -> SettleEntry:
+    """The entry that makes hook call ``call_id`` throw ``code: message`` in the script."""
+    return [call_id, False, code, message]
+
+
+def spent(tokens: int) -> SettleEntry:
+    """The entry that tells the script's ``budget`` global the run's tokens spent so far."""
+    return [SPENT_TAG, tokens]
+
+
+class ScriptRuntime(Protocol):
+    """What the host needs of a script runtime (see ``RuntimeThread`` for the contract): it
+    reports :class:`ReportKind` ``(kind, payload)`` pairs to its run and takes settle entries."""
+
+    def start(self) -> None: ...
+
+    def settle(self, entry: SettleEntry) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def is_alive(self) -> bool: ...

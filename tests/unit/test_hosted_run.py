@@ -1,0 +1,193 @@
+"""The run with a fake script runtime: no QuickJS, only reports and settlements.
+
+A :class:`FakeRuntime` stands in for the runtime thread or sandbox process: the test reports
+outbox batches and the end to the run, as a runtime would, and reads what the run settled.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+
+from dsh_workflow import EngineConfig, WorkflowResult
+from dsh_workflow._engines.host import HostedRun
+from dsh_workflow._engines.stop import RunState
+from dsh_workflow._engines.wire import HookKind, ReportKind, SettleEntry
+from dsh_workflow._events import AgentEnded, AgentStarted, EventHub, WorkflowEnded
+from dsh_workflow._meta import WorkflowMeta
+from dsh_workflow._subagent import SubagentRequest
+from dsh_workflow.testing import FunctionProvider, HangingProvider
+
+pytestmark = pytest.mark.anyio
+
+META = WorkflowMeta(name="fake", description="a run with a fake runtime")
+CONFIG = EngineConfig(max_concurrent_agents=2, dispose_grace_s=0.5)
+
+
+class FakeRuntime:
+    """A ScriptRuntime that records what it is told; ``answers`` fires at ``expect`` replies."""
+
+    def __init__(self, expect: int = 0) -> None:
+        self.started = False
+        self.stopped = False
+        self.settled: list[SettleEntry] = []
+        self.expect = expect
+        self.answers = anyio.Event()
+        if expect == 0:
+            self.answers.set()
+
+    def start(self) -> None:
+        self.started = True
+
+    def settle(self, entry: SettleEntry) -> None:
+        self.settled.append(entry)
+        if len([e for e in self.settled if e[0] != "spent"]) >= self.expect:
+            self.answers.set()
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def is_alive(self) -> bool:
+        return False
+
+
+def _agents(*prompts: str, first_id: int = 1) -> str:
+    return json.dumps([[HookKind.AGENT, first_id + i, p, None] for i, p in enumerate(prompts)])
+
+
+async def _drive(provider: Any, batches: list[str], *, end: Any = None, expect: int = 0,
+                 config: EngineConfig = CONFIG,
+                 events: list[Any] | None = None) -> tuple[WorkflowResult, FakeRuntime]:
+    hub = EventHub()
+    if events is not None:
+        hub.subscribe(events.append)
+    runtime = FakeRuntime(expect)
+    async with anyio.create_task_group() as tg:
+        run = HostedRun(run_id="r1", meta=META, config=config, provider=provider,
+                        max_total_agents=100, parent=None, events=hub, task_group=tg)
+        run.attach(runtime)
+        assert run.state is RunState.CREATED
+        run.launch()
+        assert runtime.started and run.state is RunState.RUNNING
+        tg.start_soon(run.drive)
+        for batch in batches:
+            run.report(ReportKind.OUTBOX, batch)
+        with anyio.fail_after(10):
+            await runtime.answers.wait()
+        run.report(ReportKind.END, end)
+        with anyio.fail_after(10):
+            result = await run.result()
+        assert run.state is RunState.SETTLED
+    return result, runtime
+
+
+async def test_agent_calls_are_answered_and_the_end_decides_the_result() -> None:
+    events: list[Any] = []
+    provider = FunctionProvider(lambda r: r.prompt.upper())
+    result, runtime = await _drive(provider, [_agents("a", "b", "c")], expect=3,
+                                   end={"ok": True, "value": 42}, events=events)
+    assert result.stop_reason == "completed" and result.value == 42
+    assert result.agents_started == 3
+    assert sorted(runtime.settled) == [[1, True, "A"], [2, True, "B"], [3, True, "C"]]
+    # providers are entered in call order, and every start is paired with an end
+    assert [r.seq for r in provider.requests] == [1, 2, 3]
+    started = [e.seq for e in events if isinstance(e, AgentStarted)]
+    ended = sorted(e.seq for e in events if isinstance(e, AgentEnded))
+    assert started == [1, 2, 3] and ended == [1, 2, 3]
+    assert isinstance(events[-1], WorkflowEnded)
+
+
+async def test_the_concurrency_cap_holds_and_slots_go_in_call_order() -> None:
+    running = 0
+    peak = 0
+    order: list[int] = []
+
+    async def slow(request: SubagentRequest) -> str:
+        nonlocal running, peak
+        order.append(request.seq)
+        running += 1
+        peak = max(peak, running)
+        await anyio.sleep(0.01)
+        running -= 1
+        return "ok"
+
+    result, _ = await _drive(FunctionProvider(slow), [_agents(*"abcdefg")], expect=7,
+                             end={"ok": True, "value": None})
+    assert result.stop_reason == "completed"
+    assert peak == CONFIG.max_concurrent_agents
+    assert order == [1, 2, 3, 4, 5, 6, 7]
+
+
+async def test_a_failed_end_is_rendered_and_a_script_cannot_pass_for_the_engine() -> None:
+    result, _ = await _drive(FunctionProvider(), [], end={
+        "ok": False, "code": None, "thrown": True, "error": "TIMEOUT: not really"})
+    assert result.stop_reason == "error"
+    assert result.error == "the script's own error: TIMEOUT: not really"
+
+
+async def test_a_malformed_batch_is_a_fault_that_wins_over_the_end() -> None:
+    result, runtime = await _drive(FunctionProvider(), ["{not json"],
+                                   end={"ok": True, "value": 1})
+    assert result.stop_reason == "error"
+    assert result.error == "the script runtime sent a malformed message"
+    assert runtime.stopped
+
+
+async def test_cancel_wins_and_running_children_end_cancelled() -> None:
+    events: list[Any] = []
+    hub = EventHub()
+    hub.subscribe(events.append)
+    provider = HangingProvider()
+    runtime = FakeRuntime()
+    async with anyio.create_task_group() as tg:
+        run = HostedRun(run_id="r2", meta=META, config=CONFIG, provider=provider,
+                        max_total_agents=100, parent=None, events=hub, task_group=tg)
+        run.attach(runtime)
+        tg.start_soon(run.drive)
+        await anyio.sleep(0)
+        run.report(ReportKind.OUTBOX, _agents("a", "b", "c"))
+        while len(provider.requests) < 2:
+            await anyio.sleep(0.001)
+        run.cancel("enough")
+        run.cancel("ignored: the first reason wins")
+        run.report(ReportKind.END, None)
+        with anyio.fail_after(10):
+            result = await run.result()
+    assert result.stop_reason == "cancelled"
+    assert result.error == "workflow run cancelled: enough"
+    assert result.agents_started == 2  # the queued third never started
+    ends = {e.seq: e.outcome for e in events if isinstance(e, AgentEnded)}
+    assert ends == {1: "cancelled", 2: "cancelled"}
+    assert runtime.stopped and runtime.settled == []  # nothing reaches a stopped runtime
+
+
+async def test_the_budget_refuses_calls_once_spent() -> None:
+    from dsh_workflow._subagent import SubagentResult, Usage
+
+    def costly(request: SubagentRequest) -> SubagentResult:
+        return SubagentResult(stop_reason="completed", text="t",
+                              usage=Usage(input_tokens=5, output_tokens=5))
+
+    hub = EventHub()
+    runtime = FakeRuntime(expect=2)
+    async with anyio.create_task_group() as tg:
+        run = HostedRun(run_id="r3", meta=META, config=CONFIG, provider=FunctionProvider(costly),
+                        max_total_agents=100, parent=None, events=hub, task_group=tg,
+                        budget_tokens=10)
+        run.attach(runtime)
+        tg.start_soon(run.drive)
+        run.report(ReportKind.OUTBOX, _agents("a"))
+        while not runtime.settled or runtime.settled[-1][0] != 1:
+            await anyio.sleep(0.001)
+        run.report(ReportKind.OUTBOX, _agents("b", first_id=2))
+        with anyio.fail_after(10):
+            await runtime.answers.wait()
+        run.report(ReportKind.END, {"ok": True, "value": None})
+        result = await run.result()
+    assert runtime.settled[0] == ["spent", 10]
+    assert runtime.settled[1] == [1, True, "t"]
+    assert runtime.settled[2][:3] == [2, False, "BUDGET_EXCEEDED"]
+    assert result.usage is not None and result.usage.input_tokens == 5
