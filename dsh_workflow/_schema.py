@@ -800,7 +800,7 @@ def _evolve(self: Any, **changes: Any) -> Any:
     return evolved
 
 
-_BoundedValidator.evolve = _evolve  # type: ignore[method-assign]
+_BoundedValidator.evolve = _evolve
 
 
 # The metaschema check uses the same keyword functions (so it yields the GIL like any

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
@@ -75,7 +75,8 @@ _NUMBER_HINTS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "
 _ALL_TYPES = ("null", "object", "string", "number", "boolean", "array")
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
+    """A finite JSON number (a bool is not one)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -338,7 +339,9 @@ class _Builder:
     def _object(self, base: dict[str, Any], depth: int, active: frozenset[int]) -> dict[str, Any]:
         required = base.get("required")
         names = [n for n in required if isinstance(n, str)] if isinstance(required, list) else []
-        dependent = base.get("dependentRequired") if isinstance(base.get("dependentRequired"), dict) else {}
+        dependent = base.get("dependentRequired")
+        if not isinstance(dependent, dict):
+            dependent = {}
         out: dict[str, Any] = {}
         i = 0
         while i < len(names):
@@ -352,7 +355,9 @@ class _Builder:
                 names.extend(n for n in extra if isinstance(n, str) and n not in names)
         wanted = base.get("minProperties")
         if _is_number(wanted) and len(out) < wanted:
-            properties = base.get("properties") if isinstance(base.get("properties"), dict) else {}
+            properties = base.get("properties")
+            if not isinstance(properties, dict):
+                properties = {}
             spare = [n for n in properties if n not in out]
             if base.get("additionalProperties") is not False:
                 spare += [f"x{j}" for j in range(1, int(wanted) + 1) if f"x{j}" not in out]
@@ -361,13 +366,17 @@ class _Builder:
         return out
 
     def _array(self, base: dict[str, Any], depth: int, active: frozenset[int]) -> list[Any]:
-        prefix = base.get("prefixItems") if isinstance(base.get("prefixItems"), list) else []
+        prefix = base.get("prefixItems")
+        if not isinstance(prefix, list):
+            prefix = []
         items = base.get("items", True)
-        count = base.get("minItems") if _is_number(base.get("minItems")) else 0
+        min_items = base.get("minItems")
+        count: int | float = min_items if _is_number(min_items) else 0
         contains = base.get("contains")
-        matching = 0
+        matching: int | float = 0
         if contains is not None:
-            matching = base.get("minContains") if _is_number(base.get("minContains")) else 1
+            min_contains = base.get("minContains")
+            matching = min_contains if _is_number(min_contains) else 1
             count = max(count, matching)
         unique = base.get("uniqueItems") is True
         out: list[Any] = []

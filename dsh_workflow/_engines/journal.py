@@ -119,7 +119,7 @@ class RunJournal:
         if kind not in self._numbers or first < 1 or first >= end:
             return
         self.store.post_journal([
-            JournalEntry(run_id=self.run_id, seq=seq, kind=kind,  # type: ignore[arg-type]
+            JournalEntry(run_id=self.run_id, seq=seq, kind=kind,
                          number=float(values[seq - first]))
             for seq in range(first, end)])
 

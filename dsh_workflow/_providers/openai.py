@@ -362,8 +362,9 @@ def _server_message(response: httpx.Response) -> str:
         data = None
     if isinstance(data, dict):
         error = data.get("error", data)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"][:_MAX_SERVER_MESSAGE]
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str):
+            return message[:_MAX_SERVER_MESSAGE]
         if isinstance(error, str):
             return error[:_MAX_SERVER_MESSAGE]
     text = response.text.strip()
