@@ -136,16 +136,16 @@ class _Builder:
         self._steps = 0
         try:
             self._validator: Any = compiled_validator(root)
-        except Exception:
-            self._validator = None  # not JSON data: generate without checking candidates
+        except Exception:  # noqa: BLE001 - not JSON data: generate without checking candidates
+            self._validator = None
         try:
             registry = Registry().with_resource(_BASE_URI, DRAFT202012.create_resource(root))
             try:
                 registry = registry.crawl()
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 - a malformed subschema: "#" refs still resolve
                 pass
             self._resolver: Any = registry.resolver(_BASE_URI)
-        except Exception:
+        except Exception:  # noqa: BLE001 - unresolvable: "$ref"s then generate null
             self._resolver = None
 
     # -- references and flattening ---------------------------------------------------------
@@ -155,7 +155,7 @@ class _Builder:
             return None
         try:
             return self._resolver.lookup(ref).contents
-        except Exception:
+        except Exception:  # noqa: BLE001 - a reference that cannot be followed generates null
             return None
 
     def _flatten(
@@ -212,7 +212,7 @@ class _Builder:
         self._step()
         try:
             return bool(self._validator.evolve(schema=schema).is_valid(candidate))
-        except Exception:
+        except Exception:  # noqa: BLE001 - a candidate that cannot be checked is not valid
             return False
 
     # -- generation ------------------------------------------------------------------------
@@ -330,7 +330,7 @@ class _Builder:
             for pattern, sub in patterns.items():
                 try:
                     matched = bounded_search(pattern, name) is True
-                except Exception:  # a refused or invalid pattern matches nothing
+                except Exception:  # noqa: BLE001 - a refused or invalid pattern matches nothing
                     matched = False
                 if matched:
                     return self.build(sub, depth + 1, active)
@@ -415,7 +415,7 @@ def _bound(base: dict[str, Any], inclusive: str, exclusive: str, pick: Any) -> t
     exc = exc if _is_number(exc) else None
     if inc is None:
         return exc, exc is not None
-    if exc is None or pick(inc, exc) == inc and inc != exc:
+    if exc is None or (pick(inc, exc) == inc and inc != exc):
         return inc, False
     return exc, True
 

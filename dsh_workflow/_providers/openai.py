@@ -60,7 +60,7 @@ import os
 import random
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import httpx
@@ -193,7 +193,7 @@ class OpenAIProvider:
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"
 
-    async def __aenter__(self) -> OpenAIProvider:
+    async def __aenter__(self) -> Self:
         if self._entered:
             raise RuntimeError("an OpenAIProvider can be entered only once")
         self._entered = True

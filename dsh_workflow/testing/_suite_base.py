@@ -255,13 +255,13 @@ class ConformanceBase:
         try:
             parameters = inspect.signature(self.make_engine).parameters
         except (TypeError, ValueError):  # pragma: no cover - a builtin or odd callable
-            parameters = {}  # type: ignore[assignment]
+            parameters = {}  # type: ignore[assignment]  # no parameters known
         takes = "agents" in parameters or any(
             p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
         if not takes:
             pytest.skip("make_engine() takes no agents= keyword: the agent-registry tests need "
                         "make_engine(self, config, provider, agents=None)")
-        return self.make_engine(config, provider, agents=agents)  # type: ignore[call-arg]
+        return self.make_engine(config, provider, agents=agents)  # type: ignore[call-arg]  # make_engine takes agents=, checked above
 
     @asynccontextmanager
     async def open(self, provider: Any = None, *, agents: Any = None,

@@ -38,7 +38,7 @@ from dsh_workflow import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _support import child_pids  # noqa: E402
+from _support import child_pids
 
 pytestmark = pytest.mark.anyio
 
