@@ -75,7 +75,7 @@ def run_in_process(scenario: Scenario, kind: str, ctx: Ctx) -> dict[str, dict[st
         with anyio.fail_after(IN_PROCESS_TIMEOUT_S):
             return await scenario.fn(kind, ctx)
 
-    return anyio.run(guarded, backend=ctx.backend)  # type: ignore[no-any-return]
+    return anyio.run(guarded, backend=ctx.backend)  # type: ignore[no-any-return]  # the scenario's figures
 
 
 def run_isolated(scenario: Scenario, kind: str, ctx: Ctx) -> dict[str, dict[str, list[float]]]:
@@ -171,7 +171,7 @@ def run_scenario(scenario: Scenario, kinds: list[str], ctx: Ctx) -> dict[str, An
             entry["cases"].setdefault(case, {})[kind] = {m: stats(v) for m, v in metrics.items()}
         if kind in scenario.notes:
             entry["notes"][kind] = scenario.notes[kind]
-    for case, by_kind in entry["cases"].items():
+    for by_kind in entry["cases"].values():
         base = by_kind.get("baseline", {})
         for kind, metrics in by_kind.items():
             if kind == "baseline":

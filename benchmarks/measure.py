@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import anyio
 
@@ -123,7 +123,7 @@ class RssSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-rss-sampler", daemon=True)
 
-    def __enter__(self) -> RssSampler:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -180,7 +180,7 @@ def _git_free_version(module: str) -> str | None:
         from importlib.metadata import version
 
         return version(module)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a version that cannot be read is None
         return None
 
 
@@ -208,7 +208,7 @@ def machine_info(backend: str) -> dict[str, Any]:
     except OSError:
         uname_m = platform.machine()
     return {
-        "date": _dt.datetime.now(_dt.timezone.utc).astimezone().isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).astimezone().isoformat(timespec="seconds"),
         "nproc": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "uname_m": uname_m,

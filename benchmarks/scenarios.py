@@ -49,9 +49,9 @@ def engine_class(kind: str) -> Any:
         return QuickJSEngine
     if kind == "subprocess":
         try:
-            from dsh_workflow import SubprocessEngine  # type: ignore[attr-defined]
+            from dsh_workflow import SubprocessEngine  # type: ignore[attr-defined]  # may not be exported yet
         except ImportError:
-            from dsh_workflow._engines.subprocess import SubprocessEngine  # type: ignore
+            from dsh_workflow._engines.subprocess import SubprocessEngine  # type: ignore  # the module may not exist yet
         return SubprocessEngine
     raise ValueError(f"unknown engine {kind!r}")
 
@@ -466,9 +466,7 @@ async def s7(kind: str, ctx: Ctx) -> dict[str, dict[str, float]]:
         alive = read_status_kb()["VmRSS"]
         tree_alive, children = _tree()
         provider.open()
-        outcomes = []
-        for handle in handles:
-            outcomes.append(await handle.outcome())
+        outcomes = [await handle.outcome() for handle in handles]
         for outcome in outcomes:
             check(work, outcome, kind)
         async with anyio.create_task_group() as tg:

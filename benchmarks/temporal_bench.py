@@ -32,8 +32,13 @@ from typing import Any
 
 from temporalio.client import Client
 
-from dsh_workflow import (EchoProvider, EngineConfig, QuickJSEngine, SubagentRequest,
-                          WorkflowStartRequest)
+from dsh_workflow import (
+    EchoProvider,
+    EngineConfig,
+    QuickJSEngine,
+    SubagentRequest,
+    WorkflowStartRequest,
+)
 from dsh_workflow.integrations.temporal import TemporalProvider
 
 META = {"name": "temporal-bench", "description": "dispatch overhead through Temporal"}
@@ -93,7 +98,8 @@ def _workers(address: str, queue: str, count: int, latency: float, logs: Path) -
         started.append((subprocess.Popen(
             [sys.executable, "-m", "dsh_workflow", "worker", "--temporal", address,
              "--task-queue", queue, "--max-concurrent", "64", "--echo-latency", str(latency)],
-            stdout=subprocess.DEVNULL, stderr=open(log, "wb")), log))
+            stdout=subprocess.DEVNULL,
+            stderr=open(log, "wb")), log))  # noqa: SIM115 - the worker writes it until it exits
     deadline = time.monotonic() + 60
     for _, log in started:
         while "ready:" not in log.read_text():

@@ -28,7 +28,5 @@ def deeper_than(value: Any, limit: int) -> bool:
         if depth > limit:
             return True
         children = item.values() if isinstance(item, dict) else item
-        for child in children:
-            if isinstance(child, (dict, list)):
-                todo.append((child, depth + 1))
+        todo.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return False

@@ -147,6 +147,6 @@ class EventHub:
             except Exception as exc:  # noqa: BLE001 - containment is the contract
                 try:
                     text = repr(exc)
-                except Exception:  # noqa: BLE001
+                except Exception:  # noqa: BLE001 - repr() of the raised object may raise
                     text = "[unrenderable exception]"
                 logger.warning("workflow: %s listener raised: %s", type(event).__name__, text)

@@ -55,5 +55,5 @@ class LoopHandle:
 def _guarded(callback: Callable[..., object], args: tuple[object, ...]) -> None:
     try:
         callback(*args)
-    except Exception:  # noqa: BLE001 - a raise here would take the whole loop down
+    except Exception:  # a raise here would take the whole loop down
         logger.exception("dsh-workflow: a loop callback failed")

@@ -10,15 +10,13 @@ from ._errors import WorkflowError, WorkflowErrorCode
 
 __all__ = ["PhaseMeta", "WorkflowMeta", "parse_meta"]
 
-_NON_EMPTY = {"min_length": 1}
-
 
 class PhaseMeta(BaseModel):
     """One declared phase: progress vocabulary only (``phase()`` does not check against it)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    title: str = Field(**_NON_EMPTY)
+    title: str = Field(min_length=1)
     detail: str | None = None
     provider: str | None = None
     model: str | None = None
@@ -33,8 +31,8 @@ class WorkflowMeta(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, populate_by_name=True,
                               serialize_by_alias=True)
 
-    name: str = Field(**_NON_EMPTY)
-    description: str = Field(**_NON_EMPTY)
+    name: str = Field(min_length=1)
+    description: str = Field(min_length=1)
     when_to_use: str | None = Field(None, alias="whenToUse")
     phases: list[PhaseMeta] | None = None
 

@@ -158,7 +158,7 @@ class _Reader:
             elif _is_whitespace(char):
                 self.pos += 1
             elif text.startswith("//", self.pos):
-                self.pos = _LINE_REST.match(text, self.pos).end()  # type: ignore[union-attr]
+                self.pos = _LINE_REST.match(text, self.pos).end()  # type: ignore[union-attr]  # matches ''
             elif text.startswith("/*", self.pos):
                 end = text.find("*/", self.pos + 2)
                 if end < 0:

@@ -210,10 +210,7 @@ def _checked_regex(pattern: object) -> bool:
     budget = _current()
     limit = budget.pattern_units if budget is not None else DEFAULT_LIMITS.max_pattern_cost
     configured = budget.limits.max_pattern_cost if budget is not None else limit
-    try:
-        cost = pattern_cost(pattern, limit)
-    except PatternRefused:
-        raise
+    cost = pattern_cost(pattern, limit)
     if cost > limit:
         raise PatternRefused(
             f"too costly to compile: the patterns of this check expand to more than "
@@ -298,10 +295,10 @@ def _reference_problems(schema: dict[str, Any]) -> list[str]:
         registry = Registry().with_resource(_BASE_URI, root)
         try:
             registry = registry.crawl()  # registers embedded "$id" resources
-        except Exception:
-            pass  # a malformed subschema (the metaschema names it); plain "#" refs still resolve
+        except Exception:  # noqa: BLE001, S110 - a malformed subschema (the metaschema names it)
+            pass  # plain "#" refs still resolve
         root_resolver = registry.resolver(_BASE_URI).in_subresource(root)
-    except Exception as exc:  # a malformed root "$id"; the metaschema names the cause
+    except Exception as exc:  # noqa: BLE001 - a malformed root "$id" (the metaschema names it)
         return [f"schema: references cannot be resolved ({_short(str(exc))})"]
     stack = [(schema, (), root_resolver)]
     while stack and len(problems) < _MAX_LISTED:
@@ -311,7 +308,7 @@ def _reference_problems(schema: dict[str, Any]) -> list[str]:
         if path:
             try:
                 resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure is reported, not raised
                 problems.append(f"{format_path('schema', path)}: cannot be resolved ({_short(str(exc))})")
                 continue
         dialect = node.get("$schema")
@@ -335,7 +332,7 @@ def _reference_problems(schema: dict[str, Any]) -> list[str]:
                 resolver.lookup(ref)
             except Unresolvable:
                 problems.append(f"{where}: {json.dumps(ref)} does not resolve inside the schema")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure is reported, not raised
                 problems.append(f"{where}: {json.dumps(ref)} cannot be resolved ({_short(str(exc))})")
         stack.extend((sub, subpath, resolver) for sub, subpath in reversed(list(_subschemas(node, path))))
     return problems
@@ -473,7 +470,7 @@ def prepare_schema_check(schema: object, limits: SchemaLimits = DEFAULT_LIMITS) 
         key = (limits, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).digest())
     except RecursionError:
         return GateTicket(schema, None, ("schema: nested too deeply to check",))
-    except Exception as exc:  # defensive: the contract is a verdict, never an exception
+    except Exception as exc:  # noqa: BLE001 - the contract is a verdict, never an exception
         return GateTicket(schema, None,
                           (f"schema: cannot be checked ({type(exc).__name__}: {_short(str(exc))})",))
     with _verdicts_lock:
@@ -496,10 +493,10 @@ def finish_schema_check(ticket: GateTicket, limits: SchemaLimits = DEFAULT_LIMIT
     try:
         with validation_budget(replace(limits, max_validation_steps=_GATE_STEPS),
                                seconds=_GATE_MATCH_S):
-            verdict = tuple(_deep_problems(ticket.schema))  # type: ignore[arg-type]
+            verdict = tuple(_deep_problems(ticket.schema))  # type: ignore[arg-type]  # a dict once it gets here
     except RecursionError:
         verdict = ("schema: nested too deeply to check",)
-    except Exception as exc:  # defensive: the contract is a verdict, never an exception
+    except Exception as exc:  # noqa: BLE001 - the contract is a verdict, never an exception
         verdict = (f"schema: cannot be checked ({type(exc).__name__}: {_short(str(exc))})",)
     if ticket.key is not None:
         with _verdicts_lock:
@@ -583,21 +580,21 @@ def _too_slow(pattern: str) -> ValidationError:
                            f"(over {PATTERN_BUDGET_S:g} s per value); use a simpler pattern")
 
 
-def _pattern(validator: Any, pattern: str, instance: object, schema: Any) -> Iterator[ValidationError]:
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
     if validator.is_type(instance, "string"):
-        found = bounded_search(pattern, instance)  # type: ignore[arg-type]
+        found = bounded_search(pattern, instance)
         if found is None:
             yield _too_slow(pattern)
         elif not found:
             yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: object,
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any,
                         schema: Any) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():
-        for key, value in instance.items():  # type: ignore[attr-defined]
+        for key, value in instance.items():
             _tick()
             found = bounded_search(pattern, key)
             if found is None:
@@ -626,19 +623,19 @@ def _matching_keys(schema: Any, instance: dict[str, Any]) -> tuple[set[str], str
     return matched, None
 
 
-def _additional_properties(validator: Any, additional: Any, instance: object,
+def _additional_properties(validator: Any, additional: Any, instance: Any,
                            schema: Any) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     declared = schema.get("properties", {})
-    matched, slow = _matching_keys(schema, instance)  # type: ignore[arg-type]
+    matched, slow = _matching_keys(schema, instance)
     if slow is not None:
         yield _too_slow(slow)
         return
-    extras = [key for key in instance if key not in declared and key not in matched]  # type: ignore[attr-defined]
+    extras = [key for key in instance if key not in declared and key not in matched]
     if validator.is_type(additional, "object"):
         for extra in extras:
-            yield from validator.descend(instance[extra], additional, path=extra)  # type: ignore[index]
+            yield from validator.descend(instance[extra], additional, path=extra)
     elif additional is False and extras:
         listed = ", ".join(repr(extra) for extra in sorted(extras))
         yield ValidationError(f"additional properties are not allowed ({listed} unexpected)")
@@ -687,14 +684,14 @@ def _evaluated_keys(validator: Any, instance: dict[str, Any], schema: Any) -> se
     return keys
 
 
-def _unevaluated_properties(validator: Any, unevaluated: Any, instance: object,
+def _unevaluated_properties(validator: Any, unevaluated: Any, instance: Any,
                             schema: Any) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
-    evaluated = _evaluated_keys(validator, instance, schema)  # type: ignore[arg-type]
-    bad = [key for key in instance  # type: ignore[attr-defined]
+    evaluated = _evaluated_keys(validator, instance, schema)
+    bad = [key for key in instance
            if key not in evaluated
-           and any(True for _ in validator.descend(instance[key], unevaluated,  # type: ignore[index]
+           and any(True for _ in validator.descend(instance[key], unevaluated,
                                                    path=key, schema_path=key))]
     if bad:
         listed = ", ".join(repr(key) for key in sorted(bad))
@@ -800,7 +797,7 @@ def _evolve(self: Any, **changes: Any) -> Any:
     return evolved
 
 
-_BoundedValidator.evolve = _evolve  # type: ignore[method-assign]
+_BoundedValidator.evolve = _evolve
 
 
 # The metaschema check uses the same keyword functions (so it yields the GIL like any
@@ -844,7 +841,7 @@ def value_violations(schema: dict[str, Any], value: object, *, limit: int = 10,
     """
     try:
         validator = compiled_validator(schema)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - an unusable schema is a listed problem, not a raise
         return [f"schema: cannot be used for validation ({type(exc).__name__}: {_short(str(exc))})"]
     try:
         with validation_budget(limits):
@@ -858,5 +855,5 @@ def value_violations(schema: dict[str, Any], value: object, *, limit: int = 10,
         return ["value: nested too deeply to validate"]
     except Unresolvable as exc:
         return [f"schema: a reference does not resolve inside the schema ({_short(str(exc))})"]
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a failing validation is a listed problem, not a raise
         return [f"value: cannot be validated ({type(exc).__name__}: {_short(str(exc))})"]

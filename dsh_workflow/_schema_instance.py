@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
@@ -75,7 +75,8 @@ _NUMBER_HINTS = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "
 _ALL_TYPES = ("null", "object", "string", "number", "boolean", "array")
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
+    """A finite JSON number (a bool is not one)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -135,16 +136,16 @@ class _Builder:
         self._steps = 0
         try:
             self._validator: Any = compiled_validator(root)
-        except Exception:
-            self._validator = None  # not JSON data: generate without checking candidates
+        except Exception:  # noqa: BLE001 - not JSON data: generate without checking candidates
+            self._validator = None
         try:
             registry = Registry().with_resource(_BASE_URI, DRAFT202012.create_resource(root))
             try:
                 registry = registry.crawl()
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 - a malformed subschema: "#" refs still resolve
                 pass
             self._resolver: Any = registry.resolver(_BASE_URI)
-        except Exception:
+        except Exception:  # noqa: BLE001 - unresolvable: "$ref"s then generate null
             self._resolver = None
 
     # -- references and flattening ---------------------------------------------------------
@@ -154,7 +155,7 @@ class _Builder:
             return None
         try:
             return self._resolver.lookup(ref).contents
-        except Exception:
+        except Exception:  # noqa: BLE001 - a reference that cannot be followed generates null
             return None
 
     def _flatten(
@@ -211,7 +212,7 @@ class _Builder:
         self._step()
         try:
             return bool(self._validator.evolve(schema=schema).is_valid(candidate))
-        except Exception:
+        except Exception:  # noqa: BLE001 - a candidate that cannot be checked is not valid
             return False
 
     # -- generation ------------------------------------------------------------------------
@@ -329,7 +330,7 @@ class _Builder:
             for pattern, sub in patterns.items():
                 try:
                     matched = bounded_search(pattern, name) is True
-                except Exception:  # a refused or invalid pattern matches nothing
+                except Exception:  # noqa: BLE001 - a refused or invalid pattern matches nothing
                     matched = False
                 if matched:
                     return self.build(sub, depth + 1, active)
@@ -338,7 +339,9 @@ class _Builder:
     def _object(self, base: dict[str, Any], depth: int, active: frozenset[int]) -> dict[str, Any]:
         required = base.get("required")
         names = [n for n in required if isinstance(n, str)] if isinstance(required, list) else []
-        dependent = base.get("dependentRequired") if isinstance(base.get("dependentRequired"), dict) else {}
+        dependent = base.get("dependentRequired")
+        if not isinstance(dependent, dict):
+            dependent = {}
         out: dict[str, Any] = {}
         i = 0
         while i < len(names):
@@ -352,7 +355,9 @@ class _Builder:
                 names.extend(n for n in extra if isinstance(n, str) and n not in names)
         wanted = base.get("minProperties")
         if _is_number(wanted) and len(out) < wanted:
-            properties = base.get("properties") if isinstance(base.get("properties"), dict) else {}
+            properties = base.get("properties")
+            if not isinstance(properties, dict):
+                properties = {}
             spare = [n for n in properties if n not in out]
             if base.get("additionalProperties") is not False:
                 spare += [f"x{j}" for j in range(1, int(wanted) + 1) if f"x{j}" not in out]
@@ -361,13 +366,17 @@ class _Builder:
         return out
 
     def _array(self, base: dict[str, Any], depth: int, active: frozenset[int]) -> list[Any]:
-        prefix = base.get("prefixItems") if isinstance(base.get("prefixItems"), list) else []
+        prefix = base.get("prefixItems")
+        if not isinstance(prefix, list):
+            prefix = []
         items = base.get("items", True)
-        count = base.get("minItems") if _is_number(base.get("minItems")) else 0
+        min_items = base.get("minItems")
+        count: int | float = min_items if _is_number(min_items) else 0
         contains = base.get("contains")
-        matching = 0
+        matching: int | float = 0
         if contains is not None:
-            matching = base.get("minContains") if _is_number(base.get("minContains")) else 1
+            min_contains = base.get("minContains")
+            matching = min_contains if _is_number(min_contains) else 1
             count = max(count, matching)
         unique = base.get("uniqueItems") is True
         out: list[Any] = []
@@ -406,7 +415,7 @@ def _bound(base: dict[str, Any], inclusive: str, exclusive: str, pick: Any) -> t
     exc = exc if _is_number(exc) else None
     if inc is None:
         return exc, exc is not None
-    if exc is None or pick(inc, exc) == inc and inc != exc:
+    if exc is None or (pick(inc, exc) == inc and inc != exc):
         return inc, False
     return exc, True
 

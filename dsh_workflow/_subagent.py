@@ -6,8 +6,16 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AgentDefinition", "Effort", "Isolation", "SubagentProvider", "SubagentRequest", "provider_identity",
-           "SubagentResult", "Usage"]
+__all__ = [
+    "AgentDefinition",
+    "Effort",
+    "Isolation",
+    "SubagentProvider",
+    "SubagentRequest",
+    "SubagentResult",
+    "Usage",
+    "provider_identity",
+]
 
 Effort = Literal["low", "medium", "high", "max"]
 """How hard a child should think (Claude Code's ``effort`` option)."""
@@ -82,7 +90,7 @@ class SubagentRequest(BaseModel):
     agent: AgentDefinition | None = None
 
     @property
-    def schema(self) -> dict[str, Any] | None:  # type: ignore[override]
+    def schema(self) -> dict[str, Any] | None:  # type: ignore[override]  # BaseModel.schema() is deprecated
         return self.schema_
 
 

@@ -142,13 +142,14 @@ class _Linter:
                 name = node.child_by_field_name(_DECLARING[kind])
                 if name is not None and name.type == "identifier":
                     names.add(_text(name))
-            elif kind == "shorthand_property_identifier_pattern" or kind == "identifier" and node.parent is not None and (
+            elif kind == "shorthand_property_identifier_pattern" or (
+                    kind == "identifier" and node.parent is not None and (
                     node.parent.type in ("formal_parameters", "catch_clause", "array_pattern",
                                          "rest_pattern")
                     or (node.parent.type == "assignment_pattern"
                         and node.parent.child_by_field_name("left") == node)
                     or (node.parent.type == "arrow_function"
-                        and node.parent.child_by_field_name("parameter") == node)):
+                        and node.parent.child_by_field_name("parameter") == node))):
                 names.add(_text(node))
         return names
 

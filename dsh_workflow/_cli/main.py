@@ -366,7 +366,7 @@ async def execute(plan: Plan, progress: Progress, event_log: EventLog | None, *,
     hint = None
     if plan.store_path is not None:
         store = plan.store_path
-        hint = lambda run_id: "Resume it with: " + resume_command(run_id, store,  # noqa: E731
+        hint = lambda run_id: "Resume it with: " + resume_command(run_id, store,  # noqa: E731 - a named one-liner
                                                                   plan.provider_argv)
     interrupts = Interrupts(progress, hint)
     async with anyio.create_task_group() as tg:
@@ -407,7 +407,7 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
                 return Outcome(start_error=str(exc))
         provider = plan.provider()
         if hasattr(provider, "__aenter__"):
-            provider = await stack.enter_async_context(provider)  # type: ignore[arg-type]
+            provider = await stack.enter_async_context(provider)  # type: ignore[arg-type]  # it has __aenter__
         engine = await stack.enter_async_context(plan.make_engine(provider, store))
         # Listeners stay subscribed until the engine is gone, so that even a run disposed by
         # the engine's exit reports its WorkflowEnded.
@@ -515,7 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dsh-workflow`` and ``python -m dsh_workflow``; returns the exit code."""
     try:
         ns = build_parser().parse_args(argv)
-        return ns.handler(ns)  # type: ignore[no-any-return]
+        handler: Callable[[argparse.Namespace], int] = ns.handler
+        return handler(ns)
     except CliError as exc:
         _error_line(str(exc))
         return EXIT_USAGE

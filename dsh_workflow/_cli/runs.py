@@ -36,7 +36,6 @@ from dsh_workflow import RunRecord, RunStoreError, SQLiteRunStore
 from .errors import EXIT_OK, CliError
 from .history import EventLines, agent_rows, run_document, run_summary, runs_table, show_text
 from .main import (
-    _count,
     _write_stdout,
     add_run_options,
     args_value,
@@ -45,6 +44,7 @@ from .main import (
     run_plan,
     script_parts,
 )
+from .options import count
 from .stores import add_store_option, store_path
 
 __all__ = ["POLL_S", "add_parsers"]
@@ -61,7 +61,7 @@ def add_parsers(commands: Any) -> None:
     runs = commands.add_parser("runs", help="list recorded runs, newest first",
                                description="List the runs recorded in the run store.")
     runs.add_argument("--status", choices=_STATUSES, help="only runs with this status")
-    runs.add_argument("--limit", type=_count, metavar="N", help="at most N runs")
+    runs.add_argument("--limit", type=count, metavar="N", help="at most N runs")
     runs.add_argument("--json", action="store_true", help="print a JSON array")
     add_store_option(runs)
     runs.set_defaults(handler=command_runs)
@@ -141,7 +141,7 @@ def command_runs(ns: argparse.Namespace) -> int:
     async def reader(store: SQLiteRunStore) -> list[RunRecord]:
         return await store.list_runs(limit=ns.limit, status=ns.status)
 
-    records = _read(ns, reader, [])
+    records: list[RunRecord] = _read(ns, reader, [])
     if ns.json:
         _write_stdout(json.dumps([run_summary(r) for r in records], indent=2,
                                  ensure_ascii=False) + "\n")

@@ -49,8 +49,9 @@ def store_path(ns: argparse.Namespace) -> str | None:
     """The store file a command uses (absolute), or None with ``--no-store``."""
     if getattr(ns, "no_store", False):
         return None
-    if ns.store:
-        return os.path.abspath(os.path.expanduser(ns.store))
+    chosen: str | None = ns.store
+    if chosen:
+        return os.path.abspath(os.path.expanduser(chosen))
     return default_store_path()
 
 

@@ -88,7 +88,7 @@ def command_worker(ns: argparse.Namespace) -> int:
     from .options import provider_factory
 
     try:
-        from temporalio.client import Client  # noqa: F401
+        from temporalio.client import Client  # noqa: F401 - fail early without the SDK
     except ImportError:
         raise CliError("the worker needs the Temporal SDK: pip install "
                        "'dsh-workflow[temporal]'") from None
@@ -117,10 +117,10 @@ async def _connect(ns: argparse.Namespace) -> Any:
     try:
         return await asyncio.wait_for(Client.connect(ns.temporal, namespace=ns.namespace),
                                       ns.connect_timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise _WorkerFailed(f"cannot reach Temporal at {ns.temporal}: no answer within "
                             f"{ns.connect_timeout:g}s") from None
-    except Exception as exc:  # the SDK reports connection failures as plain RuntimeError
+    except Exception as exc:  # noqa: BLE001 - the SDK raises plain RuntimeError on failing connects
         raise _WorkerFailed(f"cannot reach Temporal at {ns.temporal}: {exc}") from None
 
 

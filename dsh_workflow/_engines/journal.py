@@ -119,7 +119,7 @@ class RunJournal:
         if kind not in self._numbers or first < 1 or first >= end:
             return
         self.store.post_journal([
-            JournalEntry(run_id=self.run_id, seq=seq, kind=kind,  # type: ignore[arg-type]
+            JournalEntry(run_id=self.run_id, seq=seq, kind=kind,
                          number=float(values[seq - first]))
             for seq in range(first, end)])
 
@@ -134,7 +134,7 @@ class RunJournal:
     async def finish(self, status: str, result: Mapping[str, Any], *, agents: int,
                      replayed: int, usage: Usage) -> RunRecord:
         """Record the run's end (``completed``, ``error`` or ``cancelled``) and its result."""
-        return await self.store.finish_run(self.run_id, status=status,  # type: ignore[arg-type]
+        return await self.store.finish_run(self.run_id, status=status,  # type: ignore[arg-type]  # an end state, by the caller
                                            result=result, agents=agents, replayed=replayed,
                                            usage=usage, ended_at=time.time())
 
@@ -166,7 +166,7 @@ class EventRecorder:
         self.journals: dict[str, RunJournal] = {}
 
     def __call__(self, event: BaseModel) -> None:
-        journal = self.journals.get(event.run.id)  # type: ignore[attr-defined]
+        journal = self.journals.get(event.run.id)  # type: ignore[attr-defined]  # every workflow event carries its run
         if journal is not None:
             # The fields as they are (nested models such as Usage are encoded by the store).
             record: dict[str, Any] = {key: value for key, value in event.__dict__.items()
@@ -184,7 +184,7 @@ class EngineStore:
         needed = ("open", "aclose", "create_run", "commit_journal", "get_run_sync")
         if not all(callable(getattr(store, name, None)) for name in needed):
             raise TypeError("store must be a RunStore (for example SQLiteRunStore(path))")
-        self.store: RunStore = store  # type: ignore[assignment]
+        self.store: RunStore = store  # type: ignore[assignment]  # duck-checked as a RunStore just above
         self.recorder = EventRecorder()
         self._opened_here = False
 
@@ -196,7 +196,8 @@ class EngineStore:
         try:
             await self.store.flush()
         except RunStoreError as exc:
-            logger.error("dsh-workflow: the run store could not commit the last events: %s", exc)
+            logger.error(  # noqa: TRY400 - the message names the cause; a traceback is noise
+                "dsh-workflow: the run store could not commit the last events: %s", exc)
         finally:
             if self._opened_here:
                 await self.store.aclose()

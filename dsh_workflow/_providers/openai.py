@@ -60,7 +60,7 @@ import os
 import random
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import httpx
@@ -193,7 +193,7 @@ class OpenAIProvider:
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"
 
-    async def __aenter__(self) -> OpenAIProvider:
+    async def __aenter__(self) -> Self:
         if self._entered:
             raise RuntimeError("an OpenAIProvider can be entered only once")
         self._entered = True
@@ -362,8 +362,9 @@ def _server_message(response: httpx.Response) -> str:
         data = None
     if isinstance(data, dict):
         error = data.get("error", data)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return error["message"][:_MAX_SERVER_MESSAGE]
+        message = error.get("message") if isinstance(error, dict) else None
+        if isinstance(message, str):
+            return message[:_MAX_SERVER_MESSAGE]
         if isinstance(error, str):
             return error[:_MAX_SERVER_MESSAGE]
     text = response.text.strip()

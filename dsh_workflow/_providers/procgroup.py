@@ -67,11 +67,11 @@ async def terminate_group(process: anyio.abc.Process, grace_s: float) -> None:
     signal_group(pgid, signal.SIGTERM)
     with anyio.move_on_after(grace_s):
         await process.wait()
-        while group_alive(pgid):
+        while group_alive(pgid):  # noqa: ASYNC110 - a group's end has no event to wait on
             await anyio.sleep(0.02)
     if group_alive(pgid):
         signal_group(pgid, signal.SIGKILL)
     await process.wait()
     with anyio.move_on_after(1.0):  # SIGKILL is delivered asynchronously; let it land
-        while group_alive(pgid):
+        while group_alive(pgid):  # noqa: ASYNC110 - a group's end has no event to wait on
             await anyio.sleep(0.01)

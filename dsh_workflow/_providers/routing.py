@@ -19,6 +19,7 @@ import json
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from types import TracebackType
+from typing import Self
 
 from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, provider_identity
 
@@ -63,7 +64,7 @@ class RoutingProvider:
             )
         return await route.run(request)
 
-    async def __aenter__(self) -> RoutingProvider:
+    async def __aenter__(self) -> Self:
         if self._stack is not None:
             raise RuntimeError("this RoutingProvider is already entered")
         async with AsyncExitStack() as stack:
@@ -73,7 +74,7 @@ class RoutingProvider:
                     continue
                 seen.add(id(route))
                 if hasattr(route, "__aenter__") and hasattr(route, "__aexit__"):
-                    await stack.enter_async_context(route)  # type: ignore[arg-type]
+                    await stack.enter_async_context(route)  # type: ignore[arg-type]  # a context manager, checked above
             self._stack = stack.pop_all()
         return self
 

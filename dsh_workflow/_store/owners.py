@@ -22,7 +22,7 @@ import uuid
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: SQLiteRunStore refuses to start
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # the module is absent off POSIX
 
 __all__ = ["SUPPORTED", "OwnerLock", "owner_alive", "owners_dir", "sweep_dead_owners"]
 

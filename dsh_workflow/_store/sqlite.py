@@ -9,7 +9,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -154,7 +154,7 @@ class SQLiteRunStore:
         the number of writes)."""
         return self._writer.transactions
 
-    async def __aenter__(self) -> SQLiteRunStore:
+    async def __aenter__(self) -> Self:
         try:
             await self.open()
         except BaseException:
@@ -494,7 +494,7 @@ class SQLiteRunStore:
         self._seal()  # whatever was posted before this write goes before it
         waiter = Waiter(self._loop_handle())
         self._writer.submit(job, waiter)
-        return await self._wait(waiter)  # type: ignore[no-any-return]
+        return await self._wait(waiter)  # type: ignore[no-any-return]  # the job's result, a T
 
     async def _wait(self, waiter: Waiter) -> Any:
         # No cancel scope per caller: the writer's watchdog bounds every wait (cheaper when a

@@ -279,13 +279,13 @@ class Writer:
                     continue
                 if pending:
                     self._write_bulk(conn, pending)
-                results[index] = item.fn(conn)  # type: ignore[misc]
+                results[index] = item.fn(conn)  # type: ignore[misc]  # a job without a kind always has its fn
             if pending:
                 self._write_bulk(conn, pending)
             stage = "commit"
             conn.execute("COMMIT")
             self.transactions += 1
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a failed job's error is handed to its waiter
             self._rollback(conn)
             if stage == "jobs" and len(jobs) > 1:
                 for item in jobs:  # one bad job must fail alone

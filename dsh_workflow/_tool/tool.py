@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import anyio
 from anyio.abc import TaskGroup
@@ -217,7 +217,7 @@ class WorkflowTool:
                                               describe=self._completion, on_complete=on_complete)
             self._unsubscribe = engine.events.subscribe(self._background.on_event)
 
-    async def __aenter__(self) -> WorkflowTool:
+    async def __aenter__(self) -> Self:
         if self._background is not None:
             tg = anyio.create_task_group()
             await tg.__aenter__()

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pygments import highlight  # type: ignore[import-untyped]
-from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
-from pygments.lexers import JavascriptLexer, JsonLexer  # type: ignore[import-untyped]
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import JavascriptLexer, JsonLexer
 
 from .._errors import SCRIPT_FAILED
 from .._result import code_in_text, stored_code

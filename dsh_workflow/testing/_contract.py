@@ -25,7 +25,7 @@ from .._run import WorkflowRun
 __all__ = ["EventContractError", "check_run_events", "events_from_records"]
 
 _EVENT_TYPES: dict[str, Any] = {
-    cls.__name__: cls for cls in WorkflowEvent.__args__  # type: ignore[attr-defined]  # a union's members
+    cls.__name__: cls for cls in WorkflowEvent.__args__  # a union's members
 }
 _RECORD = TypeAdapter(dict[str, Any])
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+
 import anyio
 
 from .._subagent import SubagentRequest, SubagentResult

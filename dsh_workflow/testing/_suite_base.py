@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, overload
 
 import anyio
 import pytest
@@ -163,12 +163,16 @@ class Harness:
         """Start ``script`` and return its result."""
         return await self.result(self.start(script, **fields))
 
-    def events_of(self, run: WorkflowRun, *kinds: type[E]) -> list[E]:
+    @overload
+    def events_of(self, run: WorkflowRun) -> list[WorkflowEvent]: ...
+    @overload
+    def events_of(self, run: WorkflowRun, *kinds: type[E]) -> list[E]: ...
+    def events_of(self, run: WorkflowRun, *kinds: type[Any]) -> list[Any]:
         """The events of ``run``, in order, optionally only those of the given types."""
         mine = [event for event in self.events if event.run.id == run.id]
         if kinds:
             mine = [event for event in mine if isinstance(event, kinds)]
-        return mine  # type: ignore[return-value]
+        return mine
 
     async def wait_for_event(self, predicate: Callable[[WorkflowEvent], bool], *,
                              timeout: float = 5.0, what: str = "an event") -> WorkflowEvent:
@@ -263,13 +267,13 @@ class ConformanceBase:
         try:
             parameters = inspect.signature(self.make_engine).parameters
         except (TypeError, ValueError):  # pragma: no cover - a builtin or odd callable
-            parameters = {}  # type: ignore[assignment]
+            parameters = {}  # type: ignore[assignment]  # no parameters known
         takes = "agents" in parameters or any(
             p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
         if not takes:
             pytest.skip("make_engine() takes no agents= keyword: the agent-registry tests need "
                         "make_engine(self, config, provider, agents=None)")
-        return self.make_engine(config, provider, agents=agents)  # type: ignore[call-arg]
+        return self.make_engine(config, provider, agents=agents)  # type: ignore[call-arg]  # make_engine takes agents=, checked above
 
     @asynccontextmanager
     async def open(self, provider: Any = None, *, agents: Any = None,

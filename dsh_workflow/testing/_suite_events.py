@@ -19,8 +19,8 @@ from .._events import (
     WorkflowStarted,
 )
 from .._subagent import SubagentRequest, SubagentResult
-from ._doubles import FunctionProvider
 from ._contract import check_run_events
+from ._doubles import FunctionProvider
 from ._suite_base import ConformanceBase
 
 __all__ = ["EventSuite"]

@@ -338,8 +338,12 @@ class NarrationSuite(ConformanceBase):
         async with self.open() as h:
             run = h.start(script)
             assert (await h.result(run)).value == 1
-            seen = [("phase", e.title) if isinstance(e, PhaseStarted) else ("log", e.message)
-                    for e in h.events_of(run, PhaseStarted, LogEmitted)]
+            seen: list[tuple[str, str]] = []
+            for e in h.events_of(run, PhaseStarted, LogEmitted):
+                if isinstance(e, PhaseStarted):
+                    seen.append(("phase", e.title))
+                elif isinstance(e, LogEmitted):
+                    seen.append(("log", e.message))
             assert [kind for kind, _ in seen] == ["phase", "log", "log", "log", "log", "log",
                                                   "phase", "log"]
             assert seen[0] == ("phase", "One") and seen[1] == ("log", "first")

@@ -193,7 +193,7 @@ class StartSuite(ConformanceBase):
         manager = self.make_engine(self.config(), FunctionProvider())
         if callable(getattr(manager, "start", None)):  # the engine is its own context manager
             with pytest.raises(RuntimeError):
-                manager.start(raw_request())  # type: ignore[attr-defined]
+                manager.start(raw_request())  # type: ignore[attr-defined]  # an engine, checked above
         async with manager as engine:
             engine.events.subscribe(events.append)
         with pytest.raises(RuntimeError):

@@ -80,7 +80,7 @@ _quickjs = quickjs_factory
                  marks=[pytest.mark.skip(reason=_SKIP)] if _SUBPROCESS is None else []),
 ])
 def make_engine(request: pytest.FixtureRequest) -> EngineFactory:
-    return request.param  # type: ignore[no-any-return]
+    return request.param  # type: ignore[no-any-return]  # pytest's param is untyped
 
 
 def engine_threads() -> set[threading.Thread]:

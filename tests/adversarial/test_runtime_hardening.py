@@ -15,11 +15,11 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import quickjs_factory, subprocess_factory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from _support import quickjs_factory, subprocess_factory
 from dsh_workflow import (
     EngineConfig,
     LogEmitted,
@@ -140,7 +140,7 @@ async def test_the_host_enforces_the_log_and_prompt_caps_itself() -> None:
     hub.subscribe(events.append)
     config = CONFIG.model_copy(update={"max_prompt_chars": 10})
     async with anyio.create_task_group() as tg:
-        run = HostedRun(run_id="r", meta=META, config=config,  # type: ignore[arg-type]
+        run = HostedRun(run_id="r", meta=META, config=config,  # type: ignore[arg-type]  # a stand-in for the real argument
                         provider=FunctionProvider(lambda r: "ok"), max_total_agents=5,
                         parent=None, events=hub, task_group=tg)
         run.attach(Runtime())

@@ -453,7 +453,7 @@ def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
     assert json.loads(stdout)["stop_reason"] == "cancelled"
     stderr = err.read_text(encoding="utf-8")
     assert "Error: interrupted twice; quitting without waiting for the run" in stderr
-    run_id = re.search(f"\\(run ({UUID})\\)", stderr).group(1)  # type: ignore[union-attr]
+    run_id = re.search(f"\\(run ({UUID})\\)", stderr).group(1)  # type: ignore[union-attr]  # no match fails the test anyway
     assert f"Resume it with: dsh-workflow resume {run_id}\n" in stderr  # the default store
     assert "Traceback" not in stderr
 

@@ -92,7 +92,7 @@ def write(folder: Path, name: str, text: str) -> Path:
 def runs_json(cwd: Path, store: Path, *extra: str) -> list[dict[str, Any]]:
     done = cli("runs", "--json", "--store", store, *extra, cwd=cwd)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)  # type: ignore[no-any-return]
+    return json.loads(done.stdout)  # type: ignore[no-any-return]  # the command prints a JSON object
 
 
 # -- where runs are recorded ---------------------------------------------------------------------

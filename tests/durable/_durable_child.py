@@ -86,8 +86,8 @@ def emit(line: str) -> None:
 def engine_for(kind: str, cfg: EngineConfig, provider: object,
                store: SQLiteRunStore) -> QuickJSEngine | SubprocessEngine:
     if kind == "quickjs":
-        return QuickJSEngine(cfg, provider=provider, store=store)  # type: ignore[arg-type]
-    return SubprocessEngine(cfg, provider=provider, store=store,  # type: ignore[arg-type]
+        return QuickJSEngine(cfg, provider=provider, store=store)  # type: ignore[arg-type]  # typed object above, a provider here
+    return SubprocessEngine(cfg, provider=provider, store=store,  # type: ignore[arg-type]  # typed object above, a provider here
                             pool_size=1)
 
 

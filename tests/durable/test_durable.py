@@ -207,13 +207,13 @@ async def test_label_and_phase_are_ignored_but_schema_model_and_route_count(
         make_engine: Any, tmp_path: Path) -> None:
     model = Model()
     session = Session(make_engine, tmp_path / "runs.sqlite3", model)
-    script = """
+    script = f"""
         phase('one');
-        const a = await agent('same', {label: 'first label'});
-        const b = await agent('typed', {schema: %s});
-        const c = await agent('modelled', {model: 'm1'});
-        const d = await agent('routed', {provider: 'r1'});
-        return [a, b, c, d];""" % json.dumps(SCHEMA)
+        const a = await agent('same', {{label: 'first label'}});
+        const b = await agent('typed', {{schema: {json.dumps(SCHEMA)}}});
+        const c = await agent('modelled', {{model: 'm1'}});
+        const d = await agent('routed', {{provider: 'r1'}});
+        return [a, b, c, d];"""
     first, _ = await session.run(script)
     model.prompts.clear()
     relabelled = script.replace("'first label'", "'other label'").replace("'one'", "'two'")
@@ -288,8 +288,8 @@ async def test_resumes_chain(make_engine: Any, tmp_path: Path) -> None:
     first, one = await session.run(LOOP, args={"prompts": ["a", "b"]})
     second, _ = await session.run(LOOP, args={"prompts": ["a", "b", "c"]}, resume_from=first)
     model.prompts.clear()
-    third, three = await session.run(LOOP, args={"prompts": ["a", "b", "c"]},
-                                     resume_from=second)
+    _third, three = await session.run(LOOP, args={"prompts": ["a", "b", "c"]},
+                                      resume_from=second)
     assert model.prompts == [] and three.agents_replayed == 3
     assert three.value[:2] == one.value
 

@@ -42,7 +42,7 @@ from dsh_workflow import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _durable_child import META, SCRIPTS, config  # noqa: E402
+from _durable_child import META, SCRIPTS, config
 
 pytestmark = pytest.mark.anyio
 

@@ -39,7 +39,7 @@ from dsh_workflow import (
 from dsh_workflow._errors import ENGINE_FAILED
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _support import child_pids  # noqa: E402
+from _support import child_pids
 
 pytestmark = pytest.mark.anyio
 

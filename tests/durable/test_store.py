@@ -67,7 +67,7 @@ async def test_run_ids_are_unique_and_resumed_from_must_exist(db: str) -> None:
             await store.create_run("r2", meta=META, script="s", resumed_from="ghost")
         resumed = await store.create_run("r3", meta=META, script="s", resumed_from="r1")
         assert resumed.resumed_from == "r1"
-        assert (await store.get_run("r3")).resumed_from == "r1"  # type: ignore[union-attr]
+        assert (await store.get_run("r3")).resumed_from == "r1"  # type: ignore[union-attr]  # None fails the test anyway
 
 
 async def test_events_keep_their_order_across_posts_appends_and_reopen(db: str) -> None:
@@ -265,9 +265,9 @@ async def test_status_transitions(db: str) -> None:
         with pytest.raises(RunStoreError, match="no such run"):
             await store.finish_run("ghost", status="completed")
         with pytest.raises(ValueError):
-            await store.finish_run("a", status="running")  # type: ignore[arg-type]
+            await store.finish_run("a", status="running")  # type: ignore[arg-type]  # deliberately wrong
         with pytest.raises(ValueError):
-            await store.finish_run("a", status="interrupted")  # type: ignore[arg-type]
+            await store.finish_run("a", status="interrupted")  # type: ignore[arg-type]  # deliberately wrong
         assert (await store.get_run("a")) == done
 
 
@@ -275,7 +275,7 @@ async def test_a_closed_store_leaves_its_running_runs_interrupted(db: str) -> No
     async with SQLiteRunStore(db) as first:
         await first.create_run("left", meta=META, script="s")
         async with SQLiteRunStore(db) as other:  # another store, same file, same process
-            assert (await other.get_run("left")).status == "running"  # type: ignore[union-attr]
+            assert (await other.get_run("left")).status == "running"  # type: ignore[union-attr]  # None fails the test anyway
     async with SQLiteRunStore(db) as later:
         run = await later.get_run("left")
         assert run is not None and run.status == "interrupted" and run.ended_at is not None
@@ -350,7 +350,7 @@ async def test_a_live_owner_in_another_process_keeps_its_run_running(db: str) ->
             await lines.ready.wait()
         assert lines.complete_lines() == ["ready"]
         async with SQLiteRunStore(db) as store:
-            assert (await store.get_run("held")).status == "running"  # type: ignore[union-attr]
+            assert (await store.get_run("held")).status == "running"  # type: ignore[union-attr]  # None fails the test anyway
             assert process.stdin is not None
             await process.stdin.aclose()  # the child exits without finishing its run
             with anyio.fail_after(30):
@@ -495,13 +495,13 @@ async def test_a_read_only_file(db: str) -> None:
         pytest.skip("cannot make a file read-only here (root without chattr)")
     try:
         start = time.monotonic()
-        with pytest.raises(RunStoreError, match="read-only|readonly|cannot be opened"):
+        with pytest.raises(RunStoreError, match=r"read-only|readonly|cannot be opened"):
             async with SQLiteRunStore(db) as store:
                 await store.create_run("new", meta=META, script="s")
         assert time.monotonic() - start < 5
     finally:
         if os.geteuid() == 0:
-            subprocess.run(["chattr", "-i", db], capture_output=True)
+            subprocess.run(["chattr", "-i", db], capture_output=True)  # noqa: ASYNC221 - a quick cleanup
         else:
             os.chmod(db, 0o644)
 
@@ -528,7 +528,7 @@ async def test_a_closed_store_refuses_work_and_leaves_no_thread(db: str) -> None
 
 def test_synchronous_option_is_checked_and_applied(db: str) -> None:
     with pytest.raises(ValueError):
-        SQLiteRunStore(db, synchronous="OFF")  # type: ignore[arg-type]
+        SQLiteRunStore(db, synchronous="OFF")  # type: ignore[arg-type]  # deliberately wrong
     conn = connect(db, synchronous="FULL", busy_timeout_s=1)
     try:
         assert conn.execute("PRAGMA synchronous").fetchone() == (2,)
@@ -597,7 +597,7 @@ async def test_a_newer_file_is_refused(db: str) -> None:
 def test_records_are_frozen() -> None:
     record = RunRecord(id="r", meta={}, script="s", created_at=1.0)
     with pytest.raises(ValueError):
-        record.status = "completed"  # type: ignore[misc]
+        record.status = "completed"  # type: ignore[misc]  # deliberately writing a frozen record
     assert json.loads(record.model_dump_json())["status"] == "running"
 
 
@@ -613,7 +613,7 @@ async def test_events_may_be_pydantic_models(db: str) -> None:
         assert stored[0].data == json.loads(event.model_dump_json())
         assert stored[1].data == {"plain": True}
         with pytest.raises(TypeError):
-            store.post_events("r", [[1, 2]])  # type: ignore[list-item]
+            store.post_events("r", [[1, 2]])  # type: ignore[list-item]  # deliberately wrong
 
 
 async def test_lock_files_of_dead_owners_are_swept(db: str) -> None:

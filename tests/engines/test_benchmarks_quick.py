@@ -44,7 +44,7 @@ def test_quick_benchmark_suite_runs_and_writes_every_scenario(tmp_path: Path) ->
         engines = set()
         for case, by_engine in entry["cases"].items():
             engines.update(by_engine)
-            for engine, metrics in by_engine.items():
+            for metrics in by_engine.values():
                 for metric, block in metrics.items():
                     assert block["n"] >= 1 and block["median"] is not None, (sid, case, metric)
         assert "quickjs" in engines, sid

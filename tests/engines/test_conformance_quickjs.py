@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
+from typing import ClassVar
 
 from dsh_workflow import (
     AgentRegistry,
@@ -17,7 +19,7 @@ from dsh_workflow.testing import EngineConformance
 class TestQuickJSConformance(EngineConformance):
     # A confirmed engine bug is listed in ``known_failures`` (test name or id pattern -> reason)
     # and then runs as xfail(strict=True); the list is empty while the engine passes everything.
-    known_failures: dict[str, str] = {}
+    known_failures: ClassVar[Mapping[str, str]] = {}
 
     def make_engine(self, config: EngineConfig, provider: SubagentProvider,
                     agents: AgentRegistry | None = None,

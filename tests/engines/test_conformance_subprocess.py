@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
+from typing import ClassVar
 
 from dsh_workflow import AgentRegistry, EngineConfig, SubagentProvider, WorkflowEngine
 from dsh_workflow._engines.subprocess import SubprocessEngine
@@ -10,7 +12,7 @@ from dsh_workflow.testing import EngineConformance
 
 
 class TestSubprocessConformance(EngineConformance):
-    known_failures: dict[str, str] = {}
+    known_failures: ClassVar[Mapping[str, str]] = {}
 
     def make_engine(self, config: EngineConfig, provider: SubagentProvider,
                     agents: AgentRegistry | None = None,

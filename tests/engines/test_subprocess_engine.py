@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import anyio
 import pytest
-
 from _support import child_pids
+
 from dsh_workflow import (
     AgentEnded,
     AgentStarted,
@@ -29,8 +29,7 @@ from dsh_workflow import (
     WorkflowEvent,
     WorkflowStartRequest,
 )
-from dsh_workflow._engines.subprocess import SandboxPolicy, SubprocessEngine
-from dsh_workflow._engines.subprocess import protocol, sandbox
+from dsh_workflow._engines.subprocess import SandboxPolicy, SubprocessEngine, protocol, sandbox
 from dsh_workflow._engines.subprocess.sandbox import address_space_limit, cpu_backstop_s
 from dsh_workflow._errors import ENGINE_FAILED
 from dsh_workflow.testing import GatedProvider
@@ -67,7 +66,7 @@ def gone(pid: int) -> bool:
 
 async def pid_of(engine: SubprocessEngine, run: object) -> int:
     with anyio.fail_after(5):
-        while (pid := engine.sandbox_pid(run)) is None:  # type: ignore[arg-type]
+        while (pid := engine.sandbox_pid(run)) is None:  # type: ignore[arg-type]  # a run of this engine
             await anyio.sleep(0.01)
     return pid
 
@@ -461,7 +460,7 @@ async def test_a_sandbox_outlives_the_thread_that_started_it() -> None:
             body = stdout.read(length)
             kinds.append(body[:1])
             if body[:1] == protocol.END:
-                return kinds + [body[1:]]
+                return [*kinds, body[1:]]
 
     try:
         await anyio.sleep(0.3)  # the starting thread is gone by now

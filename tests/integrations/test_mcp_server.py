@@ -24,15 +24,15 @@ import pytest
 
 mcp = pytest.importorskip("mcp")
 
-from mcp import (
+from mcp import (  # noqa: E402 - imported once importorskip has found it
     ClientSession,
     StdioServerParameters,
     stdio_client,
     types,
 )
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402 - likewise
 
-from dsh_workflow import EchoProvider, QuickJSEngine, WorkflowTool
+from dsh_workflow import EchoProvider, QuickJSEngine, WorkflowTool  # noqa: E402 - after the skip
 
 pytestmark = [
     pytest.mark.anyio,

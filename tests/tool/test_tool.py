@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 import json
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import anyio
+import anyio.lowlevel
 import jsonschema
 import pydantic
 import pytest
@@ -54,7 +55,7 @@ class FakeRun(WorkflowRun):
 
     async def dispose(self) -> None:
         self.dispose_calls += 1
-        await anyio.sleep(0)  # a checkpoint: only completes when dispose is shielded
+        await anyio.lowlevel.checkpoint()  # a checkpoint: only completes when dispose is shielded
         self.dispose_completed += 1
 
 
@@ -79,7 +80,7 @@ class FakeEngine(WorkflowEngine):
         self.started.set()
         return run
 
-    async def __aenter__(self) -> FakeEngine:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -110,7 +111,7 @@ async def test_success_starts_through_the_seam_and_renders_exactly() -> None:
         text='workflow "audit" completed (7 agents).\nReturn value:\n'
              '{\n  "findings": [\n    1,\n    2\n  ]\n}',
         is_error=False,
-        data={"run_id": "run-1", "agents_started": 7, "usage": {"input_tokens": 0, "output_tokens": 0}, 
+        data={"run_id": "run-1", "agents_started": 7, "usage": {"input_tokens": 0, "output_tokens": 0},
               "result": {"findings": [1, 2]}})
     (request,) = engine.requests
     assert parse_meta(request.meta) == WorkflowMeta.model_validate(META)
@@ -181,7 +182,8 @@ async def test_truncation_one_character_over() -> None:
     result = await tool.execute(call())
     assert result.text == (_header() + rendered[:-1]
                            + "\n… [truncated: 1 more characters]")
-    assert result.data == {"run_id": "run-1", "agents_started": 0, "usage": {"input_tokens": 0, "output_tokens": 0}, "result": value}
+    assert result.data == {"run_id": "run-1", "agents_started": 0,
+                           "usage": {"input_tokens": 0, "output_tokens": 0}, "result": value}
 
 
 @pytest.mark.anyio
@@ -224,8 +226,9 @@ async def test_run_failures_are_error_results_and_the_run_is_disposed(
     engine = FakeEngine(outcome)
     result = await WorkflowTool(engine).execute(call())
     assert result == ToolResult(text=text, is_error=True, data={
-        "run_id": "run-1", "agents_started": 2, "usage": {"input_tokens": 0, "output_tokens": 0}, "stop_reason": outcome.stop_reason,
-        "error": outcome.error, "error_code": outcome.error_code})
+        "run_id": "run-1", "agents_started": 2, "usage": {"input_tokens": 0, "output_tokens": 0},
+        "stop_reason": outcome.stop_reason, "error": outcome.error,
+        "error_code": outcome.error_code})
     (run,) = engine.runs
     assert run.cancel_reasons == []
     assert (run.dispose_calls, run.dispose_completed) == (1, 1)
@@ -521,4 +524,4 @@ def test_accessors_and_frozen_results() -> None:
     result = ToolResult(text="t")
     assert (result.is_error, result.data) == (False, None)
     with pytest.raises(pydantic.ValidationError):
-        result.text = "changed"  # type: ignore[misc]
+        result.text = "changed"  # type: ignore[misc]  # deliberately writing a frozen result

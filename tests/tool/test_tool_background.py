@@ -7,8 +7,8 @@ from typing import Any
 
 import anyio
 import pytest
-
 from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
+
 from dsh_workflow import EngineConfig, ToolResult, WorkflowTool
 from dsh_workflow.testing import GatedProvider
 
@@ -52,7 +52,7 @@ async def test_execute_returns_at_once_and_the_completion_arrives(make_engine: A
             assert "phase: work" in status.text
             gate.release_all()
             with anyio.fail_after(10):
-                async for completion in tool.completions():
+                async for completion in tool.completions():  # noqa: B007 - the first one, used below
                     break
             assert completion.text == 'workflow "bg" completed (1 agent).\nReturn value:\n"ok:a"'
             assert delivered == [completion]
@@ -73,7 +73,7 @@ async def test_cancel_and_the_limit(make_engine: Any) -> None:
             cancelled = tool.cancel(first)
             assert cancelled.data == {"run_id": first, "cancelled": True}
             with anyio.fail_after(10):
-                async for completion in tool.completions():
+                async for completion in tool.completions():  # noqa: B007 - the first one, used below
                     break
             assert completion.is_error and "cancelled" in completion.text
             assert completion.data is not None and completion.data["run_id"] == first
@@ -99,11 +99,11 @@ async def test_companions_are_exported_and_dispatched(make_engine: Any) -> None:
         run_id = run_id_of(started)
         status = await tool.call("workflow_status", {"runId": run_id})
         assert status.data is not None and status.data["run_id"] == run_id
-        stopped = await tool.call("workflow_cancel", '{"runId": "%s"}' % run_id)
+        stopped = await tool.call("workflow_cancel", f'{{"runId": "{run_id}"}}')
         assert stopped.data == {"run_id": run_id, "cancelled": True}
         # not entered: completions are delivered while the harness iterates them
         with anyio.fail_after(10):
-            async for completion in tool.completions():
+            async for completion in tool.completions():  # noqa: B007 - the first one, used below
                 break
         assert "cancelled" in completion.text
         assert (await tool.call("workflow_status", {})).is_error

@@ -54,7 +54,7 @@ def _subprocess(**kwargs: Any) -> AbstractAsyncContextManager[WorkflowEngine]:
 @pytest.fixture(params=[pytest.param(_quickjs, id="quickjs"),
                         pytest.param(_subprocess, id="subprocess")])
 def make_engine(request: pytest.FixtureRequest) -> EngineMaker:
-    return request.param  # type: ignore[no-any-return]
+    return request.param  # type: ignore[no-any-return]  # pytest's param is untyped
 
 
 @pytest.fixture
@@ -118,10 +118,10 @@ async def test_resume_round_trip(durable: WorkflowEngine) -> None:
     tool = WorkflowTool(durable)
     first = await tool.execute({"meta": META, "script": SCRIPT})
     assert not first.is_error, first.text
-    run_id = first.data["run_id"]  # type: ignore[index]
+    run_id = first.data["run_id"]  # type: ignore[index]  # present on these results
     assert _last_line(first.text) == f"Run id: {run_id}"
     assert first.text.startswith('workflow "durable-tool" completed (2 agents).\nReturn value:\n')
-    assert first.data["agents_replayed"] == 0  # type: ignore[index]
+    assert first.data["agents_replayed"] == 0  # type: ignore[index]  # present on these results
 
     events = _events(durable)
     again = await tool.execute({"meta": META, "script": FIXED, "resumeFrom": run_id})
@@ -139,7 +139,7 @@ async def test_resume_round_trip(durable: WorkflowEngine) -> None:
 
     # Resuming the resumed run chains: all three replay now.
     third = await tool.execute({"meta": META, "script": FIXED, "resumeFrom": data["run_id"]})
-    assert third.data["agents_replayed"] == 3 and third.data["agents_started"] == 0  # type: ignore[index]
+    assert third.data["agents_replayed"] == 3 and third.data["agents_started"] == 0  # type: ignore[index]  # present on these results
 
 
 @pytest.mark.anyio
@@ -147,7 +147,7 @@ async def test_null_resume_from_is_a_fresh_run(durable: WorkflowEngine) -> None:
     result = await WorkflowTool(durable).execute(
         {"meta": META, "script": SCRIPT, "resumeFrom": None})
     assert not result.is_error
-    assert result.data["agents_started"] == 2  # type: ignore[index]
+    assert result.data["agents_started"] == 2  # type: ignore[index]  # present on these results
 
 
 @pytest.mark.anyio
@@ -190,7 +190,7 @@ async def test_run_id_line_survives_truncation(durable: WorkflowEngine) -> None:
     result = await tool.execute({"meta": META, "script": "return 'x'.repeat(500)"})
     lines = result.text.split("\n")
     assert lines[-2].startswith("… [truncated: ")
-    assert lines[-1] == f"Run id: {result.data['run_id']}"  # type: ignore[index]
+    assert lines[-1] == f"Run id: {result.data['run_id']}"  # type: ignore[index]  # present on these results
 
 
 @pytest.mark.anyio
@@ -200,11 +200,11 @@ async def test_failed_run_ends_with_its_run_id_and_can_be_resumed(
     broken = 'const a = await agent("alpha"); throw new Error("typo in step two");'
     failed = await tool.execute({"meta": META, "script": broken})
     assert failed.is_error
-    run_id = failed.data["run_id"]  # type: ignore[index]
-    assert failed.text == texts.failed_text(failed.data["error"]) + f"\nRun id: {run_id}"  # type: ignore[index]
+    run_id = failed.data["run_id"]  # type: ignore[index]  # present on these results
+    assert failed.text == texts.failed_text(failed.data["error"]) + f"\nRun id: {run_id}"  # type: ignore[index]  # present on these results
     fixed = await tool.execute({"meta": META, "script": SCRIPT, "resumeFrom": run_id})
     assert not fixed.is_error, fixed.text
-    assert fixed.data["agents_replayed"] == 1 and fixed.data["agents_started"] == 1  # type: ignore[index]
+    assert fixed.data["agents_replayed"] == 1 and fixed.data["agents_started"] == 1  # type: ignore[index]  # present on these results
 
 
 @pytest.mark.anyio
@@ -214,7 +214,7 @@ async def test_texts_without_a_store_have_no_run_id(make_engine: EngineMaker) ->
         done = await tool.execute({"meta": META, "script": SCRIPT})
         failed = await tool.execute({"meta": META, "script": "throw new Error('x')"})
     assert "Run id:" not in done.text and "Run id:" not in failed.text
-    assert "agents_replayed" not in done.data  # type: ignore[operator]
+    assert "agents_replayed" not in done.data  # type: ignore[operator]  # present on these results
 
 
 @pytest.mark.anyio

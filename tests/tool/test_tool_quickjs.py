@@ -16,16 +16,16 @@ if any(importlib.util.find_spec(name) is None for name in _NEEDED):  # pragma: n
     pytest.skip("the QuickJS engine or the echo provider does not exist yet",
                 allow_module_level=True)
 
-from dsh_workflow._config import EngineConfig  # noqa: E402
-from dsh_workflow._engines.quickjs import QuickJSEngine  # noqa: E402
-from dsh_workflow._events import (  # noqa: E402
+from dsh_workflow._config import EngineConfig  # noqa: E402 - after the importorskip above
+from dsh_workflow._engines.quickjs import QuickJSEngine  # noqa: E402 - after the importorskip above
+from dsh_workflow._events import (  # noqa: E402 - after the importorskip above
     AgentEnded,
     AgentStarted,
     WorkflowEnded,
     WorkflowEvent,
 )
-from dsh_workflow._providers.echo import EchoProvider  # noqa: E402
-from dsh_workflow._tool import WorkflowTool  # noqa: E402
+from dsh_workflow._providers.echo import EchoProvider  # noqa: E402 - after the importorskip above
+from dsh_workflow._tool import WorkflowTool  # noqa: E402 - after the importorskip above
 
 META = {"name": "e2e", "description": "end-to-end tool test"}
 

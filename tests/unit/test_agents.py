@@ -103,7 +103,7 @@ def test_unusable_files_are_skipped_and_reported(tmp_path: Path, text: str, reas
     [problem] = registry.problems
     assert problem.path == str(bad) and reason in problem.reason
     assert str(bad) in caplog.text
-    with pytest.raises(ValueError, match="bad.md"):
+    with pytest.raises(ValueError, match=r"bad\.md"):
         AgentRegistry([tmp_path], strict=True)
 
 
@@ -134,7 +134,7 @@ def test_engines_refuse_something_that_is_not_a_registry() -> None:
 
     for engine in (QuickJSEngine, SubprocessEngine):
         with pytest.raises(TypeError, match="AgentRegistry"):
-            engine(provider=EchoProvider(), agents={"a": "b"})  # type: ignore[arg-type]
+            engine(provider=EchoProvider(), agents={"a": "b"})  # type: ignore[arg-type]  # deliberately wrong
 
 
 @given(name=st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40)

@@ -15,7 +15,7 @@ SPEC_NAMES = {
 
 def test_all_is_sorted_and_complete() -> None:
     assert dsh_workflow.__all__ == sorted(dsh_workflow.__all__)
-    assert SPEC_NAMES <= set(dsh_workflow.__all__)
+    assert set(dsh_workflow.__all__) >= SPEC_NAMES
     for name in dsh_workflow.__all__:
         assert hasattr(dsh_workflow, name), name
 

@@ -263,7 +263,7 @@ def test_comment_lookalikes_are_scanned_linearly() -> None:
 
 def test_non_string_input() -> None:
     with pytest.raises(MetaFileError):
-        split_meta(b"export const meta = {}")  # type: ignore[arg-type]
+        split_meta(b"export const meta = {}")  # type: ignore[arg-type]  # deliberately wrong
 
 
 # -- properties ----------------------------------------------------------------------------------

@@ -64,7 +64,8 @@ def test_keywords_models_write_are_accepted() -> None:
         {"type": "object", "$schema": "https://json-schema.org/draft/2020-12/schema#"},
         {"type": "object", "properties": {"$ref": {"type": "string"}}},  # a property, not a keyword
         {"type": "object", "properties": {"a": {"const": {"$ref": "http://example.com/x"}}}},  # data
-        {"type": "object", "$defs": {"a": {"$anchor": "here", "type": "string"}}, "properties": {"x": {"$ref": "#here"}}},
+        {"type": "object", "$defs": {"a": {"$anchor": "here", "type": "string"}},
+         "properties": {"x": {"$ref": "#here"}}},
         {"type": "object", "properties": {"a%b": {"type": "string"}, "c": {"$ref": "#/properties/a%25b"}}},
         {
             # an embedded resource resolves "#" refs against itself, as jsonschema does
@@ -272,7 +273,7 @@ def test_schema_violations_never_raises_on_json(value: object) -> None:
 @settings(max_examples=200, deadline=None)
 @given(json_values, json_values)
 def test_value_violations_never_raises(schema: object, value: object) -> None:
-    result = value_violations(schema, value, limit=3)  # type: ignore[arg-type]
+    result = value_violations(schema, value, limit=3)  # type: ignore[arg-type]  # any JSON value stands for a schema here
     assert isinstance(result, list) and len(result) <= 3
 
 
@@ -336,7 +337,8 @@ def test_formats_are_checked() -> None:
         "value.id: 'x' is not a 'uuid'",
         "value.ip: '1.2.3' is not a 'ipv4'",
     ]
-    good = {"email": "a@example.com", "day": "2024-02-29", "id": "12345678-1234-5678-1234-567812345678", "ip": "10.0.0.1"}
+    good = {"email": "a@example.com", "day": "2024-02-29",
+            "id": "12345678-1234-5678-1234-567812345678", "ip": "10.0.0.1"}
     assert value_violations(schema, good) == []
 
 

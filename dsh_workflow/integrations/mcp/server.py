@@ -119,7 +119,7 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
         async with contextlib.AsyncExitStack() as stack:
             child_provider = provider(call)
             if hasattr(child_provider, "__aenter__"):
-                child_provider = await stack.enter_async_context(child_provider)  # type: ignore[arg-type]
+                child_provider = await stack.enter_async_context(child_provider)  # type: ignore[arg-type]  # it has __aenter__
             engine = await stack.enter_async_context(make_engine(child_provider))
             tool = WorkflowTool(engine, tool_name=listed.name, max_result_chars=max_result_chars)
             if token is None:

@@ -6,7 +6,7 @@ activities with a local provider.
 """
 
 try:
-    import temporalio as _temporalio  # noqa: F401
+    import temporalio as _temporalio  # noqa: F401 - fail early without the SDK
 except ImportError as _missing:  # pragma: no cover - exercised only without the extra
     raise ImportError("dsh_workflow.integrations.temporal needs the Temporal SDK: "
                       "pip install 'dsh-workflow[temporal]'") from _missing

@@ -31,7 +31,7 @@ from temporalio.exceptions import ApplicationError
 from ..._subagent import SubagentProvider
 from ._wire import CHILD_ACTIVITY, request_from_wire, result_to_wire
 
-__all__ = ["ChildActivity", "WORKER_SHUTDOWN_ERROR"]
+__all__ = ["WORKER_SHUTDOWN_ERROR", "ChildActivity"]
 
 WORKER_SHUTDOWN_ERROR = "WorkerShutdown"
 """Error type of an attempt handed back because its worker shut down."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
+from typing import Literal, overload
 
 import anyio
 import sniffio
@@ -66,6 +67,10 @@ class TemporalUnavailableError(RuntimeError):
     """The Temporal service did not answer: the call cannot start or finish."""
 
 
+@overload
+def _positive(name: str, value: float | None, *, optional: Literal[True]) -> float | None: ...
+@overload
+def _positive(name: str, value: float | None, *, optional: Literal[False]) -> float: ...
 def _positive(name: str, value: float | None, *, optional: bool) -> float | None:
     if value is None and optional:
         return None
@@ -154,8 +159,9 @@ class TemporalProvider:
     def _failed(self, request: SubagentRequest, exc: ActivityFailureError) -> SubagentResult:
         cause = exc.cause
         if isinstance(cause, TimeoutError):
+            kind = cause.type.name if cause.type is not None else "unspecified"
             return SubagentResult(stop_reason="timeout",
-                                  error=f"the child timed out on Temporal ({cause.type.name})")
+                                  error=f"the child timed out on Temporal ({kind})")
         if isinstance(cause, CancelledError):
             return SubagentResult(stop_reason="cancelled",
                                   error="the child's activity was cancelled outside this run")
