@@ -20,9 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ._metafile import MetaFileError, split_meta
 from ._errors import WorkflowError
 from ._meta import WorkflowMeta, parse_meta
+from ._metafile import MetaFileError, split_meta
 from ._script import check_body
 
 __all__ = ["LibraryProblem", "SavedWorkflow", "WorkflowLibrary"]

@@ -76,11 +76,11 @@ from dsh_workflow import (
 from dsh_workflow._meta import parse_meta
 from dsh_workflow._script import check_body
 
+from .._metafile import MetaFileError, split_meta
 from . import library
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .library import add_library_option, load_library, saved_script
 from .lint import lint
-from .._metafile import MetaFileError, split_meta
 from .options import add_agent_options as _agent_options
 from .options import add_engine_options, engine_config, load_agents, provider_factory
 from .options import count as _count

@@ -16,14 +16,13 @@ from .._config import EngineConfig
 from .._depth import deeper_than
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import EventHub
+from .._library import WorkflowLibrary
 from .._meta import WorkflowMeta, parse_meta
 from .._request import WorkflowStartRequest
 from .._script import check_body, run_header
-from .._subagent import SubagentProvider
-from .._library import WorkflowLibrary
 from .._store import RunStore
+from .._subagent import SubagentProvider, provider_identity
 from .host import HostedRun
-from .._subagent import provider_identity
 from .journal import EventRecorder, RunJournal, check_resume
 from .runtime import body_line_offset
 
@@ -98,7 +97,7 @@ def resolve_provider(value: object, default: SubagentProvider) -> SubagentProvid
         raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
             f"provider must be a SubagentProvider with an async run(request) method "
             f"(got {type(value).__name__})"))
-    return value  # type: ignore[return-value]
+    return value  # type: ignore[return-value]  # duck-checked just above
 
 
 def encode_args(args: Any, max_depth: int | None = None) -> str | None:

@@ -350,7 +350,8 @@ class HostedRun(WorkflowRun):
                                      agents=result.agents_started,
                                      replayed=result.agents_replayed, usage=result.usage)
             except RunStoreError as exc:
-                logger.error("dsh-workflow: run %s: its end could not be recorded: %s",
+                # The store's own text names the failure; its traceback would only repeat it.
+                logger.error("dsh-workflow: run %s: its end could not be recorded: %s",  # noqa: TRY400 - see above
                              self.id, exc)
 
     # ---- stopping and settling ------------------------------------------------------------

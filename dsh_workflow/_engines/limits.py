@@ -125,7 +125,7 @@ def translate_end(text: str, config: EngineConfig, *, sliced: Callable[[], bool]
     if not isinstance(outcome, dict):
         return engine_failure("it recorded a malformed result")
     if outcome.get("ok") is True:
-        return outcome  # type: ignore[return-value]
+        return outcome  # type: ignore[return-value]  # JSON checked as a success
     code = outcome.get("code")
     if code in (InternalCode.MEMORY, InternalCode.STACK):
         # An engine-made error (limitKind), or the heap probe's evidence.
@@ -155,4 +155,4 @@ def translate_end(text: str, config: EngineConfig, *, sliced: Callable[[], bool]
         outcome["code"], outcome["thrown"] = None, True
         outcome["error"] = ("the script failed, and what it threw could not be rendered as "
                             "text")
-    return outcome  # type: ignore[return-value]
+    return outcome  # type: ignore[return-value]  # a failure record, its code translated

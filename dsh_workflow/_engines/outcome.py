@@ -25,7 +25,8 @@ _CODES = {code.value for code in WorkflowErrorCode}
 _FRAME_LINE = re.compile(r"^\s+at (?:.* \()?<input>:(\d+):(\d+)\)?\s*$")
 #: Texts only the engine writes; a script's own error text that starts so is marked as the
 #: script's (see :meth:`ScriptText.error`).
-_ENGINE_PREFIXES = tuple(f"{code.value}:" for code in WorkflowErrorCode) + (
+_ENGINE_PREFIXES = (
+    *(f"{code.value}:" for code in WorkflowErrorCode),
     "workflow runtime failed", "the script runtime", "the workflow run exceeded",
     "the workflow engine failed", "workflow run cancelled", "the script is waiting for a promise",
     "the sandbox process")

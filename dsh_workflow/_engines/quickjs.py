@@ -17,13 +17,13 @@ from anyio.abc import TaskGroup
 from .._agents import AgentRegistry
 from .._config import EngineConfig
 from .._library import WorkflowLibrary
+from .._loop import LoopHandle
 from .._store import RunStore
 from .._subagent import SubagentProvider
 from .admission import Admission
 from .base import EngineBase
 from .host import HostedRun
 from .launcher import ThreadLauncher
-from .._loop import LoopHandle
 from .runtime import RuntimeThread
 
 __all__ = ["QuickJSEngine"]
@@ -134,5 +134,7 @@ class QuickJSEngine(EngineBase[RuntimeThread]):
         # A runtime stuck in one CPU slice ends by itself within the slice limit: CPU seconds,
         # which take longer on a busy machine, hence the wall-clock allowance.
         with anyio.move_on_after(3 * self.config.slice_cpu_limit_s + 1.0):
-            while self._pool.alive():
+            # A thread's exit sets no Event the loop could wait on: it is polled, within the
+            # bounded wait above.
+            while self._pool.alive():  # noqa: ASYNC110 - see above
                 await anyio.sleep(0.005)

@@ -40,19 +40,26 @@ import threading
 import time
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import quickjs
 
 from .._script import RUN_FOOTER, run_header
-from .limits import (LimitExceeded, engine_failure, js_limit, limit_error, not_started,
-                     stalled, translate_end)
+from .limits import (
+    LimitExceeded,
+    engine_failure,
+    js_limit,
+    limit_error,
+    not_started,
+    stalled,
+    translate_end,
+)
 from .wire import LimitKind, Outcome, ReportKind, SettleEntry
 
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
     from .._config import EngineConfig
 
-__all__ = ["RuntimeThread", "STOP", "body_line_offset"]
+__all__ = ["STOP", "RuntimeThread", "body_line_offset"]
 
 #: How close to ``memory_limit_bytes`` the heap must be (at least; or 1 % of the limit) to count
 #: as full. QuickJS throws a bare null when fewer than a few hundred bytes are left (measured:
@@ -89,8 +96,8 @@ def _runtime_source() -> str:
                     return handle.read()
         from importlib import resources
 
-        folder = resources.files("dsh_workflow").joinpath("runtime_js")
-        return folder.joinpath(name).read_text("utf-8")
+        packaged = resources.files("dsh_workflow").joinpath("runtime_js")
+        return packaged.joinpath(name).read_text("utf-8")
 
     hooks = read("hooks.js").replace("//__BOUNDARY__", read("boundary.js"))
     # Whole-line comments are blanked (not removed, so line numbers hold): QuickJS compiles the
@@ -164,7 +171,7 @@ class _Runtime:
         # string's copy inside the full heap (the text is lost): that is the memory limit.
         if text is None:
             raise limit_error(LimitKind.MEMORY, self.config)
-        return text if text else None  # type: ignore[return-value]
+        return cast("str", text) or None
 
     def settle(self, batch_text: str) -> None:
         self._settle(batch_text)
@@ -199,10 +206,10 @@ class _Runtime:
 
     def close(self) -> None:
         # Handles keep the context alive; drop them all here, on the owning thread.
-        self._args = self._budget = self._numbers = None  # type: ignore[assignment]
-        self._start = self._take = self._settle = None  # type: ignore[assignment]
-        self._result = self._pending = self._body = self._probe = None  # type: ignore[assignment]
-        self.ctx = None  # type: ignore[assignment]
+        self._args = self._budget = self._numbers = None
+        self._start = self._take = self._settle = None
+        self._result = self._pending = self._body = self._probe = None
+        self.ctx = None
 
 
 class _Assignment:

@@ -65,7 +65,7 @@ def _render(exc: BaseException) -> str:
     """``str(exc)``, or a fixed label when even that fails."""
     try:
         return str(exc)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - any failure of str() gets the fixed label
         return "[unrenderable exception]"
 
 

@@ -176,7 +176,8 @@ async def test_raising_provider_fails_the_run_through_parallel(make_engine: Engi
             const r = await parallel([() => agent('good'), () => agent('bad'), () => 'plain']);
             return r;""")
         result = await h.result(run)
-        assert result.error_code == "AGENT_FAILED" and result.error.startswith("AGENT_FAILED:") and "KeyError" in result.error, result
+        assert (result.error_code == "AGENT_FAILED"
+                and result.error.startswith("AGENT_FAILED:")) and "KeyError" in result.error, result
         assert sorted(h.outcomes(run)) == ["completed", "failed"]
 
 

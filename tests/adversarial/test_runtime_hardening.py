@@ -318,7 +318,8 @@ async def test_a_revoked_proxy_is_a_fatal_misuse_not_a_swallowed_type_error(
       const r1 = Proxy.revocable({{}}, {{}}); r1.revoke(); const proxy = r1.proxy;
       const r2 = Proxy.revocable(() => 1, {{}}); r2.revoke(); const proxyFn = r2.proxy;
       return await parallel([async () => {call}]);""")
-    assert result.error is not None and result.error_code == "INVALID_ARGUMENT" and result.error.startswith("INVALID_ARGUMENT:"), result.error
+    assert (result.error is not None and result.error_code == "INVALID_ARGUMENT"
+            and result.error.startswith("INVALID_ARGUMENT:")), result.error
     assert "revoked Proxy" in result.error
 
 

@@ -360,7 +360,8 @@ async def test_a_refused_schema_after_the_gate_is_fatal(engine: str) -> None:
               "  () => agent('y', {schema: {type: 'object', properties: {z: {pattern: '((a{99}){99}){99}'}}}}),\n"
               "  () => agent('z', {label: 'c'})]);\nreturn 'unreachable';")
     result, events, _ = await _run(engine, script)
-    assert result.stop_reason == "error" and result.error_code == "UNSUPPORTED_SCHEMA" and result.error.startswith("UNSUPPORTED_SCHEMA:"), result
+    assert (result.stop_reason == "error" and result.error_code == "UNSUPPORTED_SCHEMA"
+            and result.error.startswith("UNSUPPORTED_SCHEMA:")), result
     assert "max_pattern_cost=20000" in result.error
     assert [e.label for e in events if isinstance(e, AgentStarted)][:1] == ["a"]
 

@@ -207,7 +207,8 @@ async def test_request_may_only_lower_the_engine_budget(engine_factory: Any) -> 
             script="for (const p of 'abc') await agent(p); return budget.total;"))
         result = await run.result()
         await run.dispose()
-        assert result.error is not None and result.error_code == "BUDGET_EXCEEDED" and result.error.startswith("BUDGET_EXCEEDED:")
+        assert (result.error is not None and result.error_code == "BUDGET_EXCEEDED"
+                and result.error.startswith("BUDGET_EXCEEDED:"))
         assert "budget_tokens=40" in result.error
     async with engine_factory(EngineConfig(), costing(1, 1)) as engine:
         run = engine.start(WorkflowStartRequest(meta=META, script="return budget.total;",

@@ -189,8 +189,8 @@ async def test_a_fake_engine_on_the_base_runs_and_ends_runs() -> None:
     assert (late.stop_reason, late.error) == \
         ("cancelled", "workflow run cancelled: workflow disposed")
     check_run_events(events, waiting, late)
-    with pytest.raises(RuntimeError, match="FakeEngine.start"):
+    with pytest.raises(RuntimeError, match=r"FakeEngine\.start"):
         engine.start(request("return 1"))
-    with pytest.raises(RuntimeError, match="^a FakeEngine can be entered only once$"):
+    with pytest.raises(RuntimeError, match=r"^a FakeEngine can be entered only once$"):
         async with engine:
             pass

@@ -37,9 +37,9 @@ from dsh_workflow import (
 )
 from dsh_workflow._errors import ENGINE_FAILED, SCRIPT_FAILED
 from dsh_workflow._result import code_in_text, stored_code, with_error_code
-from dsh_workflow.testing import check_run_events
 from dsh_workflow._store import RunRecord
 from dsh_workflow._ui.summary import error_view
+from dsh_workflow.testing import check_run_events
 
 pytestmark = pytest.mark.anyio
 
@@ -313,7 +313,7 @@ async def test_the_tool_data_and_the_background_status_carry_the_code() -> None:
             started = await background.execute({"meta": META, "script": "return await agent(1)"})
             assert started.data is not None
             run_id = started.data["run_id"]
-            assert background.status(run_id).data["error_code"] is None  # type: ignore[index]
+            assert background.status(run_id).data["error_code"] is None  # type: ignore[index]  # a background status has data
             completion = await anext(aiter(background.completions()))
             assert completion.data["error_code"] == "INVALID_ARGUMENT"
             status = background.status(run_id).data

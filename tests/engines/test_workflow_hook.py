@@ -113,7 +113,8 @@ async def test_runs_inline_and_resolves_to_its_value(make_engine: Any,
 @pytest.mark.anyio
 async def test_nesting_is_one_level(make_engine: Any, library: WorkflowLibrary) -> None:
     result, _ = await run(make_engine, library, "return await workflow('outer');")
-    assert result.stop_reason == "error" and result.error_code == "UNSUPPORTED_OPTION" and result.error.startswith("UNSUPPORTED_OPTION:")
+    assert (result.stop_reason == "error" and result.error_code == "UNSUPPORTED_OPTION"
+            and result.error.startswith("UNSUPPORTED_OPTION:"))
     assert "one level" in result.error
 
 
@@ -121,13 +122,15 @@ async def test_nesting_is_one_level(make_engine: Any, library: WorkflowLibrary) 
 async def test_unknown_names_and_missing_library_list_what_exists(
         make_engine: Any, library: WorkflowLibrary) -> None:
     result, _ = await run(make_engine, library, "return await workflow('nope');")
-    assert result.error is not None and result.error_code == "INVALID_ARGUMENT" and result.error.startswith("INVALID_ARGUMENT:")
+    assert (result.error is not None and result.error_code == "INVALID_ARGUMENT"
+            and result.error.startswith("INVALID_ARGUMENT:"))
     assert "clock, fails, outer, sneaky, spins, summarize" in result.error
     caught, _ = await run(make_engine, library, """
         try { await workflow('nope'); } catch (e) { return [e.code, e.fatal]; }""")
     assert caught.value == ["INVALID_ARGUMENT", True]
     none, _ = await run(make_engine, None, "return await parallel([() => workflow('x')]);")
-    assert none.error is not None and none.error_code == "INVALID_ARGUMENT" and none.error.startswith("INVALID_ARGUMENT:")
+    assert (none.error is not None and none.error_code == "INVALID_ARGUMENT"
+            and none.error.startswith("INVALID_ARGUMENT:"))
     assert "available: none" in none.error
 
 
@@ -139,7 +142,8 @@ async def test_bad_targets_are_fatal(make_engine: Any, library: WorkflowLibrary,
                                      target: str) -> None:
     result, _ = await run(make_engine, library,
                           f"return await parallel([() => workflow({target})]);")
-    assert result.stop_reason == "error" and result.error_code == "INVALID_ARGUMENT" and result.error.startswith("INVALID_ARGUMENT:"), result
+    assert (result.stop_reason == "error" and result.error_code == "INVALID_ARGUMENT"
+            and result.error.startswith("INVALID_ARGUMENT:")), result
 
 
 @pytest.mark.anyio
@@ -167,7 +171,8 @@ async def test_shares_the_total_agent_cap_and_the_budget(make_engine: Any,
         const r = await workflow('summarize', {items: ['a', 'b', 'c']});
         return [r, budget.spent()];""", provider=costly,
                             config=EngineConfig(budget_tokens=20, max_concurrent_agents=1))
-    assert budgeted.error is not None and budgeted.error_code == "BUDGET_EXCEEDED" and budgeted.error.startswith("BUDGET_EXCEEDED:")
+    assert (budgeted.error is not None and budgeted.error_code == "BUDGET_EXCEEDED"
+            and budgeted.error.startswith("BUDGET_EXCEEDED:"))
 
 
 @pytest.mark.anyio
@@ -196,7 +201,8 @@ async def test_a_spinning_workflow_trips_the_parents_slice_limit(
         make_engine: Any, library: WorkflowLibrary) -> None:
     result, _ = await run(make_engine, library, "return await workflow('spins');",
                           config=EngineConfig(slice_cpu_limit_s=0.2))
-    assert result.error is not None and result.error_code == "RESOURCE_LIMIT" and result.error.startswith("RESOURCE_LIMIT:")
+    assert (result.error is not None and result.error_code == "RESOURCE_LIMIT"
+            and result.error.startswith("RESOURCE_LIMIT:"))
 
 
 @pytest.mark.anyio

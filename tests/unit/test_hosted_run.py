@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from dsh_workflow import EngineConfig, WorkflowResult
@@ -147,7 +148,7 @@ async def test_cancel_wins_and_running_children_end_cancelled() -> None:
                         max_total_agents=100, parent=None, events=hub, task_group=tg)
         run.attach(runtime)
         tg.start_soon(run.drive)
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         run.report(ReportKind.OUTBOX, _agents("a", "b", "c"))
         while len(provider.requests) < 2:
             await anyio.sleep(0.001)

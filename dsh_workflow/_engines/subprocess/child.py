@@ -118,7 +118,7 @@ def main(spec: dict[str, Any], parent_pid: int) -> NoReturn:
         body_line_offset()  # reads runtime_js now, while files are still readable
         applied += confine.confine_identity(spec["limits"], parent_pid)
         channel = _Channel()
-        runtime = RuntimeThread(SimpleNamespace(**spec["config"]),  # type: ignore[arg-type]
+        runtime = RuntimeThread(SimpleNamespace(**spec["config"]),  # type: ignore[arg-type]  # the config fields it reads
                                 name="dsh-workflow-sandbox", on_wait=channel.idle)
         runtime.launch()
         applied += confine.confine_final()
@@ -157,10 +157,11 @@ def _serve(channel: _Channel, runtime: Any) -> NoReturn:
             if kind == protocol.RUN and not started:
                 # [body, args] from protocol version 1, then the optional budget and numbers.
                 body, args_text, *optional = value
-                budget_tokens, numbers_text = (optional + [None, None])[:2]
+                budget_tokens, numbers_text = [*optional, None, None][:2]
                 runtime.assign(body, args_text, _report(channel), name="dsh-workflow-sandbox",
                                budget_tokens=budget_tokens,
-                               numbers=None if numbers_text is None else lambda: numbers_text)
+                               numbers=None if numbers_text is None
+                               else lambda text=numbers_text: text)
                 started = True
                 runtime.start()
             elif kind == protocol.SETTLE and started:

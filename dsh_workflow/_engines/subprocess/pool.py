@@ -79,7 +79,7 @@ class SandboxPool:
             while not self._closed and len(self._idle) < self._size:
                 try:
                     process = await self._launch()
-                except Exception:  # noqa: BLE001 - a run will start its own and report why
+                except Exception:
                     logger.warning("dsh-workflow: could not start a sandbox process",
                                    exc_info=True)
                     return

@@ -97,7 +97,7 @@ class SandboxProcess:
                 self.kill()
                 try:
                     await self.process.aclose()  # closes the pipes, waits for the exit status
-                except Exception:  # noqa: BLE001 - reaping must not raise
+                except Exception:
                     logger.warning("dsh-workflow: reaping sandbox process %d failed", self.pid,
                                    exc_info=True)
                 shutil.rmtree(self.workdir, ignore_errors=True)
@@ -275,7 +275,7 @@ class ProcessRuntime:
         if self._verdict is not None:
             return self._verdict
         if self._end is not _UNSET:
-            return self._end  # type: ignore[no-any-return]
+            return self._end  # type: ignore[no-any-return]  # an Outcome once set
         if self._stop_at is not None:
             return None
         detail = "" if status is None else (

@@ -103,7 +103,7 @@ def encode(kind: bytes, value: Any) -> bytes:
 
 def frame_length(header: bytes, limit: int) -> int:
     """The length announced by a 4-byte ``header``; raises ProtocolError beyond ``limit``."""
-    (length,) = HEADER.unpack(header)
+    length = int(HEADER.unpack(header)[0])
     if length < 1:
         raise ProtocolError("an empty frame")
     if length > limit:
@@ -127,14 +127,14 @@ def _outcome(value: object) -> Outcome | None:
     if value is None:
         return None
     if isinstance(value, dict) and value.get("ok") is True and set(value) <= COMPLETED_KEYS:
-        return value  # type: ignore[return-value]
+        return value  # type: ignore[return-value]  # shape checked above
     if (isinstance(value, dict) and value.get("ok") is False
             and set(value) <= FAILED_KEYS
             and (value.get("code") is None or isinstance(value.get("code"), str))
             and isinstance(value.get("error"), str)
             and value.get("thrown", True) is True
             and isinstance(value.get("stack", ""), str)):
-        return value  # type: ignore[return-value]
+        return value  # type: ignore[return-value]  # shape checked above
     raise ProtocolError("an end frame whose outcome has the wrong shape")
 
 
