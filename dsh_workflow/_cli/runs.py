@@ -1,4 +1,4 @@
-"""The durable-run commands of SPEC §9: ``runs``, ``show``, ``logs`` and ``resume``.
+"""The durable-run commands of README, "Durable runs": ``runs``, ``show``, ``logs`` and ``resume``.
 
 Contract:
 
@@ -34,17 +34,11 @@ import anyio
 from dsh_workflow import RunRecord, RunStoreError, SQLiteRunStore
 
 from .errors import EXIT_OK, CliError
+from .execute import run_plan
 from .history import EventLines, agent_rows, run_document, run_summary, runs_table, show_text
-from .main import (
-    _write_stdout,
-    add_run_options,
-    args_value,
-    meta_option_value,
-    plan_options,
-    run_plan,
-    script_parts,
-)
 from .options import count
+from .output import write_stdout
+from .plan import add_run_options, args_value, meta_option_value, plan_options, script_parts
 from .stores import add_store_option, store_path
 
 __all__ = ["POLL_S", "add_parsers"]
@@ -143,12 +137,12 @@ def command_runs(ns: argparse.Namespace) -> int:
 
     records: list[RunRecord] = _read(ns, reader, [])
     if ns.json:
-        _write_stdout(json.dumps([run_summary(r) for r in records], indent=2,
+        write_stdout(json.dumps([run_summary(r) for r in records], indent=2,
                                  ensure_ascii=False) + "\n")
     elif records:
-        _write_stdout(runs_table(records) + "\n")
+        write_stdout(runs_table(records) + "\n")
     else:
-        _write_stdout(f"no runs in {store_path(ns)}\n")
+        write_stdout(f"no runs in {store_path(ns)}\n")
     return EXIT_OK
 
 
@@ -163,9 +157,9 @@ def command_show(ns: argparse.Namespace) -> int:
         raise _unknown(ns, ns.run_id)
     record, rows = found
     if ns.json:
-        _write_stdout(json.dumps(run_document(record, rows), indent=2, ensure_ascii=False) + "\n")
+        write_stdout(json.dumps(run_document(record, rows), indent=2, ensure_ascii=False) + "\n")
     else:
-        _write_stdout(show_text(record, rows) + "\n")
+        write_stdout(show_text(record, rows) + "\n")
     return EXIT_OK
 
 
@@ -180,7 +174,7 @@ def command_logs(ns: argparse.Namespace) -> int:
             status = (await _record(store, ns, ns.run_id)).status if ns.follow else None
             events = await store.events(record.id, after=after)
             if events:
-                _write_stdout("".join(lines.line(event) + "\n" for event in events))
+                write_stdout("".join(lines.line(event) + "\n" for event in events))
                 after = events[-1].seq
             if status != "running":
                 return True

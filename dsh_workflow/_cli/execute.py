@@ -1,0 +1,203 @@
+"""Running a :class:`~.plan.Plan` under trio: the engine, its store and provider opened and
+closed around one run, SIGINT turned into a cancel, the result printed and the exit code
+returned.
+
+- Progress goes to stderr only; stdout receives exactly one JSON document (see
+  :func:`.output.print_result`).
+- Durable runs: a run recorded in a store puts its run id on stderr at start in every progress
+  mode (the plain ``[start] name (run <id>)`` line, else a ``run id: <id>`` line, ``--quiet``
+  too); a run stopped by Ctrl-C ends with ``Resume it with: dsh-workflow resume <id>``.
+- Ctrl-C (SIGINT) cancels the run: its children are cancelled, every event stays paired, the
+  cancelled result is printed and the exit code is 130. A second Ctrl-C while the run winds
+  down exits 130 at once. Default SIGINT handling is restored once the run is over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NoReturn
+
+import anyio
+import anyio.abc
+
+from dsh_workflow import (
+    RunStore,
+    RunStoreError,
+    SQLiteRunStore,
+    WorkflowError,
+    WorkflowEvent,
+    WorkflowResult,
+    WorkflowRun,
+    WorkflowStarted,
+    WorkflowStartRequest,
+)
+
+from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
+from .output import print_result
+from .plan import Plan
+from .progress import EventLog, Progress, make_progress
+from .stores import resume_command
+from .ui import announce_viewer
+
+__all__ = ["INTERRUPT_REASON", "execute", "run_plan"]
+
+INTERRUPT_REASON = "interrupted (Ctrl-C)"
+_EXIT_FOR = {"completed": EXIT_OK, "error": EXIT_ERROR, "cancelled": EXIT_CANCELLED}
+
+
+@dataclass
+class Outcome:
+    """How ``run`` ended: a start error or a result."""
+
+    result: WorkflowResult | None = None
+    start_error: str | None = None
+
+
+class Interrupts:
+    """Turns SIGINT into ``run.cancel()``; a second SIGINT exits the process at once.
+
+    A Ctrl-C that arrives before the run exists (while the provider and engine open, which
+    never wait on anything slow) cancels the run as soon as :meth:`adopt` hands it over.
+    """
+
+    def __init__(self, progress: Progress, resume_hint: Callable[[str], str] | None = None) -> None:
+        self.progress = progress
+        self.resume_hint = resume_hint  # run id -> the command that resumes it (runs recorded)
+        self.count = 0
+        self.run: WorkflowRun | None = None
+        self.settled = False  # the run's result is in; only cleanup remains
+
+    async def watch(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            task_status.started()
+            async for _ in signals:
+                self.count += 1
+                if self.count > 1:
+                    self.force_exit()
+                doing = "Finishing" if self.settled else "Cancelling the run"
+                self.progress.note(f"{doing}… press Ctrl-C again to quit at once.")
+                if self.run is not None:
+                    self.run.cancel(INTERRUPT_REASON)
+
+    def adopt(self, run: WorkflowRun) -> None:
+        self.run = run
+        if self.count:
+            run.cancel(INTERRUPT_REASON)
+
+    def force_exit(self) -> NoReturn:
+        self.progress.abort()
+        with contextlib.suppress(Exception):
+            sys.stderr.write("Error: interrupted twice; quitting without waiting for the run\n")
+            if self.run is not None and self.resume_hint is not None:
+                sys.stderr.write(self.resume_hint(self.run.id) + "\n")
+            sys.stderr.flush()
+            sys.stdout.flush()
+        os._exit(EXIT_CANCELLED)
+
+
+async def _ticker(progress: Progress) -> None:
+    while True:
+        await anyio.sleep(0.1)
+        progress.tick()
+
+
+async def execute(plan: Plan, progress: Progress, event_log: EventLog | None, *,
+                  as_json: bool) -> int:
+    """Run ``plan`` under SIGINT handling; print the result; return the exit code."""
+    hint = None
+    if plan.store_path is not None:
+        store = plan.store_path
+        hint = lambda run_id: "Resume it with: " + resume_command(run_id, store,  # noqa: E731 - a named one-liner
+                                                                  plan.provider_argv)
+    interrupts = Interrupts(progress, hint)
+    async with anyio.create_task_group() as tg:
+        await tg.start(interrupts.watch)
+        if progress.needs_ticks:
+            tg.start_soon(_ticker, progress)
+        outcome = await _drive(plan, progress, event_log, interrupts, as_json=as_json)
+        tg.cancel_scope.cancel()
+    progress.finish()
+    if outcome.start_error is not None or outcome.result is None:
+        raise CliError(outcome.start_error or "the run did not start")
+    return _EXIT_FOR[outcome.result.stop_reason]
+
+
+def _announce(progress: Progress, plan: Plan) -> Callable[[WorkflowEvent], None]:
+    """A listener that puts the run id on stderr when the run starts (runs recorded only):
+    ``run id: <id>`` (plus `` (resuming run <id>)``), or only the resumed run's id where the
+    progress shows the run id itself."""
+    def announce(event: WorkflowEvent) -> None:
+        if not isinstance(event, WorkflowStarted):
+            return
+        resuming = f"resuming run {plan.resume_from}" if plan.resume_from else ""
+        if not progress.shows_run_id:
+            progress.info(f"run id: {event.run.id}" + (f" ({resuming})" if resuming else ""))
+        elif resuming:
+            progress.info(resuming)
+    return announce
+
+
+async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
+                 interrupts: Interrupts, *, as_json: bool) -> Outcome:
+    async with contextlib.AsyncExitStack() as stack:
+        store: RunStore | None = None
+        if plan.store_path is not None:
+            try:  # opened before the engine, so it is closed after it
+                store = await stack.enter_async_context(SQLiteRunStore(plan.store_path))
+            except RunStoreError as exc:
+                return Outcome(start_error=str(exc))
+        provider = plan.provider()
+        if hasattr(provider, "__aenter__"):
+            provider = await stack.enter_async_context(provider)  # type: ignore[arg-type]  # it has __aenter__
+        engine = await stack.enter_async_context(plan.make_engine(provider, store))
+        # Listeners stay subscribed until the engine is gone, so that even a run disposed by
+        # the engine's exit reports its WorkflowEnded.
+        engine.events.subscribe(progress)
+        if store is not None:
+            engine.events.subscribe(_announce(progress, plan))
+        if event_log is not None:
+            engine.events.subscribe(event_log)
+        try:
+            run = engine.start(WorkflowStartRequest(meta=plan.meta, script=plan.body,
+                                                    args=plan.args, resume_from=plan.resume_from))
+        except WorkflowError as exc:
+            return Outcome(start_error=str(exc))
+        interrupts.adopt(run)  # from here on, Ctrl-C cancels the run itself
+        # `viewer: URL` when `dsh-workflow ui` serves the store this run is recorded in.
+        announce_viewer(getattr(plan, "store_path", None), run.id, progress.note)
+        result = await run.result()
+        interrupts.settled = True
+        progress.finish()
+        print_result(result, run.id, as_json=as_json)
+        if interrupts.count and result.stop_reason == "cancelled" \
+                and interrupts.resume_hint is not None:
+            progress.info(interrupts.resume_hint(run.id))
+        await run.dispose()
+        return Outcome(result=result)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def run_plan(plan: Plan, ns: argparse.Namespace) -> int:
+    """Run ``plan`` with the output options of ``ns`` (``--events``, ``--quiet``, ``--json``);
+    returns the exit code."""
+    try:
+        event_log = EventLog(ns.events) if ns.events else None
+    except OSError as exc:
+        raise CliError(f"cannot open --events file {ns.events!r}: {exc.strerror or exc}") from None
+    progress = make_progress(sys.stderr, quiet=ns.quiet, budget=plan.config.budget_tokens)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        return anyio.run(functools.partial(execute, plan, progress, event_log, as_json=ns.json),
+                         backend="trio")
+    finally:
+        progress.abort()
+        if event_log is not None:
+            event_log.close()
+        signal.signal(signal.SIGINT, previous)  # the handling the process had before the run

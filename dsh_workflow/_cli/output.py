@@ -1,0 +1,45 @@
+"""What ``dsh-workflow`` writes: the one JSON document on stdout (UTF-8, whatever the locale)
+and ``Error: <message>`` lines on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from dsh_workflow import WorkflowResult
+
+__all__ = ["error_line", "print_result", "write_stdout"]
+
+
+def print_result(result: WorkflowResult, run_id: str, *, as_json: bool) -> None:
+    """Write the run's JSON document to stdout and, when it did not complete, an error line.
+    The document of a failed run, or any with ``--json``, is the result without its usage:
+    ``value``, ``stop_reason``, ``error``, ``error_code``, ``agents_started``, ``run_id``."""
+    document: Any = result.value
+    if as_json or result.stop_reason != "completed":
+        document = {"value": result.value, "stop_reason": result.stop_reason,
+                    "error": result.error, "error_code": result.error_code,
+                    "agents_started": result.agents_started, "run_id": run_id}
+    write_stdout(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    if result.stop_reason == "cancelled":
+        error = result.error or ""
+        error_line(error if "cancel" in error.lower() else f"workflow run was cancelled: {error}")
+    elif result.stop_reason == "error":
+        error_line(f"workflow run failed: {result.error}")
+
+
+def write_stdout(text: str) -> None:
+    buffer = getattr(sys.stdout, "buffer", None)
+    sys.stdout.flush()
+    if buffer is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    buffer.write(text.encode("utf-8"))  # JSON is UTF-8, whatever the locale
+    buffer.flush()
+
+
+def error_line(message: str) -> None:
+    sys.stderr.write(f"Error: {message}\n")
+    sys.stderr.flush()
