@@ -96,7 +96,7 @@ class AgentEnded(_Event):
 
 
 class AgentReplayed(_Event):
-    """An ``agent()`` call of a resumed run answered from the earlier run's journal (SPEC §9):
+    """An ``agent()`` call of a resumed run answered from the earlier run's journal (README, "Durable runs"):
     no provider call, no slot, no ``AgentStarted``; label and phase are this run's."""
 
     seq: int

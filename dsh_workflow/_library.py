@@ -1,4 +1,5 @@
-"""Saved workflows: Claude-Code-style ``.js`` files found by their ``meta.name`` (SPEC §11).
+"""Saved workflows: Claude-Code-style ``.js`` files found by their ``meta.name`` (README,
+"Saved workflows and `workflow()`").
 
 A saved workflow is a file that begins with an ``export const meta = {...}`` literal (read as
 data, never run) followed by the script's body. :class:`WorkflowLibrary` searches a list of
@@ -99,7 +100,7 @@ class WorkflowLibrary:
 
     @classmethod
     def default_paths(cls, cwd: str | os.PathLike[str] | None = None) -> list[Path]:
-        """The search path of SPEC §11: the project's ``.dsh-workflow/workflows/`` and
+        """The search path of README, "Saved workflows and `workflow()`": the project's ``.dsh-workflow/workflows/`` and
         ``.claude/workflows/``, then the user's ``~/.config/dsh-workflow/workflows/`` and
         ``~/.claude/workflows/``."""
         here = Path(cwd) if cwd is not None else Path.cwd()

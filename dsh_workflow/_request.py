@@ -19,9 +19,9 @@ class WorkflowStartRequest(BaseModel):
     reports every violation as ``META_INVALID``). ``args`` is any JSON value, copied into the
     script's ``args`` global (``None`` leaves the global ``undefined``). ``provider`` routes
     every child of this run (invisible to the script); ``max_total_agents`` may only lower
-    the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget (SPEC §10);
+    the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget (README, "Budgets and usage");
     ``parent`` is passed to every child request untouched. ``resume_from`` names an earlier run
-    of the engine's store whose journal answers the calls that did not change (SPEC §9).
+    of the engine's store whose journal answers the calls that did not change (README, "Durable runs").
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)

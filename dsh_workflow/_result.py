@@ -76,7 +76,7 @@ class WorkflowResult(BaseModel):
     still queued behind the concurrency cap when the run ended). ``usage`` sums what the run's
     children reported (failed children included; zero when nothing was reported).
     ``agents_replayed`` counts calls of a resumed run answered from the earlier run's journal
-    (SPEC §9); they are not in ``agents_started`` or ``usage``.
+    (README, "Durable runs"); they are not in ``agents_started`` or ``usage``.
     """
 
     model_config = ConfigDict(frozen=True)

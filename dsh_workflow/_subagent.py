@@ -125,7 +125,7 @@ class SubagentProvider(Protocol):
 
 
 def provider_identity(provider: object) -> str:
-    """What answers a provider's calls, for durable runs' journal keys (SPEC §9): its
+    """What answers a provider's calls, for durable runs' journal keys (README, "Durable runs"): its
     ``identity`` string when it has one (the built-in providers do), else its class's qualified
     name."""
     identity = getattr(provider, "identity", None)

@@ -1,8 +1,8 @@
-"""The ``dsh-workflow`` command line: a client of the public API (see SPEC §7).
+"""The ``dsh-workflow`` command line: a client of the public API (see README, "Command line").
 
 - :mod:`.main` — argument parsing, the ``run`` and ``check`` commands, exit codes, Ctrl-C;
 - :mod:`.options` — the engine, limit, provider and agent options ``run`` and ``mcp`` share;
-- :mod:`.mcp` — ``dsh-workflow mcp``, the workflow tool served over MCP (SPEC §12);
+- :mod:`.mcp` — ``dsh-workflow mcp``, the workflow tool served over MCP (README, "MCP server");
 - :mod:`.progress` — live progress on stderr and the ``--events`` JSON-lines log, fed only by
   the engine's public events.
 """

@@ -1,5 +1,5 @@
-"""Saved workflows on the command line (SPEC §11): ``list``, ``save``, and the library ``run``
-uses.
+"""Saved workflows on the command line (README, "Saved workflows and `workflow()`"):
+``list``, ``save``, and the library ``run`` uses.
 
 Contract:
 
@@ -45,7 +45,7 @@ def add_library_option(parser: argparse.ArgumentParser) -> None:
 
 def load_library(folders: list[str], *, base_dir: str | os.PathLike[str] | None = None
                  ) -> WorkflowLibrary:
-    """The library: ``folders`` first, then the default search path (SPEC §11)."""
+    """The library: ``folders`` first, then the default search path (README, "Saved workflows and `workflow()`")."""
     return WorkflowLibrary.default(folders, base_dir=base_dir)
 
 

@@ -1,4 +1,4 @@
-"""``dsh-workflow mcp``: serve the ``workflow`` tool over MCP (SPEC §12).
+"""``dsh-workflow mcp``: serve the ``workflow`` tool over MCP (README, "MCP server").
 
 Contract:
 

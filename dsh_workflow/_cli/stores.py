@@ -1,6 +1,6 @@
 """Where the command line keeps its runs: the ``--store`` option and the store's default file.
 
-Contract (SPEC §9, command line):
+Contract (README, "Durable runs", command line):
 
 - ``run`` and ``resume`` record runs by default; the file is ``--store PATH``, else the file
   named by ``$DSH_WORKFLOW_STORE``, else ``.dsh-workflow/runs.sqlite3`` under the current

@@ -1,4 +1,5 @@
-"""``dsh-workflow worker``: a process that runs children for :class:`TemporalProvider` (SPEC §13).
+"""``dsh-workflow worker``: a process that runs children for :class:`TemporalProvider`
+(README, "Distributed dispatch on Temporal").
 
 Contract:
 

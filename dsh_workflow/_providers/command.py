@@ -145,7 +145,7 @@ class CommandProvider:
 
     @property
     def identity(self) -> str:
-        """What answers this provider's calls, for durable runs' journal keys (SPEC §9): the
+        """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs"): the
         command line and the folder it runs in."""
         return "command " + json.dumps([list(self.argv), None if self.cwd is None
                                         else os.fspath(self.cwd)])

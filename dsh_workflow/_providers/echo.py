@@ -52,7 +52,7 @@ class EchoProvider:
 
     @property
     def identity(self) -> str:
-        """What answers this provider's calls, for durable runs' journal keys (SPEC §9)."""
+        """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs")."""
         return "echo"
 
     def __repr__(self) -> str:

@@ -186,7 +186,7 @@ class OpenAIProvider:
 
     @property
     def identity(self) -> str:
-        """What answers this provider's calls, for durable runs' journal keys (SPEC §9): the
+        """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs"): the
         endpoint and the default model (a call's own model is part of its key too)."""
         return f"openai {self.base_url} {self.model}"
 

@@ -1,4 +1,4 @@
-"""Durable runs: the run-store seam and its embedded SQLite implementation (SPEC §9).
+"""Durable runs: the run-store seam and its embedded SQLite implementation (README, "Durable runs").
 
 Layout: ``models`` (what crosses the boundary), ``protocol`` (:class:`RunStore`), ``schema``
 (the file's schema, version and migrations), ``writer`` (the one writer thread per store, group

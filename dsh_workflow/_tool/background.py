@@ -1,4 +1,5 @@
-"""Background runs of the ``workflow`` tool (SPEC §11): start now, deliver the result later.
+"""Background runs of the ``workflow`` tool (README, "The model-facing tool"): start now,
+deliver the result later.
 
 :class:`BackgroundRuns` keeps the runs a background :class:`~dsh_workflow.WorkflowTool` started:
 their live status (from the engine's events), their cancellation, and the delivery of each

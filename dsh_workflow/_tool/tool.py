@@ -5,7 +5,7 @@ The tool validates the model's arguments, starts one run through
 a :class:`ToolResult` whose text a model can read and correct from. It uses nothing of an
 engine but the seam (``start``, ``WorkflowRun.result/cancel/dispose``), so any engine works.
 
-Durable runs (SPEC §9): over an engine with a run store (``engine.store is not None``) the tool
+Durable runs (README, "Durable runs"): over an engine with a run store (``engine.store is not None``) the tool
 also accepts ``resumeFrom`` (a run id), its description says how to fix a script and resume,
 and every text of a run that started ends with its id on its own last line, ``Run id: <id>``.
 Without a store the schema, the description and the texts are exactly those of release 1.
@@ -181,7 +181,7 @@ class WorkflowTool:
     ``tool_name`` must match ``[A-Za-z0-9_-]{1,64}`` (the OpenAI and Anthropic rule);
     ``max_result_chars`` (an int >= 1) bounds the rendered return value in the result text.
 
-    ``background=True`` (SPEC §11): ``execute`` starts the run and returns at once with its run
+    ``background=True`` (README, "The model-facing tool"): ``execute`` starts the run and returns at once with its run
     id; the completion — the :class:`ToolResult` a foreground call would have returned — comes
     through ``completions()`` and ``on_complete`` (a plain or async callable), exactly once.
     ``status(run_id)`` and ``cancel(run_id)`` serve the companion tools ``<name>_status`` and

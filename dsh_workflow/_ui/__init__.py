@@ -1,4 +1,4 @@
-"""The run viewer (SPEC §14): a local web page of a run store, served by ``dsh-workflow ui``.
+"""The run viewer (README, "Run viewer"): a local web page of a run store, served by ``dsh-workflow ui``.
 
 Layout: ``summary`` (what a page shows of a stored run, syntax highlighting), ``live`` (a
 run's events as server-sent events), ``app`` (the Starlette application: pages, stream,

@@ -1,4 +1,4 @@
-"""Values entering (``args``) and leaving (the return value) the script (SPEC §5)."""
+"""Values entering (``args``) and leaving (the return value) the script (README, "Writing a script")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``parallel()`` and ``pipeline()`` (SPEC §5)."""
+"""``parallel()`` and ``pipeline()`` (README, "Writing a script")."""
 
 from __future__ import annotations
 

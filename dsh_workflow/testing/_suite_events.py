@@ -1,4 +1,4 @@
-"""Run events (SPEC §3 ``engine.events``)."""
+"""Run events (README, "Embedding the engine" ``engine.events``)."""
 
 from __future__ import annotations
 

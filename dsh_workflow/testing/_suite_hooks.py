@@ -1,4 +1,4 @@
-"""``agent()``/``subagent()`` and the narration hooks (SPEC §4, §5)."""
+"""``agent()``/``subagent()`` and the narration hooks (README, "Providers" and "Writing a script")."""
 
 from __future__ import annotations
 

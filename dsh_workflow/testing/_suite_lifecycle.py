@@ -1,4 +1,4 @@
-"""Cancellation, results and disposal (SPEC §3 ``WorkflowRun``, engine block)."""
+"""Cancellation, results and disposal (README, "Embedding the engine" ``WorkflowRun``, engine block)."""
 
 from __future__ import annotations
 

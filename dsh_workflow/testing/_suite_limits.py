@@ -1,4 +1,4 @@
-"""Caps and resource limits (SPEC §3 ``EngineConfig``)."""
+"""Caps and resource limits (README, "Embedding the engine" ``EngineConfig``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sandbox: what a script cannot reach or forge (SPEC §5)."""
+"""The sandbox: what a script cannot reach or forge (README, "Writing a script")."""
 
 from __future__ import annotations
 

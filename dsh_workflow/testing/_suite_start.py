@@ -1,4 +1,4 @@
-"""Start-time validation (SPEC §3 ``engine.start``)."""
+"""Start-time validation (README, "Embedding the engine" ``engine.start``)."""
 
 from __future__ import annotations
 

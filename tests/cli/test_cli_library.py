@@ -1,4 +1,5 @@
-"""Saved workflows on the command line (SPEC §11): list, run NAME, save, workflow() from run."""
+"""Saved workflows on the command line (README, "Saved workflows and `workflow()`"): list,
+run NAME, save, workflow() from run."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Durable runs (SPEC §9): records, the journal, content-addressed replay, determinism.
+"""Durable runs (README, "Durable runs"): records, the journal, content-addressed replay, determinism.
 
 Every test runs on both engines and both async backends, against a real SQLite file.
 """

@@ -6,7 +6,7 @@ options or a schema (valid, violated, or with an unsupported option), ``parallel
 Error, a string, a forged fatal look-alike), ``await null``, ``try``/``catch``, loops with
 small bounds, and a return of JSON or of something that is not JSON (a function, NaN, a Map,
 a cycle, a bigint, ``undefined``). It renders the program as JavaScript and also evaluates it
-in Python (:class:`Model`), the semantics of SPEC §5 in a few lines. Every ``agent()`` call site
+in Python (:class:`Model`), the semantics of README, "Writing a script" in a few lines. Every ``agent()`` call site
 draws its provider behaviour — succeed, succeed after a delay, fail (a non-completed
 ``stop_reason``), raise, or hang — and each run draws an ``agent_timeout_s`` and a moment to
 cancel it at (or none).
@@ -283,7 +283,7 @@ class Racy(Exception):
 
 @dataclass
 class Model:
-    """Evaluates a :class:`Program` as SPEC §5 says the engine must."""
+    """Evaluates a :class:`Program` as README, "Writing a script" says the engine must."""
 
     agent_timeout: bool
     logs: int = 0

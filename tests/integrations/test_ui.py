@@ -1,4 +1,4 @@
-"""The run viewer (SPEC §14): `dsh-workflow ui` as a real process, pages loaded in a real
+"""The run viewer (README, "Run viewer"): `dsh-workflow ui` as a real process, pages loaded in a real
 headless Chromium (Debian's `chromium`, driven by Playwright without a browser download).
 
 Screenshots of every page a test loads are saved under the test's tmp folder.
@@ -464,7 +464,7 @@ def test_run_prints_the_viewer_address_of_its_run(viewer: Viewer, tmp_path: path
     help_text = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", "--help"],
                                capture_output=True, text=True, check=True).stdout
     if "--store" not in help_text:
-        pytest.skip("`run` records no store on this branch yet (SPEC §9 command line)")
+        pytest.skip("`run` records no store on this branch yet (README, 'Durable runs', command line)")
     script = tmp_path / "hello.js"
     script.write_text('export const meta = {name: "hello", description: "d"};\n'
                       'return await agent("hi");\n')

@@ -1,4 +1,4 @@
-"""CommandProvider with ``isolation="worktree"``: real git repositories, real commands (SPEC §16)."""
+"""CommandProvider with ``isolation="worktree"``: real git repositories, real commands (README, "Writing a script")."""
 
 from __future__ import annotations
 

@@ -490,7 +490,7 @@ def test_invalid_settings(options: dict[str, Any], message: str) -> None:
         OpenAIProvider(model="m", **options)
 
 
-# -- Claude Code options: effort, agent definitions, isolation (SPEC §16) -----------------------
+# -- Claude Code options: effort, agent definitions, isolation (README, "Writing a script") -----------------------
 
 REVIEWER = AgentDefinition(name="reviewer", description="reviews", system_prompt="You review code.")
 

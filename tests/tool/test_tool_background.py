@@ -1,4 +1,5 @@
-"""Background runs of the workflow tool (SPEC §11), on both engines and both backends."""
+"""Background runs of the workflow tool (README, "The model-facing tool"), on both engines and
+both backends."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""WorkflowLibrary: saved workflows found by meta.name on a search path (SPEC §11)."""
+"""WorkflowLibrary: saved workflows found by meta.name on a search path (README, "Saved workflows and `workflow()`")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``TemporalProvider``: each ``agent()`` call runs as a Temporal activity on a task queue.
 
-Contract (SPEC §13):
+Contract (README, "Distributed dispatch on Temporal"):
 
 - ``TemporalProvider(client, task_queue, ...)`` takes a connected ``temporalio.client.Client``
   and a non-empty task queue name; anything else is a ``TypeError`` or ``ValueError`` at
@@ -109,7 +109,7 @@ class TemporalProvider:
 
     @property
     def identity(self) -> str:
-        """What answers this provider's calls, for durable runs' journal keys (SPEC §9)."""
+        """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs")."""
         return f"temporal:{self.client.namespace}/{self.task_queue}"
 
     def __repr__(self) -> str:
