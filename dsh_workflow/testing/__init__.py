@@ -1,6 +1,7 @@
 """The engine conformance kit: reusable tests and test doubles for ``WorkflowEngine``s.
 
-* :class:`EngineConformance` — the conformance suite of README, "Embedding the engine"-§5 as a class to subclass in a
+* :class:`EngineConformance` — the conformance suite of the seam, the subagent seam and the
+  script's view (README, "Embedding the engine" and "Writing a script") as a class to subclass in a
   pytest module; override ``make_engine(self, config, provider)`` to return an async context
   manager yielding the engine under test (see the class docstring). Every built-in engine runs
   it. Importing it needs pytest (and anyio's pytest plugin, which anyio installs).

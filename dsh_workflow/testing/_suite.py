@@ -29,7 +29,8 @@ class EngineConformance(
     CompatSuite,
     ConformanceBase,
 ):
-    """The engine conformance suite of README, "Embedding the engine"-§5: subclass it in a test module.
+    """The engine conformance suite (README, "Embedding the engine" and "Writing a script"):
+    subclass it in a test module.
 
     Override exactly one method, :meth:`make_engine`, which receives the
     :class:`~dsh_workflow.EngineConfig` and the default provider a test wants and returns an
