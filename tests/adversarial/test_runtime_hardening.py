@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import quickjs_factory, subprocess_factory
+from _support import TIGHT_CONFIG, both_engines, quickjs_factory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -36,12 +36,8 @@ from dsh_workflow.testing import FunctionProvider, HangingProvider
 pytestmark = pytest.mark.anyio
 
 META = {"name": "hardening", "description": "runtime hardening checks"}
-CONFIG = EngineConfig(memory_limit_bytes=16 * 1024 * 1024, stack_limit_bytes=256 * 1024,
-                      slice_cpu_limit_s=0.3, dispose_grace_s=0.5)
-_SUBPROCESS = subprocess_factory(pool_size=1)
-ENGINES = [pytest.param(quickjs_factory, id="quickjs"),
-           pytest.param(_SUBPROCESS, id="subprocess",
-                        marks=pytest.mark.skipif(_SUBPROCESS is None, reason="Linux only"))]
+CONFIG = TIGHT_CONFIG
+ENGINES = both_engines()
 
 
 def request(script: str, **kwargs: Any) -> WorkflowStartRequest:
