@@ -89,28 +89,36 @@ def test_both_engines_take_their_lifecycle_from_the_base() -> None:
 
 
 class FakeRuntime:
-    """Runs scripts of the form ``return <JSON>``; ``wait`` runs until stopped."""
+    """Runs scripts of the form ``return <JSON>``; ``wait`` runs until stopped. A runtime
+    stopped before it was started (a run cancelled before its drive began) never runs and
+    reports nothing, as a real one."""
 
     def __init__(self, script: str) -> None:
         self.script = script.strip()
-        self._started = anyio.Event()
+        self._started = False
+        self._woken = anyio.Event()  # started or stopped
         self._stopped = anyio.Event()
         self._alive = True
 
     def start(self) -> None:
-        self._started.set()
+        self._started = True
+        self._woken.set()
 
     def settle(self, entry: list[Any]) -> None:  # never asked: the fake calls no hooks
         raise AssertionError(entry)
 
     def stop(self) -> None:
         self._stopped.set()
+        self._woken.set()
 
     def is_alive(self) -> bool:
         return self._alive
 
     async def serve(self, run: HostedRun) -> None:
-        await self._started.wait()
+        await self._woken.wait()
+        if not self._started:
+            self._alive = False
+            return
         if self.script == "wait":
             await self._stopped.wait()
             outcome: dict[str, Any] = {"ok": False, "code": None, "error": "stopped"}
