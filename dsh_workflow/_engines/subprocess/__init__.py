@@ -1,10 +1,10 @@
 """``SubprocessEngine``: the QuickJS runtime in a locked-down child process per run.
 
 Modules: ``engine`` (the engine), ``process`` (the parent side of one sandbox process),
-``pool`` (warm processes), ``protocol`` (frames), ``sandbox`` (how a process is started and
-what is enforced), ``child`` (the sandbox process's entry point) and ``confine`` (what the
-child applies to itself). The sandbox process imports this package too, so nothing
-heavy is imported here: the engine is loaded on first access.
+``watchdog`` (when the parent kills one), ``pool`` (warm processes), ``protocol`` (frames),
+``sandbox`` (how a process is started and what is enforced), ``child`` (the sandbox process's
+entry point) and ``confine`` (what the child applies to itself). The sandbox process imports
+this package too, so nothing heavy is imported here: the engine is loaded on first access.
 """
 
 from __future__ import annotations

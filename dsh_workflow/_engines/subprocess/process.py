@@ -13,14 +13,14 @@ A run ends as ``error`` (or ``cancelled``, when a cancel came first — decided 
 cause, ``stop.prevails``) when the process breaks the protocol, exits or is killed without an end
 frame, runs one stretch of script past ``2 × slice_cpu_limit_s + 0.5`` CPU seconds, or is busy
 without any CPU progress for ``SandboxPolicy.hang_after_s``. A stopped or finished process is
-SIGKILLed if it has not exited within the stop grace. Nothing here raises into the run: every
-failure becomes the run's outcome.
+SIGKILLed if it has not exited within the stop grace. Those kill decisions are the
+:class:`~.watchdog.Watchdog`'s (``watchdog.py``); this module feeds it the clock and ``/proc``.
+Nothing here raises into the run: every failure becomes the run's outcome.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shutil
 import signal
@@ -39,6 +39,7 @@ from ..limits import cpu_backstop_spent, limit_error
 from ..wire import LimitKind, Outcome, ReportKind, SettleEntry, failed, refusal
 from . import protocol
 from .sandbox import SandboxPolicy, make_workdir, process_cpu_seconds
+from .watchdog import Kill, KillReason, Watchdog
 
 if TYPE_CHECKING:
     from ..._config import EngineConfig
@@ -379,47 +380,32 @@ class ProcessRuntime:
             del self._stderr[:-_STDERR_KEEP]
 
     async def _watch(self, process: SandboxProcess) -> None:
-        """Kill the process when a stretch overruns, it hangs, or it outlives a stop or end."""
-        slice_s = self._config.slice_cpu_limit_s
-        overrun_cpu = 2 * slice_s + 0.5
-        interval = min(0.1, max(0.01, slice_s / 4))
-        grace = min(self._policy.stop_grace_s, self._config.dispose_grace_s / 2)
-        episode: float | None = None
-        last_cpu = -1.0
-        progress_at = 0.0
+        """Kill the process when its :class:`Watchdog` says so: a stretch overran, it hangs,
+        or it outlived a stop or end. This loop only reads the clock and the CPU and sleeps."""
+        watchdog = Watchdog(
+            slice_cpu_limit_s=self._config.slice_cpu_limit_s,
+            hang_after_s=self._policy.hang_after_s,
+            grace_s=min(self._policy.stop_grace_s, self._config.dispose_grace_s / 2))
         while True:
             now = time.monotonic()
-            since = min(t for t in (self._stop_at, self._end_at, math.inf) if t is not None)
-            busy = self._busy_since
-            if since < math.inf:
-                if now >= since + grace:
-                    self._kill(None)
-                    return
-                deadline = since + grace
-            elif busy is None:
-                deadline = math.inf
-            elif episode != busy:
-                episode, last_cpu, progress_at = busy, -1.0, now
-                deadline = busy + interval  # most stretches end before anything is measured
-            else:
-                cpu = process_cpu_seconds(process.pid)
-                if cpu is None:
-                    if now - busy > self._policy.hang_after_s + 4 * slice_s:
-                        self._kill(self._hung())
-                        return
-                elif cpu - self._cpu_at_idle > overrun_cpu:
-                    self._kill(limit_error(LimitKind.SLICE, self._config).as_outcome())
-                    return
-                elif cpu > last_cpu:
-                    last_cpu, progress_at = cpu, now
-                elif now - progress_at > self._policy.hang_after_s:
-                    self._kill(self._hung())
-                    return
-                deadline = now + interval
-            with anyio.move_on_after(max(0.0, deadline - now)):
+            verdict = watchdog.check(now, busy_since=self._busy_since, stopped_at=self._stop_at,
+                                     ended_at=self._end_at, cpu_at_idle=self._cpu_at_idle,
+                                     cpu=lambda: process_cpu_seconds(process.pid))
+            if isinstance(verdict, Kill):
+                self._kill(self._kill_outcome(verdict.reason))
+                return
+            with anyio.move_on_after(max(0.0, verdict.at - now)):
                 await self._watch_wake.wait()
             if self._watch_wake.is_set():
                 self._watch_wake = anyio.Event()
+
+    def _kill_outcome(self, reason: KillReason) -> Outcome | None:
+        """The run's outcome for a watchdog's kill (None: the run already stopped or ended)."""
+        if reason is KillReason.OVERRUN:
+            return limit_error(LimitKind.SLICE, self._config).as_outcome()
+        if reason is KillReason.HUNG:
+            return self._hung()
+        return None
 
     def _hung(self) -> Outcome:
         return failed(

@@ -34,10 +34,11 @@ reads any script):
   ``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring_setup`` and handle-based opens, and
   to ``kill``/``tgkill``/``tkill`` aimed at any other process; any non-native syscall ABI (i386,
   x32) kills the process. The ready frame lists every protection that was applied.
-* **Supervision by the parent** (see ``process.py``): a stretch of script that uses more than
-  ``2 × slice_cpu_limit_s + 0.5`` CPU seconds (read from ``/proc``) or a busy process that makes
-  no CPU progress for :attr:`SandboxPolicy.hang_after_s` is killed; a stop or a finished run is
-  followed by SIGKILL after :attr:`SandboxPolicy.stop_grace_s`; every process is reaped.
+* **Supervision by the parent** (``watchdog.py`` decides, ``process.py`` measures): a stretch
+  of script that uses more than ``2 × slice_cpu_limit_s + 0.5`` CPU seconds (read from
+  ``/proc``) or a busy process that makes no CPU progress for
+  :attr:`SandboxPolicy.hang_after_s` is killed; a stop or a finished run is followed by SIGKILL
+  after :attr:`SandboxPolicy.stop_grace_s`; every process is reaped.
 
 Not enforced — be aware:
 
