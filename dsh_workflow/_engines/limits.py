@@ -39,6 +39,9 @@ class LimitExceeded(Exception):
         return failed(self.message, self.code)
 
 
+_PUBLIC_CODES = frozenset(code.value for code in WorkflowErrorCode)
+
+
 def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):g} MiB"
 
@@ -155,4 +158,7 @@ def translate_end(text: str, config: EngineConfig, *, sliced: Callable[[], bool]
         outcome["code"], outcome["thrown"] = None, True
         outcome["error"] = ("the script failed, and what it threw could not be rendered as "
                             "text")
+    elif code is not None and code not in _PUBLIC_CODES:
+        # STALLED is the driver's, NULL never leaves the runtime: the record itself is wrong.
+        return engine_failure(f"it recorded an unknown result code {str(code)[:40]!r}")
     return outcome  # type: ignore[return-value]  # a failure record, its code translated

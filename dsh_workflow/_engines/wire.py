@@ -31,6 +31,7 @@ from typing import Any, Literal, NotRequired, Protocol, TypedDict
 __all__ = [
     "COMPLETED_KEYS",
     "FAILED_KEYS",
+    "FAILED_REQUIRED_KEYS",
     "HOST_MADE_CODES",
     "JS_ONLY_CODES",
     "SPENT_TAG",
@@ -138,6 +139,9 @@ SettleEntry = list[Any]
 #: The keys each outcome may carry (the subprocess protocol refuses any other).
 COMPLETED_KEYS = frozenset(Completed.__annotations__)
 FAILED_KEYS = frozenset(Failed.__annotations__)
+#: The keys every failed outcome carries (spelled out: with postponed annotations, a TypedDict
+#: cannot tell its NotRequired keys apart at run time).
+FAILED_REQUIRED_KEYS = frozenset({"ok", "code", "error"})
 #: The settle entry's tag for the run's spend (see :func:`spent`).
 SPENT_TAG = "spent"
 

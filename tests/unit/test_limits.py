@@ -171,6 +171,19 @@ def test_a_malformed_record_is_the_engine_failing(text: str) -> None:
     assert TEXT.error(failure) == "workflow runtime failed: it recorded a malformed result"
 
 
+@pytest.mark.parametrize("code", [InternalCode.STALLED.value, InternalCode.NULL.value, "BOGUS", 7])
+def test_a_record_with_an_unknown_code_is_the_engine_failing(code: object) -> None:
+    outcome = _end({"ok": False, "code": code, "error": "Error: x", "thrown": True})
+    failure = _failure(outcome)
+    assert failure["error"].startswith("workflow runtime failed: it recorded an unknown result code")
+    assert outcome_code(failure) is ENGINE_FAILED
+
+
+def test_a_record_with_a_public_code_keeps_it() -> None:
+    record = {"ok": False, "code": "RESULT_UNSERIALIZABLE", "error": "x"}
+    assert _end(dict(record)) == record
+
+
 @pytest.mark.parametrize(("code", "kind"), [(InternalCode.MEMORY, LimitKind.MEMORY),
                                             (InternalCode.STACK, LimitKind.STACK)])
 def test_an_engine_made_memory_or_stack_error_is_that_limit_unasked(code: InternalCode,

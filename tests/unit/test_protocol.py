@@ -235,6 +235,8 @@ def test_an_end_frame_of_null_means_stopped() -> None:
     True, 0, "ok", [], {},
     {"ok": "true", "value": 1},
     {"ok": 1, "value": 1},
+    {"ok": True},
+    {"ok": False, "error": "x"},
     {"ok": True, "value": 1, "error": "x"},
     {"ok": True, "value": 1, "thrown": True},
     {"ok": False, "code": None},

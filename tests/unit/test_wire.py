@@ -88,6 +88,11 @@ def test_outcomes_cross_the_pipe_unchanged(outcome: Any) -> None:
     assert set(outcome) <= (wire.COMPLETED_KEYS if outcome["ok"] else wire.FAILED_KEYS)
 
 
+def test_a_failed_outcome_carries_every_required_key() -> None:
+    assert set(wire.failed("x")) == wire.FAILED_REQUIRED_KEYS
+    assert wire.FAILED_REQUIRED_KEYS < wire.FAILED_KEYS
+
+
 def test_report_kinds_are_their_strings() -> None:
     assert [str(k) for k in wire.ReportKind] == ["outbox", "rest", "end"]
     assert wire.ReportKind.END == "end"

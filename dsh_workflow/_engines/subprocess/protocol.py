@@ -39,7 +39,7 @@ import json
 import struct
 from typing import Any
 
-from ..wire import COMPLETED_KEYS, FAILED_KEYS, Outcome
+from ..wire import COMPLETED_KEYS, FAILED_KEYS, FAILED_REQUIRED_KEYS, Outcome
 
 __all__ = [
     "CHILD_KINDS",
@@ -126,11 +126,11 @@ def _is_number(value: object) -> bool:
 def _outcome(value: object) -> Outcome | None:
     if value is None:
         return None
-    if isinstance(value, dict) and value.get("ok") is True and set(value) <= COMPLETED_KEYS:
+    if isinstance(value, dict) and value.get("ok") is True and set(value) == COMPLETED_KEYS:
         return value  # type: ignore[return-value]  # shape checked above
     if (isinstance(value, dict) and value.get("ok") is False
-            and set(value) <= FAILED_KEYS
-            and (value.get("code") is None or isinstance(value.get("code"), str))
+            and FAILED_REQUIRED_KEYS <= set(value) <= FAILED_KEYS
+            and (value["code"] is None or isinstance(value["code"], str))
             and isinstance(value.get("error"), str)
             and value.get("thrown", True) is True
             and isinstance(value.get("stack", ""), str)):
