@@ -244,25 +244,32 @@ class ChildScheduler:
             return refusal(call.call_id, _AGENT_FAILED, (
                 "agent() failed: the subagent provider raised "
                 f"{type(exc).__name__}: {_render(exc)}")), "failed"
-        return await self._map_result(call, result)
+        schema = call.request.schema
+        if schema is None or not isinstance(result, SubagentResult) \
+                or result.stop_reason != "completed" or result.structured is None:
+            # Decided on the loop: no coroutine per child for the common, schema-less case.
+            return self._map_result(call, result)
+        return await self._validated(call, schema, result.structured)
 
-    async def _map_result(self, call: ChildCall,
-                          result: object) -> tuple[SettleEntry, AgentOutcome]:
-        """The reply and outcome for a provider's result. A structured value is validated on a
-        worker thread (bounded by the schema limits; cancellation waits for it and drops it)."""
+    @staticmethod
+    def _map_result(call: ChildCall, result: object) -> tuple[SettleEntry, AgentOutcome]:
+        """The reply and outcome for a provider's result that needs no validation: anything
+        but a completed result with a structured value for a call with a schema."""
         if not isinstance(result, SubagentResult):
             return refusal(call.call_id, _AGENT_FAILED, (
                 "agent() failed: the subagent provider returned "
                 f"{type(result).__name__}, not a SubagentResult")), "failed"
         if result.stop_reason != "completed":
             return answer(call.call_id, None), "failed"
-        schema = call.request.schema
-        if schema is None:
+        if call.request.schema is None:
             return answer(call.call_id, result.text if result.text is not None else ""), \
                 "completed"
-        value = result.structured
-        if value is None:
-            return answer(call.call_id, None), "failed"
+        return answer(call.call_id, None), "failed"  # a schema, and no structured value
+
+    async def _validated(self, call: ChildCall, schema: dict[str, Any],
+                         value: object) -> tuple[SettleEntry, AgentOutcome]:
+        """The reply and outcome for a completed child's structured ``value``, validated on a
+        worker thread (bounded by the schema limits; cancellation waits for it and drops it)."""
         problems = await anyio.to_thread.run_sync(_structured_problems, schema, value,
                                                   self._limits)
         if problems:
