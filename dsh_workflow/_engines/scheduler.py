@@ -295,19 +295,23 @@ class ChildScheduler:
 
     def end_call(self, call: ChildCall) -> None:
         """Close a call exactly once: its paired end event, its settlement, its place in
-        :attr:`live`."""
+        :attr:`live`. A call ended without a reply is ``cancelled``; its reply (the cancel
+        text) is written only while the runtime can still be sent one."""
         if call not in self.live:
             return
         self.live.discard(call)
+        closed = self.closed
         if call.reply is None:
-            call.reply, call.outcome = self.cancelled_reply(call), "cancelled"
+            call.outcome = "cancelled"
+            if not closed:  # once closed no reply reaches the runtime: none is written
+                call.reply = self.cancelled_reply(call)
         if call.started and not call.ended:
             call.ended = True
             self._events.emit(AgentEnded(
                 run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase,
                 outcome=call.outcome or "cancelled", usage=call.usage))
         runtime = self.runtime
-        if runtime is not None and not self.closed:
+        if runtime is not None and not closed and call.reply is not None:
             if call.spent:
                 # The script's budget.spent() is current before it sees this child's value.
                 runtime.settle(spent(self._spend.total))
