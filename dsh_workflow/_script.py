@@ -106,13 +106,34 @@ def _checker() -> quickjs.Context:
     return ctx
 
 
+#: Bodies that passed :func:`check_body` lately (at most this many, each at most
+#: :data:`_PASSED_MAX_CHARS` long). The check is a pure function of the text, so a body started
+#: again (a saved workflow, a retried or repeated run) is not compiled twice on the event loop.
+_PASSED_MAX = 64
+_PASSED_MAX_CHARS = 32 * 1024
+_passed: dict[str, None] = {}
+_passed_lock = threading.Lock()
+
+
+def _remember_passed(body: str) -> None:
+    if type(body) is not str or len(body) > _PASSED_MAX_CHARS:
+        return
+    with _passed_lock:
+        _passed[body] = None
+        while len(_passed) > _PASSED_MAX:
+            del _passed[next(iter(_passed))]
+
+
 def check_body(body: str) -> None:
     """Prove ``body`` is exactly one async function body, running none of it.
 
     Raises ``WorkflowError(SCRIPT_PARSE)`` for a body that is not a string, still carries an
     ``export const meta`` statement, does not parse (with the script's own line and column), or
-    closes the wrapper it is compiled in.
+    closes the wrapper it is compiled in. A body that passed lately passes again without being
+    compiled (only an exact ``str``: a subclass could answer the lookup with its own ``__eq__``).
     """
+    if type(body) is str and len(body) <= _PASSED_MAX_CHARS and body in _passed:
+        return
     if not isinstance(body, str):
         raise WorkflowError(WorkflowErrorCode.SCRIPT_PARSE, "workflow script must be a string")
     if _EXPORT_META.match(body, _skip_leading_comments(body)):
@@ -157,3 +178,4 @@ def check_body(body: str) -> None:
             WorkflowErrorCode.SCRIPT_PARSE,
             "workflow script does not parse as one function body: it closes the function it "
             "runs in (unbalanced `}`); write a plain script body ending in `return <value>`")
+    _remember_passed(body)

@@ -131,10 +131,24 @@ function wrapErrorConstructor(Real, name) {
 wrapErrorConstructor(_RangeError, 'RangeError');
 if (_InternalError !== null) wrapErrorConstructor(_InternalError, 'InternalError');
 
+// Property descriptors the hot paths hand to defineProperty: null-prototype records (so no
+// `get`/`set`/`value` a script puts on Object.prototype is read into them), built once instead of
+// once per call. OWN_CONSTRUCTOR is frozen; ITEM is refilled before each use and emptied after
+// it (defineProperty on the runtime's own arrays runs no script code in between).
+function descriptor(value, writable, enumerable, configurable) {
+  const d = _create(null);
+  d.value = value;
+  d.writable = writable;
+  d.enumerable = enumerable;
+  d.configurable = configurable;
+  return d;
+}
+
+const OWN_CONSTRUCTOR = _freeze(descriptor(_Promise, false, false, false));
+const ITEM = descriptor(undefined, true, true, true);
+
 function own(promise) {
-  _defineProperty(promise, 'constructor', {
-    value: _Promise, writable: false, enumerable: false, configurable: false,
-  });
+  _defineProperty(promise, 'constructor', OWN_CONSTRUCTOR);
   return promise;
 }
 
@@ -358,7 +372,23 @@ function post(text) {
 }
 
 function setItem(array, index, value) {
-  _defineProperty(array, index, { value: value, writable: true, enumerable: true, configurable: true });
+  ITEM.value = value;
+  _defineProperty(array, index, ITEM);
+  ITEM.value = undefined;
+}
+
+// A waiter's resolve function, handed over by the one shared executor (no closure per call).
+let capturedResolve = null;
+function captureResolve(resolve) {
+  capturedResolve = resolve;
+}
+
+// A hook call's waiter: a runtime promise whose resolve function is stored in `slot`.
+function waiterFor(slot) {
+  const waiter = own(new _Promise(captureResolve));
+  slot.resolve = capturedResolve;
+  capturedResolve = null;
+  return waiter;
 }
 
 // ---- hooks ---------------------------------------------------------------------------------
@@ -393,7 +423,7 @@ const agent = async function agent(prompt, opts) {
   // The host may refuse a call for its options; the call's position is only on this stack, so
   // keep it (a call without options is never refused for its arguments: no cost there).
   if (opts !== undefined) slot.site = callSite();
-  const waiter = own(new _Promise(function (resolve) { slot.resolve = resolve; }));
+  const waiter = waiterFor(slot);
   // Everything that can fail (allocation) happens before the call is counted as pending.
   const message = '["agent",' + id + ',' + _stringify(prompt) + ',' + optsText + ']';
   post(message);
@@ -454,7 +484,7 @@ const workflow = async function workflow(target, args) {
   const id = nextId++;
   const slot = _create(null);
   slot.done = false;
-  const waiter = own(new _Promise(function (resolve) { slot.resolve = resolve; }));
+  const waiter = waiterFor(slot);
   post('["workflow",' + id + ',' + request + ']');
   pending[id] = slot;
   pendingCount++;
@@ -525,35 +555,56 @@ function consoleMethod(name) {
   };
 }
 
-function barrier(promises, count) {
-  // Resolves with the values in order once every promise fulfilled; rejects at the first
-  // rejection. Only runtime promises (from async functions below) are passed in. Resolving
-  // with the array looks up `then` on it, as any promise resolution does: a `then` a script
-  // put on Array.prototype runs there, which only affects that script.
-  return own(new _Promise(function (resolve, reject) {
-    const out = [];
-    let remaining = count;
-    if (count === 0) {
-      resolve(out);
-      return;
-    }
-    for (let i = 0; i < count; i++) {
-      _apply(_then, own(promises[i]), [function (value) {
-        setItem(out, i, value);
-        remaining -= 1;
-        if (remaining === 0) resolve(out);
-      }, reject]);
-    }
-  }));
+// One combinator call's join: `out` is filled in input order and `promise` resolves with it
+// once every item is in, or rejects at the first fatal error. Resolving with the array looks up
+// `then` on it, as any promise resolution does: a `then` a script put on Array.prototype runs
+// there, which only affects that script.
+let capturedReject = null;
+function captureBoth(resolve, reject) {
+  capturedResolve = resolve;
+  capturedReject = reject;
 }
 
-async function settleThunk(fn) {
+function newJoin(count, stages, stageCount) {
+  const join = _create(null);
+  join.out = [];
+  join.remaining = count;
+  join.stages = stages;  // pipeline(): the stage functions; parallel(): null
+  join.stageCount = stageCount;
+  join.promise = own(new _Promise(captureBoth));
+  join.resolve = capturedResolve;
+  join.reject = capturedReject;
+  capturedResolve = capturedReject = null;
+  if (count === 0) join.resolve(join.out);
+  return join;
+}
+
+// One item of a combinator: parallel()'s thunk `work`, or pipeline()'s stages run on the item
+// `work`; an ordinary throw makes the item null, a fatal one rejects the join. The item is put
+// in two jobs after its value (or error) is known, the turn at which a then() on a per-item
+// promise used to put it, so scripts see their callbacks in the same order as before.
+async function runItem(join, index, work) {
+  let value;
   try {
-    return await fn();
+    const stages = join.stages;
+    if (stages === null) {
+      value = await work();
+    } else {
+      value = work;
+      for (let s = 0; s < join.stageCount; s++) value = await stages[s](value, work, index);
+    }
   } catch (e) {
-    if (isFatal(e)) throw e;
-    return null;
+    if (isFatal(e)) {
+      await undefined;
+      join.reject(e);
+      return;
+    }
+    value = null;
   }
+  await undefined;
+  setItem(join.out, index, value);
+  join.remaining -= 1;
+  if (join.remaining === 0) join.resolve(join.out);
 }
 
 // The item count of an array argument, read once (a Proxy may answer each read differently) and
@@ -576,7 +627,7 @@ function rejected(error) {
   return own(new _Promise(function (resolve, reject) { reject(error); }));
 }
 
-// parallel() and pipeline() are plain functions returning the barrier promise itself: an async
+// parallel() and pipeline() are plain functions returning the join's promise itself: an async
 // function would resolve its result through the script-visible Promise.prototype.then.
 const parallel = function parallel(thunks) {
   try {
@@ -594,26 +645,13 @@ const parallel = function parallel(thunks) {
       }
       fns[i] = fn;
     }
-    const promises = _create(null);
-    for (let i = 0; i < count; i++) promises[i] = settleThunk(fns[i]);
-    return barrier(promises, count);
+    const join = newJoin(count, null, 0);
+    for (let i = 0; i < count; i++) runItem(join, i, fns[i]);
+    return join.promise;
   } catch (e) {
     return rejected(e);
   }
 };
-
-async function runChain(stages, stageCount, item, index) {
-  let prev = item;
-  for (let s = 0; s < stageCount; s++) {
-    try {
-      prev = await stages[s](prev, item, index);
-    } catch (e) {
-      if (isFatal(e)) throw e;
-      return null;
-    }
-  }
-  return prev;
-}
 
 const pipeline = function pipeline(items) {
   try {
@@ -638,9 +676,9 @@ const pipeline = function pipeline(items) {
     }
     const values = _create(null);
     for (let i = 0; i < count; i++) values[i] = items[i];
-    const promises = _create(null);
-    for (let i = 0; i < count; i++) promises[i] = runChain(stages, stageCount, values[i], i);
-    return barrier(promises, count);
+    const join = newJoin(count, stages, stageCount);
+    for (let i = 0; i < count; i++) runItem(join, i, values[i]);
+    return join.promise;
   } catch (e) {
     return rejected(e);
   }

@@ -45,6 +45,10 @@ class AgentOptions:
     isolation: Isolation | None = None
 
 
+#: The options of a call that passed none (frozen, so one instance serves every such call).
+_NO_OPTIONS = AgentOptions()
+
+
 def _kind(value: object) -> str:
     if value is None:
         return "null"
@@ -78,7 +82,7 @@ def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptio
     (off the event loop).
     """
     if raw is None:
-        return AgentOptions()
+        return _NO_OPTIONS
     if not isinstance(raw, dict):
         raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
                             f"agent() options must be an object (got {_kind(raw)})")

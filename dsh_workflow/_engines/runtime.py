@@ -54,7 +54,7 @@ from .limits import (
     stalled,
     translate_end,
 )
-from .wire import LimitKind, Outcome, ReportKind, SettleEntry
+from .wire import SPENT_TAG, LimitKind, Outcome, ReportKind, SettleEntry
 
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
     from .._config import EngineConfig
@@ -411,11 +411,22 @@ class RuntimeThread:
             if self._on_wait is not None:
                 self._on_wait()
             item = self._inbox.get()
-            batch: list[object] = []
+            batch: list[SettleEntry] = []
+            spent_at = -1  # where the batch's ["spent", tokens] entry is, if it has one
             while True:
                 if item is STOP:
                     return None
-                batch.append(item)
+                entry = cast("SettleEntry", item)
+                if entry[0] == SPENT_TAG:
+                    # A running total, and no script code runs while a batch is settled: only
+                    # the batch's last total can ever be seen, so it replaces the earlier one.
+                    if spent_at >= 0:
+                        batch[spent_at] = entry
+                    else:
+                        spent_at = len(batch)
+                        batch.append(entry)
+                else:
+                    batch.append(entry)
                 try:
                     item = self._inbox.get_nowait()
                 except queue.Empty:

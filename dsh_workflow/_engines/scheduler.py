@@ -244,25 +244,32 @@ class ChildScheduler:
             return refusal(call.call_id, _AGENT_FAILED, (
                 "agent() failed: the subagent provider raised "
                 f"{type(exc).__name__}: {_render(exc)}")), "failed"
-        return await self._map_result(call, result)
+        schema = call.request.schema
+        if schema is None or not isinstance(result, SubagentResult) \
+                or result.stop_reason != "completed" or result.structured is None:
+            # Decided on the loop: no coroutine per child for the common, schema-less case.
+            return self._map_result(call, result)
+        return await self._validated(call, schema, result.structured)
 
-    async def _map_result(self, call: ChildCall,
-                          result: object) -> tuple[SettleEntry, AgentOutcome]:
-        """The reply and outcome for a provider's result. A structured value is validated on a
-        worker thread (bounded by the schema limits; cancellation waits for it and drops it)."""
+    @staticmethod
+    def _map_result(call: ChildCall, result: object) -> tuple[SettleEntry, AgentOutcome]:
+        """The reply and outcome for a provider's result that needs no validation: anything
+        but a completed result with a structured value for a call with a schema."""
         if not isinstance(result, SubagentResult):
             return refusal(call.call_id, _AGENT_FAILED, (
                 "agent() failed: the subagent provider returned "
                 f"{type(result).__name__}, not a SubagentResult")), "failed"
         if result.stop_reason != "completed":
             return answer(call.call_id, None), "failed"
-        schema = call.request.schema
-        if schema is None:
+        if call.request.schema is None:
             return answer(call.call_id, result.text if result.text is not None else ""), \
                 "completed"
-        value = result.structured
-        if value is None:
-            return answer(call.call_id, None), "failed"
+        return answer(call.call_id, None), "failed"  # a schema, and no structured value
+
+    async def _validated(self, call: ChildCall, schema: dict[str, Any],
+                         value: object) -> tuple[SettleEntry, AgentOutcome]:
+        """The reply and outcome for a completed child's structured ``value``, validated on a
+        worker thread (bounded by the schema limits; cancellation waits for it and drops it)."""
         problems = await anyio.to_thread.run_sync(_structured_problems, schema, value,
                                                   self._limits)
         if problems:
@@ -288,19 +295,23 @@ class ChildScheduler:
 
     def end_call(self, call: ChildCall) -> None:
         """Close a call exactly once: its paired end event, its settlement, its place in
-        :attr:`live`."""
+        :attr:`live`. A call ended without a reply is ``cancelled``; its reply (the cancel
+        text) is written only while the runtime can still be sent one."""
         if call not in self.live:
             return
         self.live.discard(call)
+        closed = self.closed
         if call.reply is None:
-            call.reply, call.outcome = self.cancelled_reply(call), "cancelled"
+            call.outcome = "cancelled"
+            if not closed:  # once closed no reply reaches the runtime: none is written
+                call.reply = self.cancelled_reply(call)
         if call.started and not call.ended:
             call.ended = True
             self._events.emit(AgentEnded(
                 run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase,
                 outcome=call.outcome or "cancelled", usage=call.usage))
         runtime = self.runtime
-        if runtime is not None and not self.closed:
+        if runtime is not None and not closed and call.reply is not None:
             if call.spent:
                 # The script's budget.spent() is current before it sees this child's value.
                 runtime.settle(spent(self._spend.total))
