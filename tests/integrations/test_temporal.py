@@ -318,7 +318,7 @@ async def test_sigterm_past_the_grace_hands_children_back_to_another_worker(
         tg.start_soon(hand_over)
         result = await _run(server.address, queue, FANOUT % 2)
     assert result.value == _expected(2)
-    assert await anyio.to_thread.run_sync(leaving.process.wait, 30) == 0
+    assert await anyio.to_thread.run_sync(leaving.process.wait, 30) == 0, leaving.text()
     assert leaving.text().count("): handed back") == 2, leaving.text()
 
 
