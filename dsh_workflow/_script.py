@@ -115,8 +115,13 @@ _passed: dict[str, None] = {}
 _passed_lock = threading.Lock()
 
 
+def _rememberable(body: object) -> bool:
+    # Only an exact str: a subclass could answer the lookup with its own __eq__.
+    return type(body) is str and len(body) <= _PASSED_MAX_CHARS
+
+
 def _remember_passed(body: str) -> None:
-    if type(body) is not str or len(body) > _PASSED_MAX_CHARS:
+    if not _rememberable(body):
         return
     with _passed_lock:
         _passed[body] = None
@@ -132,7 +137,7 @@ def check_body(body: str) -> None:
     closes the wrapper it is compiled in. A body that passed lately passes again without being
     compiled (only an exact ``str``: a subclass could answer the lookup with its own ``__eq__``).
     """
-    if type(body) is str and len(body) <= _PASSED_MAX_CHARS and body in _passed:
+    if _rememberable(body) and body in _passed:
         return
     if not isinstance(body, str):
         raise WorkflowError(WorkflowErrorCode.SCRIPT_PARSE, "workflow script must be a string")

@@ -244,17 +244,18 @@ class ChildScheduler:
             return refusal(call.call_id, _AGENT_FAILED, (
                 "agent() failed: the subagent provider raised "
                 f"{type(exc).__name__}: {_render(exc)}")), "failed"
-        schema = call.request.schema
-        if schema is None or not isinstance(result, SubagentResult) \
-                or result.stop_reason != "completed" or result.structured is None:
-            # Decided on the loop: no coroutine per child for the common, schema-less case.
-            return self._map_result(call, result)
-        return await self._validated(call, schema, result.structured)
+        # Decided on the loop: no coroutine per child unless a structured value needs checking.
+        mapped = self._map_result(call, result)
+        if mapped is not None:
+            return mapped
+        assert isinstance(result, SubagentResult) and call.request.schema is not None
+        return await self._validated(call, call.request.schema, result.structured)
 
     @staticmethod
-    def _map_result(call: ChildCall, result: object) -> tuple[SettleEntry, AgentOutcome]:
-        """The reply and outcome for a provider's result that needs no validation: anything
-        but a completed result with a structured value for a call with a schema."""
+    def _map_result(call: ChildCall,
+                    result: object) -> tuple[SettleEntry, AgentOutcome] | None:
+        """The reply and outcome for a provider's result, or None when it is a completed
+        result's structured value for a call with a schema (to be validated first)."""
         if not isinstance(result, SubagentResult):
             return refusal(call.call_id, _AGENT_FAILED, (
                 "agent() failed: the subagent provider returned "
@@ -264,7 +265,9 @@ class ChildScheduler:
         if call.request.schema is None:
             return answer(call.call_id, result.text if result.text is not None else ""), \
                 "completed"
-        return answer(call.call_id, None), "failed"  # a schema, and no structured value
+        if result.structured is None:
+            return answer(call.call_id, None), "failed"
+        return None
 
     async def _validated(self, call: ChildCall, schema: dict[str, Any],
                          value: object) -> tuple[SettleEntry, AgentOutcome]:
