@@ -7,12 +7,15 @@ Contract of ``GET /api/runs/{id}/stream`` (see :func:`run_stream`):
   seq sent, so a reconnecting browser (``Last-Event-ID``) continues after it. Everything stored
   so far comes at once; afterwards the store is polled every :data:`POLL_S` seconds.
 - ``event: end`` — once the run is no longer ``running`` and every event is sent: ``data`` is
-  :func:`~.summary.run_payload` (status, row, error with code, result as HTML). The stream
-  then closes; the page closes its ``EventSource`` so it does not reconnect.
+  :func:`~.summary.run_payload` (status, row, error with code, and — unless the page asked
+  ``result=0`` because it shows the result already — the result folded to a bounded size,
+  made off the event loop). The stream then closes; the page closes its ``EventSource`` so it
+  does not reconnect.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -40,8 +43,13 @@ def _message(events: list[StoredEvent]) -> ServerSentEvent:
     return ServerSentEvent(data=body, event="events", id=str(events[-1].seq))
 
 
+def _end_message(record: Any, with_result: bool) -> str:
+    return json.dumps(run_payload(record, with_result=with_result), ensure_ascii=False)
+
+
 async def event_stream(store: RunStore, run_id: str, *, after: int = 0,
-                       poll_s: float = POLL_S) -> AsyncIterator[ServerSentEvent]:
+                       poll_s: float = POLL_S,
+                       with_result: bool = True) -> AsyncIterator[ServerSentEvent]:
     """The messages of the stream of ``run_id`` from event ``after`` on (the run exists)."""
     last = after
     while True:
@@ -58,7 +66,8 @@ async def event_stream(store: RunStore, run_id: str, *, after: int = 0,
                 break
         if record is None or record.status != "running":
             if record is not None:
-                yield ServerSentEvent(data=json.dumps(run_payload(record), ensure_ascii=False),
-                                      event="end")
+                end = await anyio.to_thread.run_sync(
+                    functools.partial(_end_message, record, with_result))
+                yield ServerSentEvent(data=end, event="end")
             return
         await anyio.sleep(poll_s)

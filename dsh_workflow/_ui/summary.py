@@ -2,6 +2,11 @@
 
 Pure functions over :class:`~dsh_workflow._store.RunRecord` (no I/O), so the pages and the
 live stream describe a run the same way.
+
+Bounded: a value, script or args block is shown as at most :data:`SHOWN_CHARS` characters of
+its text (highlighted); a longer one is *folded* (:class:`Shown` says how much is shown of how
+much), and the page fetches the rest on request, :data:`CHUNK_CHARS` at a time
+(:func:`text_chunk`), as plain text. So a 5 MB result costs a page a few dozen kilobytes.
 """
 
 from __future__ import annotations
@@ -20,11 +25,20 @@ from .._errors import SCRIPT_FAILED
 from .._result import code_in_text, stored_code
 from .._store import RunRecord, StoredEvent
 
-__all__ = ["HIGHLIGHT_CLASS", "Counts", "ErrorView", "RunRow", "count_events", "error_view", "highlight_css",
-           "highlight_js", "highlight_json", "run_payload", "run_row"]
+__all__ = ["CHUNK_CHARS", "HIGHLIGHT_CLASS", "PARTS", "SHOWN_CHARS", "Counts", "ErrorView", "RunRow",
+           "Shown", "count_events", "error_view", "highlight_css", "highlight_js",
+           "highlight_json", "part_text", "run_payload", "run_row", "show_js", "show_json",
+           "text_chunk"]
 
 HIGHLIGHT_CLASS = "hl"
 _FORMATTER = HtmlFormatter(cssclass=HIGHLIGHT_CLASS, nowrap=False)
+
+#: The most characters of one value's text a page or a stream message carries highlighted.
+SHOWN_CHARS = 64_000
+#: The most characters one "show more" request returns.
+CHUNK_CHARS = 256_000
+#: The parts of a run whose whole text can be fetched in chunks (:func:`part_text`).
+PARTS = ("value", "result", "args", "script", "meta")
 
 
 @dataclass(frozen=True)
@@ -51,9 +65,10 @@ class Counts:
     tokens: int = 0
 
 
-def count_events(events: Iterable[StoredEvent]) -> Counts:
-    """The counts of a run so far, from its stored events."""
-    agents = replayed = tokens = 0
+def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Counts:
+    """The counts of a run so far, from its stored events (added to ``start``: the counts of
+    the events before them)."""
+    agents, replayed, tokens = start.agents, start.replayed, start.tokens
     for event in events:
         kind = event.data.get("event")
         if kind == "AgentStarted":
@@ -62,7 +77,10 @@ def count_events(events: Iterable[StoredEvent]) -> Counts:
             replayed += 1
         elif kind == "AgentEnded":
             usage = event.data.get("usage") or {}
-            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            try:
+                tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            except (TypeError, ValueError, AttributeError):
+                pass  # a foreign event's usage counts for nothing
     return Counts(agents=agents, replayed=replayed, tokens=tokens)
 
 
@@ -128,7 +146,68 @@ def error_view(record: RunRecord) -> ErrorView | None:
         error = error[len(named.value) + 1:].lstrip()
     elif code == SCRIPT_FAILED:
         code = None
+    if len(error) > SHOWN_CHARS:  # bounded like every other block of a page
+        error = f"{error[:SHOWN_CHARS]}\n… ({len(error) - SHOWN_CHARS} more characters)"
     return ErrorView(code=None if code is None else code.value, message=error)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A block as a page shows it: highlighted HTML of the first ``shown`` characters of a
+    text of ``total`` characters (``folded`` when that is not all of it)."""
+
+    html: str
+    shown: int
+    total: int
+
+    @property
+    def folded(self) -> bool:
+        return self.shown < self.total
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def show_json(value: Any, limit: int = SHOWN_CHARS) -> Shown:
+    """``value`` as indented JSON, its first ``limit`` characters highlighted."""
+    return _shown_text(_json_text(value), JsonLexer, limit)
+
+
+def show_js(source: str, limit: int = SHOWN_CHARS) -> Shown:
+    """Script ``source``, its first ``limit`` characters highlighted."""
+    return _shown_text(source, JavascriptLexer, limit)
+
+
+def _shown_text(text: str, lexer: Any, limit: int) -> Shown:
+    html = str(highlight(text[:limit], lexer(ensurenl=len(text) <= limit), _FORMATTER))
+    if len(text) > limit:
+        # the highlighted part ends where the fetched rest goes on: no line break between
+        html = html.replace("\n</pre>", "</pre>", 1) if not text[:limit].endswith("\n") else html
+    return Shown(html=html, shown=min(len(text), limit), total=len(text))
+
+
+def part_text(record: RunRecord, part: str) -> str | None:
+    """The whole text of one of :data:`PARTS` of ``record`` (None: the run has no such part
+    yet). ``value`` is the result's value, ``result`` the whole result object."""
+    if part == "script":
+        return record.script
+    if part == "args":
+        return _json_text(record.args)
+    if part == "meta":
+        return _json_text(record.meta)
+    if record.result is None:
+        return None
+    if part == "value":
+        return _json_text(record.result.get("value"))
+    if part == "result":
+        return _json_text(record.result)
+    raise ValueError(f"unknown part {part!r}")
+
+
+def text_chunk(text: str, offset: int, size: int = CHUNK_CHARS) -> str:
+    """At most ``size`` characters of ``text`` from ``offset`` on."""
+    return text[max(offset, 0):max(offset, 0) + size]
 
 
 def highlight_js(source: str) -> str:
@@ -147,15 +226,22 @@ def highlight_css() -> str:
     return str(_FORMATTER.get_style_defs(f".{HIGHLIGHT_CLASS}"))
 
 
-def run_payload(record: RunRecord) -> dict[str, Any]:
-    """What the live stream sends when a run has ended: its row, error and result as HTML."""
+def _shown(shown: Shown | None) -> dict[str, Any] | None:
+    return None if shown is None else {"html": shown.html, "shown": shown.shown,
+                                       "total": shown.total}
+
+
+def run_payload(record: RunRecord, *, with_result: bool = True) -> dict[str, Any]:
+    """What the live stream sends when a run has ended: its row, error and — unless the page
+    already shows it (``with_result=False``) — its result (``value`` and the whole ``result``
+    object, each as :class:`Shown` fields: ``html``, ``shown``, ``total``)."""
     error = error_view(record)
-    result = record.result
+    result = record.result if with_result else None
     return {
         "status": record.status,
         "row": run_row(record).__dict__,
         "ended_at": record.ended_at,
         "error": None if error is None else {"code": error.code, "message": error.message},
-        "result_html": None if result is None else highlight_json(result.get("value")),
-        "result_full_html": None if result is None else highlight_json(result),
+        "value": _shown(None if result is None else show_json(result.get("value"))),
+        "result": _shown(None if result is None else show_json(result)),
     }

@@ -791,3 +791,144 @@ def test_the_browser_keeps_the_token_out_of_the_address_and_the_script(
         assert response is not None and response.status == 401
     finally:
         stranger.close()
+
+
+# -- bounded work per request ------------------------------------------------------------------
+
+
+def _record_runs(store: str, *, result_value: Any) -> list[str]:
+    """Record one completed run straight into ``store``, its result's value
+    ``result_value``; returns its id (in a list)."""
+    from dsh_workflow import SQLiteRunStore
+
+    async def write() -> list[str]:
+        run_id = f"big-{time.monotonic_ns()}"
+        async with SQLiteRunStore(store) as opened:
+            await opened.create_run(run_id, meta={"name": "big", "description": "d"},
+                                    script="return 1")
+            await opened.finish_run(run_id, status="completed", result={
+                "value": result_value, "error": None, "stop_reason": "completed"})
+        return [run_id]
+
+    import anyio
+
+    return anyio.run(write, backend="trio")  # Playwright runs an asyncio loop here
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_a_five_megabyte_result_is_folded_and_fetched_in_bounded_chunks(
+        tmp_path: pathlib.Path) -> None:
+    from dsh_workflow._ui.summary import CHUNK_CHARS, SHOWN_CHARS
+
+    store = str(tmp_path / "big.sqlite3")
+    value = {"rows": [{"i": i, "text": "x" * 90} for i in range(50_000)]}  # ~5.5 MB of JSON
+    text = _json_text(value)
+    assert len(text) > 5_000_000
+    (run_id,) = _record_runs(store, result_value=value)
+    big = Viewer(store)
+    try:
+        with big.client() as http:
+            started = time.monotonic()
+            page = http.get(f"/runs/{run_id}")
+            elapsed = time.monotonic() - started
+            assert page.status_code == 200
+            print(f"5 MB result page: {len(page.content)} bytes in {elapsed:.2f} s")
+            assert len(page.content) < 1_000_000 and elapsed < 8
+            assert f"of <span class=\"fold-total\">{len(text)}</span> characters" in page.text
+            # the end message of the stream is bounded too, and left out when asked
+            ended = _messages(http.get(f"/api/runs/{run_id}/stream").text)[-1]
+            assert ended[0] == "end" and len(ended[2]) < 1_000_000
+            payload = json.loads(ended[2])
+            assert payload["value"]["shown"] == SHOWN_CHARS
+            assert payload["value"]["total"] == len(text)
+            quiet = _messages(http.get(f"/api/runs/{run_id}/stream?result=0").text)[-1]
+            assert json.loads(quiet[2])["value"] is None and len(quiet[2]) < 10_000
+            # the rest of the text, one bounded chunk per request
+            chunks, offset = [], 0
+            while True:
+                part = http.get(f"/api/runs/{run_id}/text/value", params={"offset": offset})
+                assert part.status_code == 200
+                assert int(part.headers["x-total-chars"]) == len(text)
+                assert len(part.text) <= CHUNK_CHARS
+                if not part.text:
+                    break
+                chunks.append(part.text)
+                offset = int(part.headers["x-next-offset"])
+            assert "".join(chunks) == text
+            assert http.get(f"/api/runs/{run_id}/text/nope").status_code == 404
+            assert http.get(f"/api/runs/{run_id}/text/value?offset=x").status_code == 400
+            assert http.get("/api/runs/nope/text/value").status_code == 404
+        # and the whole of it is behind the token like everything else
+        assert httpx.get(f"{big.url}/api/runs/{run_id}/text/value", timeout=10
+                         ).status_code == 401
+    finally:
+        assert big.stop() == 0
+
+
+@needs_chromium
+def test_show_more_unfolds_a_big_result_on_the_page(tmp_path: pathlib.Path, page: Any) -> None:
+    store = str(tmp_path / "big.sqlite3")
+    value = [f"line {i} " + "y" * 40 for i in range(10_000)]  # ~600 kB of JSON
+    (run_id,) = _record_runs(store, result_value=value)
+    big = Viewer(store)
+    try:
+        big.enter(page)
+        page.goto(f"{big.url}/runs/{run_id}")
+        _ended(page)
+        fold = 'p.folded[data-for="result"]'
+        assert page.is_visible(fold)
+        clicks = 0
+        while page.is_visible(fold):
+            before = page.get_attribute(fold, "data-next")
+            page.click(f"{fold} button.show-more")
+            page.wait_for_function(f"document.querySelector('{fold}').dataset.next !== "
+                                   f"'{before}'")
+            clicks += 1
+            assert clicks < 10
+        assert clicks >= 2
+        assert json.loads(page.inner_text("#result")) == value
+    finally:
+        assert big.stop() == 0
+
+
+@pytest.mark.parametrize("after", ["abc", "1.5", "9223372036854775808",
+                                   "99999999999999999999999999", "0x10", "1e3", "١٢"])
+def test_a_malformed_after_is_400(viewer: Viewer, runs: tuple[str, dict[str, str]],
+                                  after: str) -> None:
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        assert http.get(url, params={"after": after}).status_code == 400
+        assert http.get(url, headers={"Last-Event-ID": after.encode()}
+                        ).status_code == 400
+
+
+def test_after_in_range_is_served(viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        for after in ("9223372036854775807", "-3", "0"):
+            answered = http.get(url, params={"after": after})
+            assert answered.status_code == 200 and "event: end" in answered.text
+
+
+@needs_chromium
+def test_list_refreshes_never_overlap(viewer: Viewer, page: Any) -> None:
+    # every refresh answers only after 3 s (longer than the 2 s period)
+    page.add_init_script("""
+        window.__inflight = 0; window.__most = 0; window.__calls = 0;
+        const original = window.fetch.bind(window);
+        window.fetch = async (...args) => {
+            window.__calls++; window.__inflight++;
+            window.__most = Math.max(window.__most, window.__inflight);
+            try {
+                await new Promise(resolve => setTimeout(resolve, 3000));
+                return await original(...args);
+            } finally { window.__inflight--; }
+        };""")
+    viewer.enter(page)
+    page.fill("#name-filter", "res")  # typing during a refresh asks for one more, not two
+    page.wait_for_timeout(9_000)
+    assert page.evaluate("window.__calls") >= 2
+    assert page.evaluate("window.__most") == 1

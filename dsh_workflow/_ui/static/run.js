@@ -255,8 +255,8 @@
       $("error-message").textContent = payload.error.message;
       $("error-box").hidden = false;
     }
-    if (payload.result_html) $("result").innerHTML = payload.result_html;
-    if (payload.result_full_html) $("result-full").innerHTML = payload.result_full_html;
+    if (payload.value) showBlock("result", payload.value);
+    if (payload.result) showBlock("result-full", payload.result);
     if (payload.ended_at && endAt === null) endAt = payload.ended_at;
     // Agents with no end left: the run's process died under them (an interrupted run).
     for (const seq of running) {
@@ -271,7 +271,52 @@
     schedule();  // the chart drawn after this render marks the page data-live="ended"
   }
 
-  const source = new EventSource("/api/runs/" + encodeURIComponent(runId) + "/stream");
+  // A folded block (a value past the server's bound) shows its first characters; "Show more"
+  // fetches the next chunk of its text, one request at a time.
+  function foldOf(id) { return document.querySelector('p.folded[data-for="' + id + '"]'); }
+  function showBlock(id, shown) {
+    $(id).innerHTML = shown.html;
+    const fold = foldOf(id);
+    if (!fold) return;
+    fold.dataset.next = String(shown.shown);
+    fold.dataset.total = String(shown.total);
+    fold.querySelector(".fold-shown").textContent = String(shown.shown);
+    fold.querySelector(".fold-total").textContent = String(shown.total);
+    fold.hidden = shown.shown >= shown.total;
+  }
+  async function showMore(fold, button) {
+    button.disabled = true;
+    try {
+      const next = Number(fold.dataset.next);
+      const response = await fetch("/api/runs/" + encodeURIComponent(runId) + "/text/" +
+                                   fold.dataset.part + "?offset=" + next);
+      if (!response.ok) return;
+      const text = await response.text();
+      const block = $(fold.dataset.for);
+      let more = block.querySelector("pre");  // the highlighted part's: the text goes on in it
+      if (!more) {
+        more = document.createElement("pre");
+        block.appendChild(more);
+      }
+      more.appendChild(document.createTextNode(text));
+      const shown = next + text.length;
+      fold.dataset.next = String(shown);
+      fold.querySelector(".fold-shown").textContent = String(shown);
+      if (shown >= Number(fold.dataset.total) || !text.length) fold.hidden = true;
+    } finally {
+      button.disabled = false;
+    }
+  }
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest ? event.target.closest("button.show-more") : null;
+    if (button && !button.disabled) showMore(button.closest("p.folded"), button);
+  });
+
+  // A page of a run that had ended when it was made shows its result already: the end message
+  // need not carry it again.
+  const streamUrl = "/api/runs/" + encodeURIComponent(runId) + "/stream" +
+                    (root.dataset.status === "running" ? "" : "?result=0");
+  const source = new EventSource(streamUrl);
   source.addEventListener("events", (message) => {
     for (const event of JSON.parse(message.data)) apply(event);
     schedule();
