@@ -68,17 +68,18 @@ class Viewer:
         self.token = urllib.parse.unquote(match.group(3))
 
     def enter(self, page: Any) -> None:
-        """Open the printed address in ``page``: the viewer sets its cookie and sends the
-        browser on to the list, without the token in the address."""
-        page.goto(f"{self.url}/?token={urllib.parse.quote(self.token, safe='')}")
-        assert page.url == self.url + "/"
+        """Open the printed address in ``page``: the viewer sets its cookie, and the page takes
+        the token out of its address."""
+        response = page.goto(f"{self.url}/?token={urllib.parse.quote(self.token, safe='')}")
+        assert response is not None and response.status == 200
+        page.wait_for_url(self.url + "/")
 
     @contextlib.contextmanager
     def client(self) -> Iterator[httpx.Client]:
         """An HTTP client holding the viewer's cookie (got the way a browser gets it)."""
         with httpx.Client(base_url=self.url, timeout=10) as client:
             entered = client.get("/", params={"token": self.token})
-            assert entered.status_code == 303, entered.text
+            assert entered.status_code == 200 and "set-cookie" in entered.headers
             yield client
 
     def stop(self, how: int = signal.SIGINT) -> int:
@@ -443,8 +444,7 @@ def _check_the_stream(viewer: Viewer, http: httpx.Client, url: str) -> None:
     assert http.get("/runs/nope").status_code == 404
     assert http.get("/?status=bogus").status_code == 400
     assert httpx.get(viewer.url.replace("127.0.0.1", "localhost") + "/",
-                     params={"token": viewer.token}, follow_redirects=True,
-                     timeout=10).status_code == 200
+                     params={"token": viewer.token}, timeout=10).status_code == 200
     foreign = httpx.get(viewer.url + "/", headers={"Host": "attacker.example"}, timeout=10)
     assert foreign.status_code == 400  # a rebound host name gets nothing
 
@@ -520,11 +520,10 @@ def test_run_prints_the_viewer_address_of_its_run(viewer: Viewer, tmp_path: path
     match = re.search(r"viewer: (\S+)", done.stderr)
     assert match is not None, done.stderr
     assert match.group(1).startswith(viewer.url + "/runs/")
-    # the link works as printed: the viewer trades its token for the cookie, then the page
-    with httpx.Client(timeout=10, follow_redirects=True) as browser_like:
-        opened = browser_like.get(match.group(1))
-    assert opened.status_code == 200 and opened.history[0].status_code == 303
-    assert str(opened.url) == match.group(1).split("?")[0]
+    # the link works as printed: the page, and the viewer's cookie for the next ones
+    opened = httpx.get(match.group(1), timeout=10)
+    assert opened.status_code == 200 and "set-cookie" in opened.headers
+    assert httpx.get(match.group(1).split("?")[0], timeout=10).status_code == 401
 
 
 # -- the command's start errors --------------------------------------------------------------
@@ -671,8 +670,10 @@ def test_the_token_in_the_address_becomes_an_httponly_strict_cookie(
     with httpx.Client(base_url=viewer.url, timeout=10) as http:
         entered = http.get("/", params={"status": "completed", "token": viewer.token,
                                         "name": "research"})
-        assert entered.status_code == 303
-        assert entered.headers["location"] == "/?status=completed&name=research"  # no token
+        assert entered.status_code == 200  # the printed link opens its page at once
+        assert runs[1]["research-report"] in entered.text  # filtered as asked
+        assert runs[1]["throws"] not in entered.text
+        assert entered.headers["referrer-policy"] == "no-referrer"
         cookie = entered.headers["set-cookie"]
         attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
         assert {"httponly", "samesite=strict", "path=/"} <= attributes, cookie
@@ -685,11 +686,11 @@ def test_the_token_in_the_address_becomes_an_httponly_strict_cookie(
     bearer = httpx.get(viewer.url + "/runs-table", timeout=10,
                        headers={"Authorization": f"Bearer {viewer.token}"})
     assert bearer.status_code == 200 and runs[1]["research-report"] in bearer.text
-    # a run page's address with the token lands on the run page itself
+    # a run page's address with the token opens the run page itself, and sets the cookie
     run_page = f"/runs/{runs[1]['throws']}"
     with httpx.Client(base_url=viewer.url, timeout=10) as http:
         entered = http.get(run_page, params={"token": viewer.token})
-        assert entered.headers["location"] == run_page
+        assert entered.status_code == 200 and "the script gave up" in entered.text
         assert http.get(run_page).status_code == 200
 
 
@@ -779,10 +780,12 @@ def test_the_browser_keeps_the_token_out_of_the_address_and_the_script(
         assert page.evaluate("document.cookie") == ""  # HttpOnly: the page's script cannot read it
         (cookie,) = [c for c in context.cookies() if c["name"].startswith("dsh_workflow_viewer_")]
         assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
-        assert viewer.token not in page.evaluate("history.length + location.href")
+        assert viewer.token not in page.evaluate("location.href")
         page.goto(f"{viewer.url}/runs/{runs[1]['research-report']}")  # the cookie alone
         _ended(page)
         assert page.inner_text("#run-status") == "completed"
+        page.go_back()  # the history keeps the list's address without the token
+        assert page.url == viewer.url + "/"
     finally:
         context.close()
     stranger = browser.new_context()
