@@ -4,9 +4,10 @@ Pure functions over :class:`~dsh_workflow._store.RunRecord` (no I/O), so the pag
 live stream describe a run the same way.
 
 Bounded: a value, script or args block is shown as at most :data:`SHOWN_CHARS` characters of
-its text (highlighted); a longer one is *folded* (:class:`Shown` says how much is shown of how
-much), and the page fetches the rest on request, :data:`CHUNK_CHARS` at a time
-(:func:`text_chunk`), as plain text. So a 5 MB result costs a page a few dozen kilobytes.
+its text (highlighted); a longer one is *folded* (:class:`Shown`), and the page fetches the
+rest on request, :data:`CHUNK_CHARS` at a time (:func:`text_chunk`), as plain text. A value's
+JSON text is made only as far as it is shown (the encoder stops there), so a page of a 5 MB
+result costs about as much as one of a 64 kB result.
 """
 
 from __future__ import annotations
@@ -153,38 +154,53 @@ def error_view(record: RunRecord) -> ErrorView | None:
 
 @dataclass(frozen=True)
 class Shown:
-    """A block as a page shows it: highlighted HTML of the first ``shown`` characters of a
-    text of ``total`` characters (``folded`` when that is not all of it)."""
+    """A block as a page shows it: highlighted HTML of the first ``shown`` characters of its
+    text; ``folded`` when the text goes on (its whole length is what :func:`part_text`
+    gives, made only when asked)."""
 
     html: str
     shown: int
-    total: int
+    folded: bool
 
-    @property
-    def folded(self) -> bool:
-        return self.shown < self.total
+
+def _json_encoder() -> json.JSONEncoder:
+    return json.JSONEncoder(indent=2, ensure_ascii=False, default=str)
 
 
 def _json_text(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return _json_encoder().encode(value)
+
+
+def _json_prefix(value: Any, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` characters of ``value``'s JSON text (as :func:`_json_text` makes
+    it), and whether the text goes on — encoding stops soon after ``limit``."""
+    pieces: list[str] = []
+    size = 0
+    for piece in _json_encoder().iterencode(value):
+        pieces.append(piece)
+        size += len(piece)
+        if size > limit:
+            return "".join(pieces)[:limit], True
+    return "".join(pieces), False
 
 
 def show_json(value: Any, limit: int = SHOWN_CHARS) -> Shown:
     """``value`` as indented JSON, its first ``limit`` characters highlighted."""
-    return _shown_text(_json_text(value), JsonLexer, limit)
+    text, more = _json_prefix(value, limit)
+    return _shown_text(text, more, JsonLexer)
 
 
 def show_js(source: str, limit: int = SHOWN_CHARS) -> Shown:
     """Script ``source``, its first ``limit`` characters highlighted."""
-    return _shown_text(source, JavascriptLexer, limit)
+    return _shown_text(source[:limit], len(source) > limit, JavascriptLexer)
 
 
-def _shown_text(text: str, lexer: Any, limit: int) -> Shown:
-    html = str(highlight(text[:limit], lexer(ensurenl=len(text) <= limit), _FORMATTER))
-    if len(text) > limit:
+def _shown_text(text: str, more: bool, lexer: Any) -> Shown:
+    html = str(highlight(text, lexer(ensurenl=not more), _FORMATTER))
+    if more and not text.endswith("\n"):
         # the highlighted part ends where the fetched rest goes on: no line break between
-        html = html.replace("\n</pre>", "</pre>", 1) if not text[:limit].endswith("\n") else html
-    return Shown(html=html, shown=min(len(text), limit), total=len(text))
+        html = html.replace("\n</pre>", "</pre>", 1)
+    return Shown(html=html, shown=len(text), folded=more)
 
 
 def part_text(record: RunRecord, part: str) -> str | None:
@@ -228,13 +244,13 @@ def highlight_css() -> str:
 
 def _shown(shown: Shown | None) -> dict[str, Any] | None:
     return None if shown is None else {"html": shown.html, "shown": shown.shown,
-                                       "total": shown.total}
+                                       "folded": shown.folded}
 
 
 def run_payload(record: RunRecord, *, with_result: bool = True) -> dict[str, Any]:
     """What the live stream sends when a run has ended: its row, error and — unless the page
     already shows it (``with_result=False``) — its result (``value`` and the whole ``result``
-    object, each as :class:`Shown` fields: ``html``, ``shown``, ``total``)."""
+    object, each as :class:`Shown` fields: ``html``, ``shown``, ``folded``)."""
     error = error_view(record)
     result = record.result if with_result else None
     return {

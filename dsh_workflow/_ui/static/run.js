@@ -279,10 +279,9 @@
     const fold = foldOf(id);
     if (!fold) return;
     fold.dataset.next = String(shown.shown);
-    fold.dataset.total = String(shown.total);
     fold.querySelector(".fold-shown").textContent = String(shown.shown);
-    fold.querySelector(".fold-total").textContent = String(shown.total);
-    fold.hidden = shown.shown >= shown.total;
+    fold.querySelector(".fold-total").textContent = "";
+    fold.hidden = !shown.folded;
   }
   async function showMore(fold, button) {
     button.disabled = true;
@@ -292,6 +291,7 @@
                                    fold.dataset.part + "?offset=" + next);
       if (!response.ok) return;
       const text = await response.text();
+      const total = Number(response.headers.get("X-Total-Chars"));
       const block = $(fold.dataset.for);
       let more = block.querySelector("pre");  // the highlighted part's: the text goes on in it
       if (!more) {
@@ -302,7 +302,8 @@
       const shown = next + text.length;
       fold.dataset.next = String(shown);
       fold.querySelector(".fold-shown").textContent = String(shown);
-      if (shown >= Number(fold.dataset.total) || !text.length) fold.hidden = true;
+      fold.querySelector(".fold-total").textContent = " of " + total;
+      if (shown >= total || !text.length) fold.hidden = true;
     } finally {
       button.disabled = false;
     }
