@@ -25,8 +25,8 @@ from .summary import Counts, count_events
 __all__ = ["BUDGET", "SoFar"]
 
 #: Events read per list request at most, over all unfinished runs.
-BUDGET = 20_000
-PAGE = 5_000
+BUDGET = 100_000
+PAGE = 10_000
 KEEP = 10_000
 
 
