@@ -22,6 +22,7 @@ from .._result import with_error_code
 from .._subagent import Usage
 from . import owners
 from .bulk import insert_rows
+from .files import prepare_database
 from .models import (
     FinalStatus,
     JournalEntry,
@@ -86,9 +87,10 @@ def _loads(value: str | bytes) -> Any:
 class SQLiteRunStore:
     """The embedded :class:`RunStore`: one SQLite file (stdlib ``sqlite3``) in WAL mode.
 
-    ``path`` is the database file (created with its folder's permissions if missing); beside it
-    SQLite keeps ``<path>-wal`` and ``<path>-shm``, and the store keeps ``<path>-owners/`` (one
-    lock file per process that owns running runs). Several processes on one machine may use
+    ``path`` is the database file (created if missing; its folder must exist); beside it SQLite
+    keeps ``<path>-wal`` and ``<path>-shm``, and the store keeps ``<path>-owners/`` (one lock
+    file per process that owns running runs). All of them are owner-only (``0o600`` files, a
+    ``0o700`` folder) whatever the umask: see ``files.py``. Several processes on one machine may use
     the same file at once; network file systems are not supported (their locks are unreliable),
     and the platform must have POSIX ``flock`` (Linux, macOS).
 
@@ -130,6 +132,7 @@ class SQLiteRunStore:
         self._readers_lock = threading.Lock()
         self._event_seq: dict[str, int] = {}  # writer thread only: last event seq per run
         self._file_id: tuple[int, int] | None = None  # writer thread only: (st_dev, st_ino)
+        self._file_ready = False  # the file was made owner-only (files.prepare_database)
         self._dead_owners: set[str] = set()
         self._deferred: RunStoreError | None = None
         self._handle: tuple[object, LoopHandle] | None = None
@@ -400,6 +403,10 @@ class SQLiteRunStore:
     # ---- internals ---------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        if not self._file_ready:
+            # Before SQLite first opens it: a new file (and so its -wal and -shm) owner-only.
+            prepare_database(self._path)
+            self._file_ready = True
         return connect(self._path, synchronous=self._synchronous,
                        busy_timeout_s=self._busy_timeout_s)
 
