@@ -157,18 +157,21 @@ class WorkflowLibrary:
 
     def resolve_script_path(self, script_path: str) -> SavedWorkflow:
         """The workflow file ``script_path`` names (relative to :attr:`base_dir`); raises
-        ``ValueError`` when it is outside the allowed folders, not a ``.js`` file, or unusable.
-        The reason never quotes the file's content."""
+        ``ValueError`` when it is unusable. The reason never quotes the file's content, and a
+        path that does not exist, one outside the allowed folders (after symlinks) and one
+        that is not a ``.js`` file all get one text, so a script cannot learn which host paths
+        exist."""
+        refused = ValueError(f"{script_path!r} is not a .js file inside the workflow folders")
         candidate = Path(script_path)
         if not candidate.is_absolute():
             candidate = self.base_dir / candidate
         try:
             resolved = candidate.resolve(strict=True)
+            roots = [root.resolve() for root in [self.base_dir, *self.paths] if root.exists()]
         except (OSError, RuntimeError):
-            raise ValueError(f"no workflow file at {script_path!r}") from None
-        roots = [root.resolve() for root in [self.base_dir, *self.paths] if root.exists()]
+            raise refused from None
         if resolved.suffix != ".js" or not any(resolved.is_relative_to(r) for r in roots):
-            raise ValueError(f"{script_path!r} is not a .js file inside the workflow folders")
+            raise refused
         return read_workflow_file(resolved)
 
     def describe_names(self) -> str:

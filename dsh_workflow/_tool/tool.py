@@ -187,9 +187,12 @@ class WorkflowTool:
     ``status(run_id)`` and ``cancel(run_id)`` serve the companion tools ``<name>_status`` and
     ``<name>_cancel`` (see :meth:`openai_tools`, :meth:`anthropic_tools`, :meth:`call`). At
     most ``max_background_runs`` run at once; one more is refused with a clear text. Enter the
-    tool (``async with tool:``) to have completions delivered as runs end (``on_complete``
-    needs that, or someone iterating ``completions()``); leaving the block cancels and disposes
-    the runs still going.
+    tool (``async with tool:``) to have completions delivered as runs end; leaving the block
+    cancels and disposes the runs still going. A tool that was not entered has its runs waited
+    for in the engine's task group (:meth:`WorkflowEngine.start_soon`), so ``on_complete`` is
+    still called for each; over an engine that cannot, ``execute`` refuses with a text saying
+    how to enter the tool rather than lose a completion. An ``on_complete`` that raises is
+    logged on ``dsh_workflow.tool`` and changes nothing else.
     """
 
     def __init__(self, engine: WorkflowEngine, *, tool_name: str = "workflow",
@@ -214,7 +217,8 @@ class WorkflowTool:
             if on_complete is not None and not callable(on_complete):
                 raise TypeError("on_complete must be callable")
             self._background = BackgroundRuns(max_runs=max_background_runs,
-                                              describe=self._completion, on_complete=on_complete)
+                                              describe=self._completion, on_complete=on_complete,
+                                              start_soon=getattr(engine, "start_soon", None))
             self._unsubscribe = engine.events.subscribe(self._background.on_event)
 
     async def __aenter__(self) -> Self:
@@ -407,13 +411,19 @@ class WorkflowTool:
         if background is not None and background.running >= background.max_runs:
             return ToolResult(text=texts.background_limit_text(background.max_runs),
                               is_error=True, data={"error_code": "BACKGROUND_LIMIT"})
+        if background is not None and not self._can_deliver():
+            return _not_entered()
         try:
             run = self._engine.start(request)
         except WorkflowError as exc:
             return ToolResult(text=texts.start_error_text(exc.message), is_error=True,
                               data={"error_code": exc.code.value})
         if background is not None:
-            background.add(run)
+            if not background.add(run):
+                run.cancel(texts.NOT_ENTERED_REASON)
+                with anyio.CancelScope(shield=True):
+                    await run.dispose()
+                return _not_entered()
             return ToolResult(text=texts.background_started_text(run.meta.name, run.id),
                               data={"run_id": run.id, "background": True})
         try:
@@ -425,6 +435,16 @@ class WorkflowTool:
             with anyio.CancelScope(shield=True):
                 await run.dispose()
         return await self._completion(run, result)
+
+    def _can_deliver(self) -> bool:
+        """Whether a background run's ``on_complete`` would be called: the tool was entered,
+        or the engine waits for runs in its task group (it overrides ``start_soon``), or
+        there is no ``on_complete`` (``completions()`` delivers while iterated)."""
+        assert self._background is not None
+        if self._background.entered or not self._background.has_on_complete:
+            return True
+        start_soon = getattr(type(self._engine), "start_soon", None)
+        return start_soon is not None and start_soon is not WorkflowEngine.start_soon
 
     async def _completion(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
         """What a finished run's call returns (foreground) or delivers (background)."""
@@ -454,6 +474,11 @@ class WorkflowTool:
         else:
             text = texts.abnormal_text(result.stop_reason)
         return ToolResult(text=text, is_error=True, data=data)
+
+
+def _not_entered() -> ToolResult:
+    return ToolResult(text=texts.background_not_entered_text(), is_error=True,
+                      data={"error_code": "BACKGROUND_NOT_ENTERED"})
 
 
 def _run_id_argument(args: object) -> str | None:

@@ -84,3 +84,27 @@ def test_script_paths_stay_inside_the_workflow_folders(tmp_path: Path) -> None:
     for bad in [str(outside), "../elsewhere/secret.js", "data.txt", "missing.js"]:
         with pytest.raises(ValueError):
             library.resolve_script_path(bad)
+
+
+def test_script_path_refusals_do_not_tell_which_host_paths_exist(tmp_path: Path) -> None:
+    """A missing path, an existing file outside the folders, a symlink out of them and a file
+    that is not .js get the same text (with the path as given), so a script cannot probe the
+    host's files."""
+    base = tmp_path / "scripts"
+    saved(base, "ok.js", "ok")
+    outside = saved(tmp_path / "elsewhere", "secret.js", "secret")
+    (base / "link.js").symlink_to(outside)
+    (base / "notes.txt").write_text("text", "utf-8")
+    library = WorkflowLibrary([tmp_path / "lib"], base_dir=base)
+    texts: dict[str, str] = {}
+    for name, target in {"exists-outside": str(outside),
+                         "missing-outside": str(tmp_path / "elsewhere" / "nothing.js"),
+                         "missing-dir": str(tmp_path / "nowhere" / "x.js"),
+                         "relative-outside": "../elsewhere/secret.js",
+                         "relative-missing": "../elsewhere/nothing.js",
+                         "missing-inside": "missing.js", "symlink-out": "link.js",
+                         "not-js": "notes.txt"}.items():
+        with pytest.raises(ValueError) as caught:
+            library.resolve_script_path(target)
+        texts[name] = str(caught.value).replace(repr(target), "<path>")
+    assert set(texts.values()) == {"<path> is not a .js file inside the workflow folders"}, texts
