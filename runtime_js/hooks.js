@@ -158,6 +158,8 @@ const maxItems = config.maxItemsPerCall;
 const maxDepth = config.maxValueDepth;
 const maxPromptChars = config.maxPromptChars;
 const maxLogChars = config.maxLogChars;
+// Lossy steps of the return value's conversion to JSON (and of workflow() return values).
+const runWarnings = newWarnings();
 
 // ---- fatal errors --------------------------------------------------------------------------
 
@@ -503,8 +505,13 @@ const workflow = async function workflow(target, args) {
   }
   let text;
   try {
-    text = materialize(value, 'workflow("' + name + '") return value', maxDepth);
+    text = jsonText(value, 'workflow("' + name + '") return value', maxDepth, runWarnings);
   } catch (e) {
+    if (isScriptThrow(e)) {
+      if (isFatal(e.error)) throw e.error;
+      throw makeError('AGENT_FAILED', 'workflow("' + name + '") failed: ' + renderBrief(e.error)
+        + ' (thrown while ' + e.path + ' was converted to JSON)');
+    }
     if (!isBoundaryError(e)) throw e;
     throw makeError('RESULT_UNSERIALIZABLE', 'workflow("' + name + '") returned a value that is '
       + 'not plain JSON data — ' + e.path + ': ' + e.reason);
@@ -853,8 +860,12 @@ function onReturn(value) {
   bodySettled = true;
   let text;
   try {
-    text = materialize(value, 'return value', maxDepth);
+    text = jsonText(value, 'return value', maxDepth, runWarnings);
   } catch (e) {
+    if (isScriptThrow(e)) {
+      record(e.error, e.path);
+      return;
+    }
     if (isBoundaryError(e)) {
       try {
         finish('{"ok":false,"code":"RESULT_UNSERIALIZABLE","error":' + _stringify(
@@ -869,7 +880,9 @@ function onReturn(value) {
     return;
   }
   try {
-    finish('{"ok":true,"value":' + (text === undefined ? 'null' : text) + '}');
+    const warnings = warningsText(runWarnings);
+    finish('{"ok":true,"value":' + (text === undefined ? 'null' : text)
+      + (warnings === '' ? '' : ',"warnings":' + warnings) + '}');
   } catch (e) {
     record(e);
   }
@@ -881,9 +894,11 @@ function onThrow(e) {
   record(e);
 }
 
-function record(e) {
+// `where`: the path whose conversion to JSON ran the script code that threw (a getter, toJSON),
+// or undefined.
+function record(e, where) {
   try {
-    finish(thrownRecord(e));
+    finish(thrownRecord(e, where));
   } catch (_) {
     finish(END_UNRENDERABLE);
   }
@@ -907,7 +922,7 @@ function lostRecord(e) {
 // the host confirms INTERRUPTED with the CPU time it measured), THROWN_NOTHING for null and
 // undefined and MEMORY_IF_FULL for a bare null met while rendering (the host looks at the heap
 // for both), or null. A thrown non-Error is named as such.
-function thrownRecord(e) {
+function thrownRecord(e, where) {
   const fatalError = fatalRecord(e);
   if (fatalError !== undefined) {
     return '{"ok":false,"code":' + _stringify(fatalError.code) + ',"error":'
@@ -937,6 +952,7 @@ function thrownRecord(e) {
   // Rendering ran the script's own code (toString, getters): a limit it hit there is the
   // run's verdict; a bare null there is out of memory only if the host finds the heap full.
   if (kind === null && renderLimit !== null) kind = renderLimit === 'NULL' ? 'MEMORY_IF_FULL' : renderLimit;
+  if (where !== undefined) head = head + ' (thrown while ' + where + ' was converted to JSON)';
   return '{"ok":false,"thrown":true,"code":' + (kind === null ? 'null' : _stringify(kind)) + ',"error":'
     + _stringify(head) + (stack === '' ? '' : ',"stack":' + _stringify(stack)) + '}';
 }
