@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -197,11 +198,17 @@ def render_value(value: Any, max_chars: int) -> str:
     return f"{text[:max_chars]}\n… [truncated: {len(text) - max_chars} more characters]"
 
 
-def success_text(name: str, agents_started: int, value: Any, max_chars: int) -> str:
-    """``workflow "<name>" completed (<n> agent|agents).``, ``Return value:``, the value."""
+def success_text(name: str, agents_started: int, value: Any, max_chars: int,
+                 warnings: Sequence[str] = ()) -> str:
+    """``workflow "<name>" completed (<n> agent|agents).``, ``Return value:``, the value; then,
+    when converting the value to JSON lost something, ``Warnings:`` and one ``- <warning>``
+    line each (already bounded by the engine)."""
     noun = "agent" if agents_started == 1 else "agents"
-    return (f'workflow "{name}" completed ({agents_started} {noun}).\n'
+    text = (f'workflow "{name}" completed ({agents_started} {noun}).\n'
             f"Return value:\n{render_value(value, max_chars)}")
+    if warnings:
+        text += "\nWarnings:\n" + "\n".join(f"- {warning}" for warning in warnings)
+    return text
 
 
 def with_run_id(text: str, run_id: str) -> str:

@@ -458,11 +458,12 @@ class WorkflowTool:
     def _describe(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
         if result.stop_reason == "completed":
             text = texts.success_text(run.meta.name, result.agents_started, result.value,
-                                      self._max_result_chars)
-            return ToolResult(text=text, data={"run_id": run.id,
-                                               "agents_started": result.agents_started,
-                                               "usage": result.usage.model_dump(),
-                                               "result": result.value})
+                                      self._max_result_chars, result.warnings)
+            data: dict[str, Any] = {"run_id": run.id, "agents_started": result.agents_started,
+                                    "usage": result.usage.model_dump(), "result": result.value}
+            if result.warnings:
+                data["warnings"] = list(result.warnings)
+            return ToolResult(text=text, data=data)
         data = {"run_id": run.id, "agents_started": result.agents_started,
                 "usage": result.usage.model_dump(),
                 "stop_reason": result.stop_reason, "error": result.error,

@@ -47,6 +47,7 @@ from .summary import (
     highlight_css,
     highlight_js,
     highlight_json,
+    result_warnings,
     run_name,
     run_row,
 )
@@ -111,6 +112,7 @@ def create_app(store_path: str) -> Starlette:
             "script_html": highlight_js(record.script), "args_html": highlight_json(record.args),
             "result_html": None if result is None else highlight_json(result.get("value")),
             "result_full_html": None if result is None else highlight_json(result),
+            "warnings": result_warnings(record),
         }
         return _TEMPLATES.TemplateResponse(request, "run.html", context)
 

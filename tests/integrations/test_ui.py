@@ -581,3 +581,44 @@ def test_counts_so_far_come_from_the_events() -> None:
              "usage": None}]
     events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d) for i, d in enumerate(data, 1)]
     assert count_events(events) == Counts(agents=2, replayed=1, tokens=7)
+
+
+def test_a_run_page_lists_the_return_values_warnings(tmp_path: pathlib.Path) -> None:
+    import anyio
+
+    from dsh_workflow import (
+        EchoProvider,
+        EngineConfig,
+        QuickJSEngine,
+        SQLiteRunStore,
+        WorkflowStartRequest,
+    )
+
+    store_path = str(tmp_path / "runs.sqlite3")
+    script = "const a = agent('x'); return {items: [1, undefined], pending: a, tag: '<b>'};"
+
+    async def record() -> tuple[str, str]:
+        async with SQLiteRunStore(store_path) as store, \
+                QuickJSEngine(EngineConfig(), provider=EchoProvider(), store=store) as engine:
+            lossy = engine.start(WorkflowStartRequest(
+                meta={"name": "lossy", "description": "returns a lossy value"}, script=script))
+            clean = engine.start(WorkflowStartRequest(
+                meta={"name": "clean", "description": "returns JSON"}, script="return 1"))
+            assert (await lossy.result()).warnings
+            await clean.result()
+            return lossy.id, clean.id
+
+    lossy_id, clean_id = anyio.run(record)
+    viewer = Viewer(store_path)
+    try:
+        page = httpx.get(f"{viewer.url}/runs/{lossy_id}", timeout=10).text
+        box = page[page.index('<div id="warnings-box"'):]
+        box = box[:box.index("</ul>")]
+        assert "hidden" not in box.split(">", 1)[0]
+        assert re.findall(r"<li>(.*?)</li>", box) == [
+            "return value.items[1]: undefined became null",
+            "return value.pending: a Promise became {} (missing await?)"]
+        clean = httpx.get(f"{viewer.url}/runs/{clean_id}", timeout=10).text
+        assert '<div id="warnings-box" hidden>' in clean
+    finally:
+        viewer.stop()

@@ -175,6 +175,24 @@ async def test_truncation_boundary_exact_length_has_no_notice() -> None:
 
 
 @pytest.mark.anyio
+async def test_warnings_follow_the_value_even_when_it_is_cut() -> None:
+    value = {"blob": "x" * 100}
+    rendered = json.dumps(value, indent=2)
+    result_in = WorkflowResult(value=value, stop_reason="completed",
+                               warnings=("return value.a: NaN became null", "... and 3 more"))
+    tool = WorkflowTool(FakeEngine(result_in), max_result_chars=10)
+    result = await tool.execute(call())
+    assert result.text == (_header() + rendered[:10]
+                           + f"\n… [truncated: {len(rendered) - 10} more characters]"
+                           + "\nWarnings:\n- return value.a: NaN became null\n- ... and 3 more")
+    assert result.data is not None
+    assert result.data["warnings"] == ["return value.a: NaN became null", "... and 3 more"]
+    clean = await WorkflowTool(FakeEngine(completed(value))).execute(call())
+    assert "Warnings:" not in clean.text
+    assert clean.data is not None and "warnings" not in clean.data
+
+
+@pytest.mark.anyio
 async def test_truncation_one_character_over() -> None:
     value = {"blob": "x" * 100}
     rendered = json.dumps(value, indent=2)
