@@ -13,7 +13,10 @@ Routes:
   the network.
 
 The store is opened when the application starts and closed when it stops; the viewer only
-reads it. Requests must name the host ``127.0.0.1`` or ``localhost`` (others get 400).
+reads it. Requests must name the host ``127.0.0.1`` or ``localhost`` (others get 400), and
+carry the viewer's token (:mod:`.auth`: cookie, bearer header or ``?token=``, exchanged for the
+cookie); others get 401 and read nothing. A request that may change state must also come from
+the viewer's own origin (else 403) — every route, present and future, is behind that check.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from .._store import RunRecord, RunStatus, SQLiteRunStore
+from .auth import ViewerGuard
 from .live import event_stream
 from .summary import (
     RunRow,
@@ -60,8 +64,9 @@ _TEMPLATES = Jinja2Templates(directory=str(_HERE / "templates"))
 _TEMPLATES.env.globals.update(format_time=format_time, format_duration=format_duration)
 
 
-def create_app(store_path: str) -> Starlette:
-    """The viewer of the run store file ``store_path``."""
+def create_app(store_path: str, *, token: str, port: int) -> Starlette:
+    """The viewer of the run store file ``store_path``, served on 127.0.0.1:``port`` to holders
+    of ``token`` (see :class:`.auth.ViewerGuard`)."""
     store = SQLiteRunStore(store_path)
 
     @contextlib.asynccontextmanager
@@ -144,5 +149,7 @@ def create_app(store_path: str) -> Starlette:
     ]
     # Only requests addressed to this machine by name: a web page elsewhere cannot reach the
     # viewer by pointing its own host name at 127.0.0.1 (DNS rebinding).
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"])]
+    # Then only holders of the token, and state changes only from the viewer's own pages.
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"]),
+                  Middleware(ViewerGuard, token=token, port=port)]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
