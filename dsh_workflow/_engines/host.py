@@ -387,6 +387,8 @@ class HostedRun(WorkflowRun):
                               text=self._text, config=self._config)
         self._result = result
         self._state = _SETTLED
+        if self._journal is not None:
+            self._journal.settled()  # resumable at once, though its end is recorded just after
         self._events.emit(WorkflowEnded(run=self._info, stop_reason=result.stop_reason,
                                         error=result.error, error_code=result.error_code,
                                         agents_started=result.agents_started,

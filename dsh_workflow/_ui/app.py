@@ -5,7 +5,8 @@ Routes:
 - ``GET /`` — the run list, newest first; ``?status=`` and ``?name=`` (case-insensitive
   substring of the meta name) filter it. ``GET /runs-table`` is the same rows as an HTML
   fragment, which the list page fetches to refresh itself while runs are going.
-- ``GET /runs/{id}`` — a run page (404 for an unknown run).
+- ``GET /runs/{id}`` — a run page (404 for an unknown run). A run whose stored row cannot be
+  read is listed as ``broken`` with what is wrong, and its page says so.
 - ``GET /api/runs/{id}/stream`` — the run's events and end as server-sent events (:mod:`.live`).
 - ``GET /static/...`` — the viewer's own script and style; ``/static/highlight.css`` the
   syntax-highlighting style; ``/static/vendor/`` the pinned Chart.js file and its licence
@@ -39,7 +40,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from .._store import RunRecord, RunStatus, SQLiteRunStore
+from .._store import RunRecord, RunStatus, RunStoreError, SQLiteRunStore
 from .auth import ViewerGuard
 from .live import event_stream
 from .summary import (
@@ -90,7 +91,10 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
         for record in records:
             so_far = None
             if record.status in ("running", "interrupted"):  # totals come only at the end
-                so_far = count_events(await store.events(record.id))
+                try:
+                    so_far = count_events(await store.events(record.id))
+                except RunStoreError:
+                    pass  # its events cannot be read: its page says why; the list goes on
             rows.append(run_row(record, now=now, so_far=so_far))
         return rows
 
@@ -107,7 +111,11 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
 
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        record = await store.get_run(run_id)
+        try:
+            record = await store.get_run(run_id)
+        except RunStoreError as exc:  # a broken row: the page says what is wrong with it
+            return _TEMPLATES.TemplateResponse(request, "broken.html",
+                                               {"run_id": run_id, "problem": exc.reason})
         if record is None:
             raise HTTPException(404, f"no run {run_id!r} in this store")
         result = record.result
@@ -123,7 +131,11 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
 
     async def stream(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        if await store.get_run(run_id) is None:
+        try:
+            found = await store.get_run(run_id)
+        except RunStoreError as exc:
+            raise HTTPException(409, exc.reason) from None
+        if found is None:
             raise HTTPException(404, f"no run {run_id!r} in this store")
         after = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         try:
