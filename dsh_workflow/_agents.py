@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from ._errors import WorkflowError, WorkflowErrorCode
+from ._library import read_regular_text
 from ._subagent import AgentDefinition
 
 __all__ = ["GENERAL_PURPOSE", "AgentProblem", "AgentRegistry", "parse_agent_file"]
@@ -199,7 +200,7 @@ class AgentRegistry:
                 if not file.is_file():
                     continue
                 try:
-                    definition = parse_agent_file(file.read_text("utf-8"),
+                    definition = parse_agent_file(read_regular_text(file),  # never blocks
                                                   fallback_name=file.stem)
                 except (OSError, UnicodeDecodeError, ValueError) as exc:
                     problems.append(AgentProblem(str(file), str(exc)))
