@@ -275,7 +275,7 @@ class WorkflowTool:
         engine = self._engine
         section = texts.engine_section(getattr(engine, "config", None),
                                        getattr(engine, "provider", None),
-                                       getattr(engine, "library", None))
+                                       getattr(engine, "library", None), self._max_result_chars)
         if section:
             text = f"{text}\n\n{section}"
         if self.durable:
