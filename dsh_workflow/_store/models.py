@@ -41,8 +41,9 @@ class RunRecord(BaseModel):
     Times are POSIX seconds (``time.time()``). ``result`` is the final ``WorkflowResult``
     dumped as JSON data (None while running or when interrupted). ``owner_pid`` and
     ``owner_host`` name the process that ran it; ``agents`` counts started children,
-    ``replayed`` children answered from a journal, ``usage`` the run's token totals, all as
-    given to ``finish_run`` (zero until then).
+    ``replayed`` children answered from a journal, ``usage`` the run's token totals,
+    ``agents_failed`` children that did not complete, all as given to ``finish_run`` (zero
+    until then).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -61,6 +62,7 @@ class RunRecord(BaseModel):
     agents: int = Field(0, ge=0)
     replayed: int = Field(0, ge=0)
     usage: Usage = Field(default_factory=Usage)
+    agents_failed: int = Field(0, ge=0)
 
 
 class JournalEntry(BaseModel):

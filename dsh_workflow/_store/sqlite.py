@@ -45,7 +45,8 @@ Synchronous = Literal["NORMAL", "FULL"]
 
 _FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 _RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
-                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens")
+                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, "
+                "agents_failed")
 _EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
 _JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
                     "input_tokens", "output_tokens")
@@ -281,25 +282,25 @@ class SQLiteRunStore:
     async def finish_run(self, run_id: str, *, status: FinalStatus,
                          result: Mapping[str, Any] | None = None, agents: int = 0,
                          replayed: int = 0, usage: Usage | None = None,
-                         ended_at: float | None = None) -> RunRecord:
+                         ended_at: float | None = None, agents_failed: int = 0) -> RunRecord:
         """End a ``running`` run: its final status, result (the ``WorkflowResult`` as JSON data)
-        and counts. Returns the stored record once committed.
+        and counts (``agents_failed``: children that did not complete). Returns the stored record once committed.
 
         Raises :class:`RunStoreError` when the run is unknown or no longer ``running``.
         """
         if status not in _FINAL:
             raise ValueError(f"a run finishes as one of {sorted(_FINAL)}, not {status!r}")
-        if agents < 0 or replayed < 0:
-            raise ValueError("agents and replayed must not be negative")
+        if agents < 0 or replayed < 0 or agents_failed < 0:
+            raise ValueError("agents, replayed and agents_failed must not be negative")
         usage = usage or Usage()
         values = (status, None if result is None else _dumps(dict(result)),
                   time.time() if ended_at is None else ended_at, agents, replayed,
-                  usage.input_tokens, usage.output_tokens, run_id)
+                  usage.input_tokens, usage.output_tokens, agents_failed, run_id)
 
         def job(conn: sqlite3.Connection) -> RunRecord:
             cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
-                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ? "
-                                  "WHERE id = ? AND status = 'running'", values)
+                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ?, "
+                                  "agents_failed = ? WHERE id = ? AND status = 'running'", values)
             row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
                                (run_id,)).fetchone()
             if row is None:
@@ -660,11 +661,12 @@ def _stored_result(data: Any) -> Any:
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
-     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens) = row
+     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, agents_failed) = row
     return RunRecord(id=run_id, meta=_loads(meta), script=_untext(script),
                      args=None if args is None else _loads(args), created_at=created_at,
                      ended_at=ended_at, status=status,
                      result=None if result is None else _stored_result(_loads(result)),
                      resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
                      agents=agents, replayed=replayed,
-                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens),
+                     agents_failed=agents_failed)
