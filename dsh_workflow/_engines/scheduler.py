@@ -262,7 +262,7 @@ class ChildScheduler:
             if isinstance(exc, ProviderUnavailable):
                 # Every later child would hit it too: the run ends at once (README, "Truthful
                 # outcomes"); the text says all there is, so no traceback is logged.
-                logger.warning("dsh-workflow: provider unavailable for %s#%d: %s", self._id,
+                logger.info("dsh-workflow: provider unavailable for %s#%d: %s", self._id,
                                call.seq, _render(exc))
                 call.failure = AgentFailure.of("provider", _render(exc))
                 call.fatal = f"{_AGENT_FAILED}: {call.failure.message}"

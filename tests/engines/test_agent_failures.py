@@ -275,3 +275,25 @@ async def test_reasons_and_the_count_are_stored(factory: Any, tmp_path: Path) ->
     assert ends[1]["error"] is None
     workflow_end = next(e.data for e in stored if e.data["event"] == "WorkflowEnded")
     assert workflow_end["agents_failed"] == 1
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+async def test_a_missing_command_ends_the_run_and_a_failing_one_fails_its_child(
+        factory: Any, tmp_path: Path) -> None:
+    import sys
+
+    from dsh_workflow import CommandProvider
+
+    result, events = await _run(factory, "return [await agent('a'), await agent('b')]",
+                                provider=CommandProvider(["no-such-agent-cli-xyz"]))
+    assert result.error == "AGENT_FAILED: the command 'no-such-agent-cli-xyz' was not found on PATH"
+    assert len(_ends(events)) == 1
+    failing = CommandProvider([sys.executable, "-c",
+                               "import sys; print('quota exhausted', file=sys.stderr); sys.exit(4)"])
+    result, events = await _run(factory, "return [await agent('a'), await agent('b')]",
+                                provider=failing)
+    assert result.stop_reason == "completed" and result.value == [None, None]
+    for end in _ends(events):
+        assert end.error == AgentFailure(
+            kind="provider", message="command exited with status 4; stderr: quota exhausted")
+    assert result.agents_failed == 2
