@@ -149,11 +149,12 @@ class RunJournal:
             self.store.post_events(self.run_id, [event])
 
     async def finish(self, status: str, result: Mapping[str, Any], *, agents: int,
-                     replayed: int, usage: Usage) -> RunRecord:
+                     replayed: int, usage: Usage, failed: int = 0) -> RunRecord:
         """Record the run's end (``completed``, ``error`` or ``cancelled``) and its result."""
         return await self.store.finish_run(self.run_id, status=status,  # type: ignore[arg-type]  # an end state, by the caller
                                            result=result, agents=agents, replayed=replayed,
-                                           usage=usage, ended_at=time.time())
+                                           usage=usage, ended_at=time.time(),
+                                           agents_failed=failed)
 
 
 def check_resume(store: RunStore | None, resume_from: object) -> str | None:

@@ -47,7 +47,8 @@ Synchronous = Literal["NORMAL", "FULL"]
 
 _FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 _RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
-                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens")
+                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, "
+                "agents_failed")
 _EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
 _JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
                     "input_tokens", "output_tokens")
@@ -293,28 +294,29 @@ class SQLiteRunStore:
     async def finish_run(self, run_id: str, *, status: FinalStatus,
                          result: Mapping[str, Any] | None = None, agents: int = 0,
                          replayed: int = 0, usage: Usage | None = None,
-                         ended_at: float | None = None) -> RunRecord:
+                         ended_at: float | None = None, agents_failed: int = 0) -> RunRecord:
         """End a ``running`` run: its final status, result (the ``WorkflowResult`` as JSON data)
-        and counts. Returns the stored record once committed. Counts past SQLite's integer range
-        (a provider may report any token count) are stored as ``2**63 - 1``, here and in the
-        journal; the result keeps them as given.
+        and counts (``agents_failed``: children that did not complete). Returns the stored
+        record once committed. Counts past SQLite's integer range (a provider may report any
+        token count) are stored as ``2**63 - 1``, here and in the journal; the result keeps
+        them as given.
 
         Raises :class:`RunStoreError` when the run is unknown or no longer ``running``.
         """
         if status not in _FINAL:
             raise ValueError(f"a run finishes as one of {sorted(_FINAL)}, not {status!r}")
-        if agents < 0 or replayed < 0:
-            raise ValueError("agents and replayed must not be negative")
+        if agents < 0 or replayed < 0 or agents_failed < 0:
+            raise ValueError("agents, replayed and agents_failed must not be negative")
         usage = usage or Usage()
         values = (status, None if result is None else _dumps(dict(result)),
                   time.time() if ended_at is None else ended_at, _count(agents),
                   _count(replayed), _count(usage.input_tokens), _count(usage.output_tokens),
-                  run_id)
+                  _count(agents_failed), run_id)
 
         def job(conn: sqlite3.Connection) -> RunRecord:
             cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
-                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ? "
-                                  "WHERE id = ? AND status = 'running'", values)
+                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ?, "
+                                  "agents_failed = ? WHERE id = ? AND status = 'running'", values)
             row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
                                (run_id,)).fetchone()
             if row is None:
@@ -784,7 +786,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
 
 def _whole_record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
-     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens) = row
+     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, agents_failed) = row
     meta = _column_json("meta", meta)
     if not isinstance(meta, dict):
         raise _BadRow(f"its meta is not a JSON object (it is {type(meta).__name__})")
@@ -797,7 +799,8 @@ def _whole_record(row: tuple[Any, ...]) -> RunRecord:
                      result=None if loaded is None else _stored_result(loaded),
                      resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
                      agents=agents, replayed=replayed,
-                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens),
+                     agents_failed=agents_failed)
 
 
 def _broken_record(row: tuple[Any, ...], problem: str) -> RunRecord:
