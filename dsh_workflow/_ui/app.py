@@ -7,13 +7,17 @@ Routes:
   fragment, which the list page fetches to refresh itself while runs are going.
 - ``GET /runs/{id}`` — a run page (404 for an unknown run).
 - ``GET /api/runs/{id}/stream`` — the run's events and end as server-sent events (:mod:`.live`).
+- ``GET /api/runs/{id}/calls/{seq}`` (and ``.../texts/{name}``) — one agent() call's request
+  and answer, bounded per request (:mod:`.calls`).
+- ``POST /api/runs/{id}/cancel`` — the run page's Cancel button (:mod:`.control`).
 - ``GET /static/...`` — the viewer's own script and style; ``/static/highlight.css`` the
   syntax-highlighting style; ``/static/vendor/`` the pinned Chart.js file and its licence
   (vendored from the npm package by ``scripts/vendor_chartjs.py``). Nothing is fetched from
   the network.
 
 The store is opened when the application starts and closed when it stops; the viewer only
-reads it. Requests must name the host ``127.0.0.1`` or ``localhost`` (others get 400).
+reads it, except for the cancel requests of the Cancel button. Requests must name the host
+``127.0.0.1`` or ``localhost`` (others get 400).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from .._store import RunRecord, RunStatus, SQLiteRunStore
+from .calls import call_routes
+from .control import cancel_routes
 from .live import event_stream
 from .summary import (
     RunRow,
@@ -50,6 +56,7 @@ from .summary import (
     run_name,
     run_row,
 )
+from .tree import first_paint
 
 __all__ = ["create_app"]
 
@@ -112,6 +119,7 @@ def create_app(store_path: str) -> Starlette:
             "result_html": None if result is None else highlight_json(result.get("value")),
             "result_full_html": None if result is None else highlight_json(result),
         }
+        context.update(await first_paint(store, record))
         return _TEMPLATES.TemplateResponse(request, "run.html", context)
 
     async def stream(request: Request) -> Response:
@@ -138,6 +146,8 @@ def create_app(store_path: str) -> Starlette:
         Route("/api/runs/{run_id}/stream", stream),
         Route("/static/highlight.css", highlight_style),
         Route("/favicon.ico", no_icon),
+        *call_routes(store),
+        *cancel_routes(store),
         Mount("/static", StaticFiles(directory=os.fspath(str(_HERE / "static"))), name="static"),
     ]
     # Only requests addressed to this machine by name: a web page elsewhere cannot reach the
