@@ -37,6 +37,7 @@ from ._result import StopReason as StopReason
 from ._result import WorkflowResult as WorkflowResult
 from ._run import WorkflowEngine as WorkflowEngine
 from ._run import WorkflowRun as WorkflowRun
+from ._store import CallRecord as CallRecord
 from ._store import JournalEntry as JournalEntry
 from ._store import RunRecord as RunRecord
 from ._store import RunStatus as RunStatus
@@ -61,6 +62,7 @@ __all__ = [
     "AgentRegistry",
     "AgentReplayed",
     "AgentStarted",
+    "CallRecord",
     "CommandProvider",
     "EchoProvider",
     "EngineConfig",

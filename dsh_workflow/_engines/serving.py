@@ -238,6 +238,8 @@ class HookServer:
         if journal is not None:
             call.key = call_key(request, journal.identity)
             call.replay = journal.replay(call.key)
+            if journal.calls is not None:
+                journal.calls.opened(request, call.replay)
             if call.replay is not None:
                 assert self._journal_writer is not None
                 self._scheduler.live.add(call)

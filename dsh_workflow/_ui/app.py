@@ -8,16 +8,20 @@ Routes:
 - ``GET /runs/{id}`` — a run page (404 for an unknown run). A run whose stored row cannot be
   read is listed as ``broken`` with what is wrong, and its page says so.
 - ``GET /api/runs/{id}/stream`` — the run's events and end as server-sent events (:mod:`.live`).
+- ``GET /api/runs/{id}/calls/{seq}`` (and ``.../texts/{name}``) — one agent() call's request
+  and answer, bounded per request (:mod:`.calls`).
+- ``POST /api/runs/{id}/cancel`` — the run page's Cancel button (:mod:`.control`).
 - ``GET /static/...`` — the viewer's own script and style; ``/static/highlight.css`` the
   syntax-highlighting style; ``/static/vendor/`` the pinned Chart.js file and its licence
   (vendored from the npm package by ``scripts/vendor_chartjs.py``). Nothing is fetched from
   the network.
 
 The store is opened when the application starts and closed when it stops; the viewer only
-reads it. Requests must name the host ``127.0.0.1`` or ``localhost`` (others get 400), and
-carry the viewer's token (:mod:`.auth`: cookie, bearer header or ``?token=``, exchanged for the
-cookie); others get 401 and read nothing. A request that may change state must also come from
-the viewer's own origin (else 403) — every route, present and future, is behind that check.
+reads it, except for the cancel requests of the Cancel button. Requests must name the host
+``127.0.0.1`` or ``localhost`` (others get 400), and carry the viewer's token (:mod:`.auth`:
+cookie, bearer header or ``?token=``, exchanged for the cookie); others get 401 and read
+nothing. A request that may change state must also come from the viewer's own origin (else
+403) — every route, present and future, is behind that check.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from starlette.templating import Jinja2Templates
 
 from .._store import RunRecord, RunStatus, RunStoreError, SQLiteRunStore
 from .auth import ViewerGuard
+from .calls import call_routes
+from .control import cancel_routes
 from .live import event_stream
 from .summary import (
     RunRow,
@@ -56,6 +62,7 @@ from .summary import (
     run_name,
     run_row,
 )
+from .tree import first_paint
 
 __all__ = ["create_app"]
 
@@ -127,6 +134,7 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
             "result_full_html": None if result is None else highlight_json(result),
             "warnings": result_warnings(record),
         }
+        context.update(await first_paint(store, record))
         return _TEMPLATES.TemplateResponse(request, "run.html", context)
 
     async def stream(request: Request) -> Response:
@@ -157,6 +165,8 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
         Route("/api/runs/{run_id}/stream", stream),
         Route("/static/highlight.css", highlight_style),
         Route("/favicon.ico", no_icon),
+        *call_routes(store),
+        *cancel_routes(store),
         Mount("/static", StaticFiles(directory=os.fspath(str(_HERE / "static"))), name="static"),
     ]
     # Only requests addressed to this machine by name: a web page elsewhere cannot reach the
