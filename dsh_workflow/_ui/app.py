@@ -7,8 +7,10 @@ Routes:
   fragment, which the list page fetches to refresh itself while runs are going. The counts so
   far of unfinished runs are kept between requests and read incrementally, a bounded number of
   events per request (:mod:`.counts`).
-- ``GET /runs/{id}`` — a run page (404 for an unknown run). Its result, args, script and meta
-  are folded past :data:`~.summary.SHOWN_CHARS` characters, and made off the event loop.
+- ``GET /runs/{id}`` — a run page (404 for an unknown run). A run whose stored row cannot be
+  read is listed as ``broken`` with what is wrong, and its page says so. Its result, args,
+  script and meta are folded past :data:`~.summary.SHOWN_CHARS` characters, and made off the
+  event loop.
 - ``GET /api/runs/{id}/text/{part}?offset=N`` — the whole text of a run's ``value``,
   ``result``, ``args``, ``script`` or ``meta`` from character ``N`` on, at most
   :data:`~.summary.CHUNK_CHARS` characters (plain text; ``X-Total-Chars`` gives the whole
@@ -16,16 +18,20 @@ Routes:
 - ``GET /api/runs/{id}/stream`` — the run's events and end as server-sent events (:mod:`.live`);
   ``after`` (or ``Last-Event-ID``) must be a whole number in SQLite's integer range, else 400;
   ``result=0`` leaves the result out of the end message (the page shows it already).
+- ``GET /api/runs/{id}/calls/{seq}`` (and ``.../texts/{name}``) — one agent() call's request
+  and answer, bounded per request (:mod:`.calls`).
+- ``POST /api/runs/{id}/cancel`` — the run page's Cancel button (:mod:`.control`).
 - ``GET /static/...`` — the viewer's own script and style; ``/static/highlight.css`` the
   syntax-highlighting style; ``/static/vendor/`` the pinned Chart.js file and its licence
   (vendored from the npm package by ``scripts/vendor_chartjs.py``). Nothing is fetched from
   the network.
 
 The store is opened when the application starts and closed when it stops; the viewer only
-reads it. Requests must name the host ``127.0.0.1`` or ``localhost`` (others get 400), and
-carry the viewer's token (:mod:`.auth`: cookie, bearer header or ``?token=``, exchanged for the
-cookie); others get 401 and read nothing. A request that may change state must also come from
-the viewer's own origin (else 403) — every route, present and future, is behind that check.
+reads it, except for the cancel requests of the Cancel button. Requests must name the host
+``127.0.0.1`` or ``localhost`` (others get 400), and carry the viewer's token (:mod:`.auth`:
+cookie, bearer header or ``?token=``, exchanged for the cookie); others get 401 and read
+nothing. A request that may change state must also come from the viewer's own origin (else
+403) — every route, present and future, is behind that check.
 """
 
 from __future__ import annotations
@@ -50,8 +56,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from .._store import RunRecord, RunStatus, SQLiteRunStore
+from .._store import RunRecord, RunStatus, RunStoreError, SQLiteRunStore
 from .auth import ViewerGuard
+from .calls import call_routes
+from .control import cancel_routes
 from .counts import SoFar
 from .live import event_stream
 from .summary import (
@@ -63,12 +71,14 @@ from .summary import (
     format_time,
     highlight_css,
     part_text,
+    result_warnings,
     run_name,
     run_row,
     show_js,
     show_json,
     text_chunk,
 )
+from .tree import first_paint
 
 __all__ = ["create_app"]
 
@@ -144,10 +154,16 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
 
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        record = await store.get_run(run_id)
+        try:
+            record = await store.get_run(run_id)
+        except RunStoreError as exc:  # a broken row: the page says what is wrong with it
+            return _TEMPLATES.TemplateResponse(request, "broken.html",
+                                               {"run_id": run_id, "problem": exc.reason})
         if record is None:
             raise HTTPException(404, f"no run {run_id!r} in this store")
         context = await anyio.to_thread.run_sync(_page_context, record)
+        context["warnings"] = result_warnings(record)
+        context.update(await first_paint(store, record))
         return _TEMPLATES.TemplateResponse(request, "run.html", context)
 
     async def run_text(request: Request) -> Response:
@@ -157,7 +173,10 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
         offset = _whole_number(request.query_params.get("offset") or "0", "offset")
         text = texts.get((run_id, part))
         if text is None:
-            record = await store.get_run(run_id)
+            try:
+                record = await store.get_run(run_id)
+            except RunStoreError as exc:  # a broken row: its page says what is wrong
+                raise HTTPException(409, exc.reason) from None
             if record is None:
                 raise HTTPException(404, f"no run {run_id!r} in this store")
             text = await anyio.to_thread.run_sync(part_text, record, part)
@@ -173,7 +192,11 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
 
     async def stream(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        if await store.get_run(run_id) is None:
+        try:
+            found = await store.get_run(run_id)
+        except RunStoreError as exc:
+            raise HTTPException(409, exc.reason) from None
+        if found is None:
             raise HTTPException(404, f"no run {run_id!r} in this store")
         after = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         start = _whole_number(after, "after")
@@ -195,6 +218,8 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
         Route("/api/runs/{run_id}/text/{part}", run_text),
         Route("/static/highlight.css", highlight_style),
         Route("/favicon.ico", no_icon),
+        *call_routes(store),
+        *cancel_routes(store),
         Mount("/static", StaticFiles(directory=os.fspath(str(_HERE / "static"))), name="static"),
     ]
     # Only requests addressed to this machine by name: a web page elsewhere cannot reach the

@@ -10,6 +10,8 @@ from the run's events. Contract of :class:`SoFar`:
   all runs (in pages of at most ``page`` events); a run it did not get to keeps the counts it
   had, and later refreshes catch up. So a list of many long unfinished runs answers in bounded
   time, the first time too.
+- **A broken run** (its events cannot be read: :class:`RunStoreError`) keeps the counts it had;
+  the list goes on (its page says what is wrong).
 - **Forgets.** A run that is no longer unfinished, or beyond the ``keep`` most recently asked,
   is dropped.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from .._store import RunRecord, RunStore
+from .._store import RunRecord, RunStore, RunStoreError
 from .summary import Counts, count_events
 
 __all__ = ["BUDGET", "SoFar"]
@@ -52,7 +54,10 @@ class SoFar:
             last, so_far = self._known.pop(record.id, (0, Counts()))
             while left > 0:
                 asked = min(left, self._page)
-                events = await self._store.events(record.id, after=last, limit=asked)
+                try:
+                    events = await self._store.events(record.id, after=last, limit=asked)
+                except RunStoreError:
+                    break
                 if events:
                     so_far = count_events(events, so_far)
                     last = events[-1].seq

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -629,6 +630,54 @@ def test_counts_so_far_come_from_the_events() -> None:
              "usage": None}]
     events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d) for i, d in enumerate(data, 1)]
     assert count_events(events) == Counts(agents=2, replayed=1, tokens=7)
+
+
+def test_a_run_page_lists_the_return_values_warnings(tmp_path: pathlib.Path) -> None:
+    import anyio
+
+    from dsh_workflow import (
+        EchoProvider,
+        EngineConfig,
+        QuickJSEngine,
+        SQLiteRunStore,
+        WorkflowStartRequest,
+    )
+
+    store_path = str(tmp_path / "runs.sqlite3")
+    script = "const a = agent('x'); return {items: [1, undefined], pending: a, tag: '<b>'};"
+
+    async def record() -> tuple[str, str]:
+        async with SQLiteRunStore(store_path) as store, \
+                QuickJSEngine(EngineConfig(), provider=EchoProvider(), store=store) as engine:
+            lossy = engine.start(WorkflowStartRequest(
+                meta={"name": "lossy", "description": "returns a lossy value"}, script=script))
+            clean = engine.start(WorkflowStartRequest(
+                meta={"name": "clean", "description": "returns JSON"}, script="return 1"))
+            assert (await lossy.result()).warnings
+            await clean.result()
+            return lossy.id, clean.id
+
+    # In a thread of its own: the browser tests before this one leave an event loop running
+    # on the main thread.
+    ids: list[tuple[str, str]] = []
+    worker = threading.Thread(target=lambda: ids.append(anyio.run(record)))
+    worker.start()
+    worker.join()
+    [(lossy_id, clean_id)] = ids
+    viewer = Viewer(store_path)
+    try:
+        with viewer.client() as http:
+            page = http.get(f"/runs/{lossy_id}").text
+            clean = http.get(f"/runs/{clean_id}").text
+        box = page[page.index('<div id="warnings-box"'):]
+        box = box[:box.index("</ul>")]
+        assert "hidden" not in box.split(">", 1)[0]
+        assert re.findall(r"<li>(.*?)</li>", box) == [
+            "return value.items[1]: undefined became null",
+            "return value.pending: a Promise became {} (missing await?)"]
+        assert '<div id="warnings-box" hidden>' in clean
+    finally:
+        viewer.stop()
 
 
 # -- access: only the holder of the viewer's token reads anything (SECURITY.md) -------------
