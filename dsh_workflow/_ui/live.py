@@ -7,7 +7,8 @@ Contract of ``GET /api/runs/{id}/stream`` (see :func:`run_stream`):
   seq sent, so a reconnecting browser (``Last-Event-ID``) continues after it. Everything stored
   so far comes at once; afterwards the store is polled every :data:`POLL_S` seconds.
 - ``event: end`` — once the run is no longer ``running`` and every event is sent: ``data`` is
-  :func:`~.summary.run_payload` (status, row, error with code, result as HTML). The stream
+  :func:`~.summary.run_payload` (status, row, error with code, result as HTML); for a run whose
+  stored record or events cannot be read, status ``broken`` and the error says what is wrong. The stream
   then closes; the page closes its ``EventSource`` so it does not reconnect.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 import anyio
 from sse_starlette import ServerSentEvent
 
-from .._store import RunStore, StoredEvent
+from .._store import RunStore, RunStoreError, StoredEvent
 from .summary import run_payload
 
 __all__ = ["BATCH", "POLL_S", "event_stream"]
@@ -40,9 +41,28 @@ def _message(events: list[StoredEvent]) -> ServerSentEvent:
     return ServerSentEvent(data=body, event="events", id=str(events[-1].seq))
 
 
+def _broken(problem: str) -> ServerSentEvent:
+    """The ``end`` of a stream whose run can no longer be read: the page shows the run as
+    broken and why (the same payload shape as :func:`~.summary.run_payload`)."""
+    payload = {"status": "broken", "row": {"duration": "-"}, "ended_at": None,
+               "error": {"code": "broken run", "message": problem},
+               "result_html": None, "result_full_html": None}
+    return ServerSentEvent(data=json.dumps(payload, ensure_ascii=False), event="end")
+
+
 async def event_stream(store: RunStore, run_id: str, *, after: int = 0,
                        poll_s: float = POLL_S) -> AsyncIterator[ServerSentEvent]:
-    """The messages of the stream of ``run_id`` from event ``after`` on (the run exists)."""
+    """The messages of the stream of ``run_id`` from event ``after`` on (the run exists). A
+    run whose record or events cannot be read ends the stream as ``broken``, saying why."""
+    try:
+        async for message in _stream(store, run_id, after=after, poll_s=poll_s):
+            yield message
+    except RunStoreError as exc:
+        yield _broken(exc.reason)
+
+
+async def _stream(store: RunStore, run_id: str, *, after: int,
+                  poll_s: float) -> AsyncIterator[ServerSentEvent]:
     last = after
     while True:
         # Read the status before the events: a run's events are committed before its end, so
