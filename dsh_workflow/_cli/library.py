@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from dsh_workflow import SQLiteRunStore, WorkflowLibrary, WorkflowMeta
+from dsh_workflow import RunStoreError, SQLiteRunStore, WorkflowLibrary, WorkflowMeta
 
 from .errors import EXIT_OK, CliError
 from .stores import add_store_option, store_path
@@ -112,7 +112,10 @@ def command_save(ns: argparse.Namespace) -> int:
         async with SQLiteRunStore(path) as store:
             return await store.get_run(ns.run_id)
 
-    record = anyio.run(read, backend="trio")
+    try:
+        record = anyio.run(read, backend="trio")
+    except RunStoreError as exc:  # unreadable store, or a broken row: named, no traceback
+        raise CliError(str(exc)) from None
     if record is None:
         raise CliError(f"no run {ns.run_id!r} in the run store {path}")
     meta = dict(record.meta)

@@ -34,7 +34,7 @@ from .wire import ScriptRuntime, SettleEntry, agent_failure, answer, refusal, sp
 if TYPE_CHECKING:
     from .journal_writer import JournalWriter
 
-__all__ = ["ChildCall", "ChildScheduler"]
+__all__ = ["ChildCall", "ChildScheduler", "structured_problems"]
 
 logger = logging.getLogger("dsh_workflow.engine")
 
@@ -73,10 +73,11 @@ def _render(exc: BaseException) -> str:
         return "[unrenderable exception]"
 
 
-def _structured_problems(schema: dict[str, Any], value: object,
-                         limits: SchemaLimits) -> list[str]:
+def structured_problems(schema: dict[str, Any], value: object,
+                        limits: SchemaLimits) -> list[str]:
     """Why a child's structured ``value`` is rejected (``[]``: accepted), each with its JSON
-    pointer; for a worker thread."""
+    pointer; for a worker thread. A replayed answer goes through the same check
+    (``serving.py``)."""
     try:
         json.dumps(value, allow_nan=False)
         return value_violations(schema, value, limits=limits, pointers=True)
@@ -309,7 +310,7 @@ class ChildScheduler:
                          value: object) -> tuple[SettleEntry, AgentOutcome]:
         """The reply and outcome for a completed child's structured ``value``, validated on a
         worker thread (bounded by the schema limits; cancellation waits for it and drops it)."""
-        problems = await anyio.to_thread.run_sync(_structured_problems, schema, value,
+        problems = await anyio.to_thread.run_sync(structured_problems, schema, value,
                                                   self._limits)
         if problems:
             logger.info("dsh-workflow: %s#%d structured value rejected: %s", self._id,
