@@ -82,6 +82,9 @@ class WorkflowResult(BaseModel):
     ``JSON.stringify`` does (``return value.items[2]: undefined became null``), bounded: at
     most 20 plus one ``... and N more`` line. Empty when nothing was lost (always, unless the
     run completed).
+
+    ``agents_failed`` counts started children whose outcome was not ``completed`` (README,
+    "Truthful outcomes"): each one's reason is its ``AgentEnded.error``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -94,6 +97,7 @@ class WorkflowResult(BaseModel):
     usage: Usage = Usage()
     agents_replayed: int = Field(0, ge=0)
     warnings: tuple[str, ...] = ()
+    agents_failed: int = Field(0, ge=0)
 
     @model_validator(mode="before")
     @classmethod

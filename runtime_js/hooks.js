@@ -36,7 +36,7 @@
 //     ["workflow", id, target, args], ["phase", title], ["log", text],
 //     ["numbers", "clock"|"random", first, [n, ...]];
 //   * settle entries (host -> runtime): [id, true, value], [id, false, code, message],
-//     ["spent", tokens];
+//     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens];
 //   * end records (Completed / Failed): {"ok":true,"value":...} or
 //     {"ok":false,"code":...,"error":...[,"thrown":true][,"stack":...]}, where code is a public
 //     WorkflowErrorCode, null, or an InternalCode the host translates (dsh_workflow/_engines/
@@ -349,6 +349,16 @@ function makeError(code, message, site) {
   return e;
 }
 
+// A failed child of an agent(prompt, {failure: "throw"}) call: an ordinary (never fatal) error
+// {name: "AgentFailure", kind, message, details} that parallel()/pipeline() turn into null.
+function agentFailure(failure) {
+  const e = new _Error(_String(failure.message));
+  _defineProperty(e, 'name', { value: 'AgentFailure', writable: true, enumerable: false, configurable: true });
+  _defineProperty(e, 'kind', { value: _String(failure.kind), writable: true, enumerable: true, configurable: true });
+  _defineProperty(e, 'details', { value: failure.details, writable: true, enumerable: true, configurable: true });
+  return e;
+}
+
 function fatalRecord(e) {
   if (e === null || (typeof e !== 'object' && typeof e !== 'function')) return undefined;
   return _apply(_weakMapGet, fatal, [e]);
@@ -408,7 +418,7 @@ const agent = async function agent(prompt, opts) {
   if (opts !== undefined) {
     if (opts === null || typeof opts !== 'object' || _isArray(opts)) {
       throw makeError('INVALID_ARGUMENT', 'agent() options must be an object such as '
-        + '{label, phase, schema, model, provider, effort, agentType, isolation} (got '
+        + '{label, phase, schema, model, provider, effort, agentType, isolation, failure} (got '
         + describeKind(opts) + ')');
     }
     try {
@@ -433,6 +443,7 @@ const agent = async function agent(prompt, opts) {
   pendingCount++;
   await waiter;
   if (slot.ok === true) return slot.value;
+  if (slot.failure !== undefined) throw agentFailure(slot.failure);
   const code = _String(slot.code);
   throw makeError(code, _String(slot.message), misuse[code] === true && slot.site !== undefined ? slot.site : null);
 };
@@ -1076,6 +1087,9 @@ return {
       if (entry[1] === true) {
         slot.ok = true;
         slot.value = entry[2];
+      } else if (entry[2] === 'AgentFailure') {
+        slot.ok = false;
+        slot.failure = entry[4];
       } else {
         slot.ok = false;
         slot.code = entry[2];

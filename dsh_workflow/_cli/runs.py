@@ -18,7 +18,10 @@ Contract:
   ``--script`` file's own ``export const meta`` wins over the stored meta, ``--meta`` over
   both). Progress, output and exit codes are those of ``run``.
 - An unknown run id (or a store file that does not exist) is exit code 2 with one
-  ``Error: ...`` line; so is a store that cannot be read.
+  ``Error: ...`` line; so is a store that cannot be read, a run whose stored row, events or
+  journal cannot be read (the line names the run and what is wrong; ``runs`` lists such a
+  run as ``broken`` with the reason after the table, and lists the others), and ``resume`` of
+  a run that is still running (its process is alive: its calls would run twice).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import anyio
 
 from dsh_workflow import RunRecord, RunStoreError, SQLiteRunStore
 
+from .._engines.journal import still_running
 from .errors import EXIT_OK, CliError
 from .execute import run_plan
 from .history import EventLines, agent_rows, run_document, run_summary, runs_table, show_text
@@ -45,7 +49,7 @@ __all__ = ["POLL_S", "add_parsers"]
 
 #: How often ``logs --follow`` looks for new events.
 POLL_S = 0.2
-_STATUSES = ("running", "completed", "error", "cancelled", "interrupted")
+_STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "broken")
 
 T = TypeVar("T")
 
@@ -64,6 +68,10 @@ def add_parsers(commands: Any) -> None:
                                description="Show a recorded run and its agent() calls.")
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print one JSON document")
+    show.add_argument("--agent", type=count, metavar="SEQ",
+                      help="one agent() call: what it was asked and what it answered")
+    show.add_argument("--full", action="store_true",
+                      help="with --agent: print long texts whole instead of folded")
     add_store_option(show)
     show.set_defaults(handler=command_show)
 
@@ -140,13 +148,20 @@ def command_runs(ns: argparse.Namespace) -> int:
         write_stdout(json.dumps([run_summary(r) for r in records], indent=2,
                                  ensure_ascii=False) + "\n")
     elif records:
-        write_stdout(runs_table(records) + "\n")
+        # A row that cannot be read is listed as broken, and what is wrong follows the table.
+        notes = "".join(f"run {r.id} is broken: {r.problem}\n" for r in records if r.problem)
+        write_stdout(runs_table(records) + "\n" + ("\n" + notes if notes else ""))
     else:
         write_stdout(f"no runs in {store_path(ns)}\n")
     return EXIT_OK
 
 
 def command_show(ns: argparse.Namespace) -> int:
+    if ns.agent is not None:
+        from .calls import show_call
+
+        return show_call(ns, _read, _record)
+
     async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any]]:
         record = await _record(store, ns, ns.run_id)
         events = await store.events(record.id)
@@ -191,11 +206,15 @@ def _stored_meta(record: RunRecord) -> dict[str, Any]:
 
 def command_resume(ns: argparse.Namespace) -> int:
     async def reader(store: SQLiteRunStore) -> RunRecord:
-        return await _record(store, ns, ns.run_id)
+        record = await _record(store, ns, ns.run_id)
+        await store.journal(record.id)  # one that cannot be read is named here, before a start
+        return record
 
     record = _read(ns, reader, None)
     if record is None:
         raise _unknown(ns, ns.run_id)
+    if record.status == "running":
+        raise CliError(still_running(record))
     if ns.script is not None:
         meta, body = script_parts(ns.script, ns.meta, fallback_meta=_stored_meta(record))
     else:

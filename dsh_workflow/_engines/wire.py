@@ -13,7 +13,8 @@ messages JSON arrays.
       ["phase", title]   ["log", text]
       ["numbers", "clock" | "random", first_index, [number, ...]]   (runs with a store)
 
-* **Settle entries** (host → runtime): :func:`answer`, :func:`refusal`, :func:`spent`.
+* **Settle entries** (host → runtime): :func:`answer`, :func:`refusal`, :func:`spent`,
+  :func:`agent_failure` (a failed child of a ``failure: "throw"`` call).
 * **Outcomes** (the runtime's end record, then the driver's verdict): :class:`Completed` or
   :class:`Failed`; a failed outcome's ``code`` is a public :class:`~.._errors.WorkflowErrorCode`
   value, an :class:`InternalCode` (the runtime's evidence, translated by :mod:`.limits` before
@@ -29,6 +30,7 @@ from enum import StrEnum
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 __all__ = [
+    "AGENT_FAILURE_TAG",
     "COMPLETED_KEYS",
     "COMPLETED_REQUIRED_KEYS",
     "FAILED_KEYS",
@@ -47,6 +49,7 @@ __all__ = [
     "ReportKind",
     "ScriptRuntime",
     "SettleEntry",
+    "agent_failure",
     "answer",
     "failed",
     "refusal",
@@ -139,7 +142,8 @@ class Failed(TypedDict):
 
 Outcome = Completed | Failed
 
-#: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]`` or
+#: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]``,
+#: ``[call_id, False, "AgentFailure", message, {kind, message, details}]`` or
 #: ``["spent", tokens]`` (a list: it crosses as a JSON array).
 SettleEntry = list[Any]
 
@@ -157,6 +161,9 @@ FAILED_KEYS = frozenset(Failed.__annotations__)
 FAILED_REQUIRED_KEYS = frozenset({"ok", "code", "error"})
 #: The settle entry's tag for the run's spend (see :func:`spent`).
 SPENT_TAG = "spent"
+#: The refusal code of :func:`agent_failure` (the error's ``name`` in the script; no
+#: :class:`~.._errors.WorkflowErrorCode`: the error is not fatal).
+AGENT_FAILURE_TAG = "AgentFailure"
 
 
 def failed(error: str, code: str | None = None) -> Failed:
@@ -172,6 +179,12 @@ def answer(call_id: int, value: Any) -> SettleEntry:
 def refusal(call_id: int, code: str, message: str) -> SettleEntry:
     """The entry that makes hook call ``call_id`` throw ``code: message`` in the script."""
     return [call_id, False, code, message]
+
+
+def agent_failure(call_id: int, failure: dict[str, Any]) -> SettleEntry:
+    """The entry that makes hook call ``call_id`` reject with a non-fatal ``AgentFailure``
+    error carrying ``failure`` (``{"kind", "message", "details"}``)."""
+    return [call_id, False, AGENT_FAILURE_TAG, failure.get("message", ""), failure]
 
 
 def spent(tokens: int) -> SettleEntry:

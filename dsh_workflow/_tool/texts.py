@@ -299,6 +299,18 @@ def background_limit_text(limit: int) -> str:
             "again")
 
 
+#: The reason a run is cancelled with when nothing could deliver its completion.
+NOT_ENTERED_REASON = "the background workflow tool was not entered"
+
+
+def background_not_entered_text() -> str:
+    """The refusal of a background call whose ``on_complete`` nothing would call: the tool
+    was not entered and its engine cannot wait for the run in its own task group."""
+    return ("Error: this background workflow tool cannot deliver results: the harness must "
+            "enter it first (`async with WorkflowTool(engine, background=True, "
+            "on_complete=...) as tool:`) or iterate `tool.completions()`; nothing was run")
+
+
 def unknown_run_text(run_id: str) -> str:
     return f"Error: no background workflow run {run_id!r}"
 

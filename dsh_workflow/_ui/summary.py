@@ -39,6 +39,7 @@ class RunRow:
     tokens: int
     started: str
     duration: str
+    problem: str | None = None  # a broken run: what is wrong with its stored row
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,10 @@ def count_events(events: Iterable[StoredEvent]) -> Counts:
         elif kind == "AgentReplayed":
             replayed += 1
         elif kind == "AgentEnded":
-            usage = event.data.get("usage") or {}
-            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            usage = event.data.get("usage")
+            if isinstance(usage, dict):  # stored data: anything a foreign writer put there
+                tokens += sum(n for n in (usage.get("input_tokens"), usage.get("output_tokens"))
+                              if isinstance(n, int) and not isinstance(n, bool))
     return Counts(agents=agents, replayed=replayed, tokens=tokens)
 
 
@@ -107,7 +110,7 @@ def run_row(record: RunRecord, *, now: float | None = None,
     return RunRow(id=record.id, name=run_name(record), status=record.status,
                   agents=counts.agents, replayed=counts.replayed, tokens=counts.tokens,
                   started=format_time(record.created_at),
-                  duration=format_duration(ended - record.created_at))
+                  duration=format_duration(ended - record.created_at), problem=record.problem)
 
 
 def error_view(record: RunRecord) -> ErrorView | None:

@@ -242,6 +242,24 @@ async def test_a_resumed_parent_replays_its_nested_children(make_engine: Any,
 
 
 @pytest.mark.anyio
+async def test_script_path_refusals_are_one_text_for_missing_and_outside(
+        make_engine: Any, library: WorkflowLibrary, tmp_path: Path) -> None:
+    outside = write(tmp_path.parent / f"{tmp_path.name}-outside", "secret", "return 1")
+    missing = outside.with_name("nothing.js")
+    result, _ = await run(make_engine, library, f"""
+        const out = [];
+        for (const p of [{str(outside)!r}, {str(missing)!r}]) {{
+          try {{ await workflow({{scriptPath: p}}); out.push('ran'); }}
+          catch (e) {{ out.push(e.message.replace(p, '<path>')); }}
+        }}
+        return out;""")
+    assert result.stop_reason == "completed", result.error
+    first, second = result.value
+    assert first == second, result.value
+    assert "is not a .js file inside the workflow folders" in first
+
+
+@pytest.mark.anyio
 async def test_a_saved_workflows_value_is_json_as_stringify_makes_it(
         make_engine: Any, tmp_path: Path) -> None:
     folder = tmp_path / "lossy-workflows"
