@@ -37,7 +37,7 @@
 //     ["numbers", "clock"|"random", first, [n, ...]];
 //   * settle entries (host -> runtime): [id, true, value], [id, false, code, message],
 //     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens];
-//   * end records (Completed / Failed): {"ok":true,"value":...} or
+//   * end records (Completed / Failed): {"ok":true,"value":...[,"warnings":[...]]} or
 //     {"ok":false,"code":...,"error":...[,"thrown":true][,"stack":...]}, where code is a public
 //     WorkflowErrorCode, null, or an InternalCode the host translates (dsh_workflow/_engines/
 //     limits.py translate_end): MEMORY, STACK, INTERRUPTED, THROWN_NOTHING, MEMORY_IF_FULL,
