@@ -737,11 +737,14 @@ const pipeline = function pipeline(items) {
     }
     const count = itemCount('pipeline()', items);
     let stageCount = arguments.length - 1;
-    // A last argument that is an object (not a function, an array or null) is the options.
+    // A last argument that is an object (not a function, an array or null) is the options; a
+    // last undefined after a stage is options left out, as for parallel(thunks, undefined).
     let limit = 0;
     const last = arguments[arguments.length - 1];
     if (stageCount >= 1 && last !== null && typeof last === 'object' && !_isArray(last)) {
       limit = concurrencyOption('pipeline()', last);
+      stageCount--;
+    } else if (stageCount >= 2 && last === undefined) {
       stageCount--;
     }
     if (stageCount < 1) {
