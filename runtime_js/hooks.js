@@ -37,7 +37,7 @@
 //     ["numbers", "clock"|"random", first, [n, ...]];
 //   * settle entries (host -> runtime): [id, true, value], [id, false, code, message],
 //     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens];
-//   * end records (Completed / Failed): {"ok":true,"value":...} or
+//   * end records (Completed / Failed): {"ok":true,"value":...[,"warnings":[...]]} or
 //     {"ok":false,"code":...,"error":...[,"thrown":true][,"stack":...]}, where code is a public
 //     WorkflowErrorCode, null, or an InternalCode the host translates (dsh_workflow/_engines/
 //     limits.py translate_end): MEMORY, STACK, INTERRUPTED, THROWN_NOTHING, MEMORY_IF_FULL,
@@ -765,11 +765,14 @@ const pipeline = function pipeline(items) {
     }
     const count = itemCount('pipeline()', items);
     let stageCount = arguments.length - 1;
-    // A last argument that is an object (not a function, an array or null) is the options.
+    // A last argument that is an object (not a function, an array or null) is the options; a
+    // last undefined after a stage is options left out, as for parallel(thunks, undefined).
     let limit = 0;
     const last = arguments[arguments.length - 1];
     if (stageCount >= 1 && last !== null && typeof last === 'object' && !_isArray(last)) {
       limit = concurrencyOption('pipeline()', last);
+      stageCount--;
+    } else if (stageCount >= 2 && last === undefined) {
       stageCount--;
     }
     if (stageCount < 1) {
