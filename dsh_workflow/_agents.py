@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ._errors import WorkflowError, WorkflowErrorCode
 from ._subagent import AgentDefinition
 
@@ -101,6 +99,8 @@ def _quote_plain_values(head: str) -> str:
 def _load_front(head: str) -> object:
     if not head.strip():
         return {}
+    import yaml  # here: only a definition file with front matter needs it
+
     try:
         return yaml.safe_load(head)
     except yaml.YAMLError as exc:

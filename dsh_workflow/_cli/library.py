@@ -21,14 +21,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
-
-import anyio
-
-from dsh_workflow import SQLiteRunStore, WorkflowLibrary, WorkflowMeta
+from typing import TYPE_CHECKING, Any
 
 from .errors import EXIT_OK, CliError
 from .stores import add_store_option, store_path
+
+if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
+    from dsh_workflow import WorkflowLibrary
 
 __all__ = ["add_library_option", "add_parsers", "load_library", "saved_script"]
 
@@ -46,6 +45,8 @@ def add_library_option(parser: argparse.ArgumentParser) -> None:
 def load_library(folders: list[str], *, base_dir: str | os.PathLike[str] | None = None
                  ) -> WorkflowLibrary:
     """The library: ``folders`` first, then the default search path (README, "Saved workflows and `workflow()`")."""
+    from dsh_workflow import WorkflowLibrary
+
     return WorkflowLibrary.default(folders, base_dir=base_dir)
 
 
@@ -103,6 +104,10 @@ def command_list(ns: argparse.Namespace) -> int:
 
 
 def command_save(ns: argparse.Namespace) -> int:
+    import anyio
+
+    from dsh_workflow import SQLiteRunStore, WorkflowMeta
+
     path = store_path(ns)
     assert path is not None
     if not os.path.exists(path):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dsh_workflow import WorkflowResult
+if TYPE_CHECKING:
+    from dsh_workflow import WorkflowResult
 
 __all__ = ["error_line", "print_result", "write_stdout"]
 

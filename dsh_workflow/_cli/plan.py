@@ -18,25 +18,30 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from dsh_workflow import (
-    AgentRegistry,
-    EchoProvider,
-    EngineConfig,
-    QuickJSEngine,
-    RunStore,
-    SubagentProvider,
-    SubprocessEngine,
-    WorkflowEngine,
-    WorkflowLibrary,
-)
+from typing import TYPE_CHECKING, Any
 
 from .._metafile import MetaFileError, split_meta
 from .errors import CliError
 from .library import add_library_option, load_library, saved_script
-from .options import add_engine_options, engine_config, load_agents, provider_factory
+from .options import (
+    add_engine_options,
+    default_config,
+    echo_factory,
+    engine_config,
+    load_agents,
+    provider_factory,
+)
 from .stores import ensure_folder, store_path
+
+if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
+    from dsh_workflow import (
+        AgentRegistry,
+        EngineConfig,
+        RunStore,
+        SubagentProvider,
+        WorkflowEngine,
+        WorkflowLibrary,
+    )
 
 __all__ = ["NO_META", "Plan", "add_run_options", "args_value", "meta_option_value",
            "plan_options", "plan_run", "script_parts"]
@@ -61,8 +66,8 @@ class Plan:
     meta: dict[str, Any]
     body: str
     args: Any = None
-    config: EngineConfig = field(default_factory=EngineConfig)
-    provider: Callable[[], SubagentProvider] = EchoProvider
+    config: EngineConfig = field(default_factory=default_config)
+    provider: Callable[[], SubagentProvider] = field(default_factory=echo_factory)
     engine: str = "quickjs"
     agents: AgentRegistry | None = None
     library: WorkflowLibrary | None = None  # saved workflows for workflow(name)
@@ -72,8 +77,12 @@ class Plan:
 
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         if self.engine == "subprocess":
+            from dsh_workflow import SubprocessEngine
+
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
                                     agents=self.agents, store=store, library=self.library)
+        from dsh_workflow import QuickJSEngine
+
         return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
                              library=self.library)
 

@@ -27,19 +27,16 @@ import argparse
 import json
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
-
-import anyio
-
-from dsh_workflow import RunRecord, RunStoreError, SQLiteRunStore
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import EXIT_OK, CliError
-from .execute import run_plan
-from .history import EventLines, agent_rows, run_document, run_summary, runs_table, show_text
 from .options import count
 from .output import write_stdout
 from .plan import add_run_options, args_value, meta_option_value, plan_options, script_parts
 from .stores import add_store_option, store_path
+
+if TYPE_CHECKING:  # loaded where used: declaring the commands must stay cheap (start-up time)
+    from dsh_workflow import RunRecord, SQLiteRunStore
 
 __all__ = ["POLL_S", "add_parsers"]
 
@@ -102,6 +99,10 @@ def _read(ns: argparse.Namespace, reader: Callable[[SQLiteRunStore], Awaitable[T
           missing: T) -> T:
     """Run ``reader`` on the command's store, or return ``missing`` when the file does not
     exist (it is never created here). Store failures are usage errors."""
+    import anyio
+
+    from dsh_workflow import RunStoreError, SQLiteRunStore
+
     path = store_path(ns)
     assert path is not None  # reading commands have no --no-store
     if not os.path.exists(path):
@@ -132,6 +133,8 @@ async def _record(store: SQLiteRunStore, ns: argparse.Namespace, run_id: str) ->
 
 
 def command_runs(ns: argparse.Namespace) -> int:
+    from .history import run_summary, runs_table
+
     async def reader(store: SQLiteRunStore) -> list[RunRecord]:
         return await store.list_runs(limit=ns.limit, status=ns.status)
 
@@ -147,6 +150,8 @@ def command_runs(ns: argparse.Namespace) -> int:
 
 
 def command_show(ns: argparse.Namespace) -> int:
+    from .history import agent_rows, run_document, show_text
+
     async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any]]:
         record = await _record(store, ns, ns.run_id)
         events = await store.events(record.id)
@@ -164,6 +169,10 @@ def command_show(ns: argparse.Namespace) -> int:
 
 
 def command_logs(ns: argparse.Namespace) -> int:
+    import anyio
+
+    from .history import EventLines
+
     async def reader(store: SQLiteRunStore) -> bool:
         record = await _record(store, ns, ns.run_id)
         lines = EventLines(record)
@@ -190,6 +199,8 @@ def _stored_meta(record: RunRecord) -> dict[str, Any]:
 
 
 def command_resume(ns: argparse.Namespace) -> int:
+    from .execute import run_plan
+
     async def reader(store: SQLiteRunStore) -> RunRecord:
         return await _record(store, ns, ns.run_id)
 

@@ -24,7 +24,7 @@ from .._config import EngineConfig
 from .._depth import deeper_than
 from .._errors import WorkflowErrorCode
 from .._events import AgentEnded, AgentOutcome, AgentStarted, EventHub, RunInfo
-from .._schema import SchemaLimits, value_violations
+from .._schema_limits import SchemaLimits
 from .._store import JournalEntry
 from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 from .budget import Spend
@@ -72,6 +72,8 @@ def _render(exc: BaseException) -> str:
 def _structured_problems(schema: dict[str, Any], value: object,
                          limits: SchemaLimits) -> list[str]:
     """Why a child's structured ``value`` is rejected (``[]``: accepted); for a worker thread."""
+    from .._schema import value_violations  # jsonschema loads only for runs with schemas
+
     try:
         json.dumps(value, allow_nan=False)
         return value_violations(schema, value, limits=limits)

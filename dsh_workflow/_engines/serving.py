@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -20,13 +20,7 @@ from .._config import EngineConfig
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import AgentReplayed, EventHub, LogEmitted, PhaseStarted, RunInfo
 from .._library import WorkflowLibrary
-from .._schema import (
-    GateTicket,
-    SchemaLimits,
-    finish_schema_check,
-    prepare_schema_check,
-    unsupported_schema,
-)
+from .._schema_limits import SchemaLimits
 from .._subagent import SubagentRequest
 from .budget import Spend
 from .journal import RunJournal, call_key
@@ -35,6 +29,9 @@ from .options import default_label, parse_agent_options
 from .scheduler import ChildCall, ChildScheduler
 from .stop import Fault
 from .wire import HookKind, answer, refusal
+
+if TYPE_CHECKING:
+    from .._schema import GateTicket
 
 __all__ = ["SERVE_SLICE", "HookServer"]
 
@@ -144,6 +141,8 @@ class HookServer:
         verdict is dropped with the call."""
         assert self.gating is not None
         call_id, ticket = self.gating
+        from .._schema import finish_schema_check
+
         verdict = await anyio.to_thread.run_sync(finish_schema_check, ticket, self._limits)
         self.gating = None
         if not self._scheduler.closed:
@@ -188,12 +187,17 @@ class HookServer:
             if verdict is not None and verdict[0] == call_id:
                 violations = verdict[1]
             else:
+                # jsonschema loads with the first schema, never for runs without one
+                from .._schema import prepare_schema_check
+
                 ticket = prepare_schema_check(options.schema, self._limits)
                 if ticket.violations is None:
                     self.gating = (call_id, ticket)
                     return False
                 violations = ticket.violations
             if violations:
+                from .._schema import unsupported_schema
+
                 rejected = unsupported_schema(violations)
                 self._refuse(call_id, rejected.code, rejected.message)
                 return True
