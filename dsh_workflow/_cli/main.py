@@ -36,6 +36,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from dsh_workflow import __version__
+
 from . import library, runs
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .options import add_agent_options as _agent_options
@@ -67,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Run JavaScript workflow scripts in a sandboxed QuickJS engine.",
                      epilog="Exit codes: 0 completed, 1 run error, 2 usage or start error, "
                             "130 cancelled (Ctrl-C).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version and exit")
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="run a workflow, progress on stderr, result on stdout",
                               description="Run a workflow. stdout gets the value as JSON (the "
@@ -113,9 +117,17 @@ def command_check(ns: argparse.Namespace) -> int:
 
     from .lint import lint
     from .options import load_agents
-    from .plan import script_parts
+    from .plan import NO_META, script_source
 
-    meta, body = script_parts(ns.script, ns.meta)
+    meta, body = script_source(ns.script, ns.meta)
+    if meta is None:  # the body is still checked: its syntax error is worth more than "no meta"
+        try:
+            check_body(body)
+        except WorkflowError as exc:
+            raise CliError(f"{ns.script}: {exc}; and {NO_META}") from None
+        raise CliError(NO_META)
+    if not isinstance(meta, dict):
+        raise CliError("--meta must be a JSON object like {\"name\": ..., \"description\": ...}")
     try:
         checked = parse_meta(meta)
         check_body(body)

@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,12 +33,25 @@ if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (s
         WorkflowLibrary,
     )
 
-__all__ = ["EngineSetup", "add_agent_options", "add_engine_options", "count", "default_config",
-           "echo_factory", "engine_config", "engine_setup", "load_agents", "positive_seconds",
-           "provider_factory", "seconds"]
+__all__ = ["LIMIT_FLAGS", "EngineSetup", "add_agent_options", "add_engine_options", "count", "default_config",
+           "echo_factory", "engine_config", "engine_setup", "limit_flags", "load_agents",
+           "name_limit_flags", "positive_seconds", "provider_factory", "seconds"]
 
 #: Providers every command offers; a command may add its own (``mcp`` adds ``sampling``).
 BASE_PROVIDERS = ("echo", "openai", "command")
+
+#: The ``EngineConfig`` limit each command-line flag sets: an error about the limit names the
+#: flag that set it (:func:`name_limit_flags`), not only the Python setting.
+LIMIT_FLAGS: dict[str, str] = {
+    "budget_tokens": "--budget",
+    "run_timeout_s": "--timeout",
+    "max_total_agents": "--max-agents",
+    "max_concurrent_agents": "--max-concurrency",
+    "agent_timeout_s": "--agent-timeout",
+}
+_LIMIT_OPTIONS = {"budget_tokens": "budget", "run_timeout_s": "timeout",
+                  "max_total_agents": "max_agents", "max_concurrent_agents": "max_concurrency",
+                  "agent_timeout_s": "agent_timeout"}
 
 
 def count(text: str) -> int:
@@ -181,6 +195,25 @@ class EngineSetup:
 
         return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
                              library=self.library)
+
+
+def limit_flags(ns: argparse.Namespace) -> dict[str, str]:
+    """The limits set by flags of ``ns``: ``EngineConfig`` field -> the flag as given
+    (``{"budget_tokens": "--budget 150"}``)."""
+    given: dict[str, str] = {}
+    for setting, flag in LIMIT_FLAGS.items():
+        value = getattr(ns, _LIMIT_OPTIONS[setting], None)
+        if value is not None:
+            given[setting] = f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
+    return given
+
+
+def name_limit_flags(error: str, flags: Mapping[str, str]) -> str:
+    """``error`` with the flags that set the limits it names appended: ``... (budget_tokens=150;
+    ...) (set by --budget 150)``; unchanged when it names none of ``flags``."""
+    named = [flag for setting, flag in flags.items()
+             if re.search(rf"(?<![A-Za-z0-9_]){setting}(?![A-Za-z0-9_])", error)]
+    return f"{error} (set by {', '.join(named)})" if named else error
 
 
 def engine_config(ns: argparse.Namespace) -> EngineConfig:

@@ -19,6 +19,7 @@ Listeners run on the event-loop thread, so each does a small bounded amount of w
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import time
@@ -284,8 +285,12 @@ class RichProgress(Progress):
 
 
 class EventLog:
-    """Appends every event to a file as one JSON line: ``{"event": "AgentStarted", ...}``.
+    """Appends every event to a file as one JSON line:
+    ``{"event": "AgentStarted", "ts": "2026-12-06T02:30:00.123Z", "run": {"id": ...}, ...}``.
 
+    ``ts`` is when the event was written (ISO 8601, UTC, milliseconds). The run's meta is
+    written once, on its ``WorkflowStarted`` line; every other line names the run by id only
+    (:func:`dsh_workflow.testing.events_from_records` restores the meta when reading).
     Opened in append mode (UTF-8) at construction, so an unwritable path fails before the run
     starts; each line is flushed as it is written. :meth:`close` is idempotent.
     """
@@ -296,7 +301,10 @@ class EventLog:
     def __call__(self, event: WorkflowEvent) -> None:
         if self.file is None:
             return
-        record: dict[str, Any] = {"event": type(event).__name__, **event.model_dump(mode="json")}
+        record: dict[str, Any] = {"event": type(event).__name__, "ts": _utc_now(),
+                                  **event.model_dump(mode="json")}
+        if not isinstance(event, WorkflowStarted):
+            record["run"] = {"id": event.run.id}  # the meta is on the run's first line
         self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
         self.file.flush()
 
@@ -304,6 +312,12 @@ class EventLog:
         file, self.file = self.file, None
         if file is not None:
             file.close()
+
+
+def _utc_now() -> str:
+    """Now as ISO 8601 in UTC, to the millisecond: ``2026-12-06T02:30:00.123Z``."""
+    stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+    return stamp.removesuffix("+00:00") + "Z"
 
 
 def make_progress(stream: IO[str], *, quiet: bool, budget: int | None = None) -> Progress:
