@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # the same names, seen statically
     from ._events import WorkflowEnded as WorkflowEnded
     from ._events import WorkflowEvent as WorkflowEvent
     from ._events import WorkflowStarted as WorkflowStarted
+    from ._failure import AgentFailure as AgentFailure
+    from ._failure import ProviderUnavailable as ProviderUnavailable
     from ._library import LibraryProblem as LibraryProblem
     from ._library import SavedWorkflow as SavedWorkflow
     from ._library import WorkflowLibrary as WorkflowLibrary
@@ -46,6 +48,7 @@ if TYPE_CHECKING:  # the same names, seen statically
     from ._result import WorkflowResult as WorkflowResult
     from ._run import WorkflowEngine as WorkflowEngine
     from ._run import WorkflowRun as WorkflowRun
+    from ._store import CallRecord as CallRecord
     from ._store import JournalEntry as JournalEntry
     from ._store import RunRecord as RunRecord
     from ._store import RunStatus as RunStatus
@@ -66,10 +69,12 @@ if TYPE_CHECKING:  # the same names, seen statically
 _HOME: dict[str, str] = {
     "AgentDefinition": "._subagent",
     "AgentEnded": "._events",
+    "AgentFailure": "._failure",
     "AgentOutcome": "._events",
     "AgentRegistry": "._agents",
     "AgentReplayed": "._events",
     "AgentStarted": "._events",
+    "CallRecord": "._store",
     "CommandProvider": "._providers",
     "EchoProvider": "._providers",
     "EngineConfig": "._config",
@@ -80,6 +85,7 @@ _HOME: dict[str, str] = {
     "OpenAIProvider": "._providers",
     "PhaseMeta": "._meta",
     "PhaseStarted": "._events",
+    "ProviderUnavailable": "._failure",
     "QuickJSEngine": "._engines.quickjs",
     "RoutingProvider": "._providers",
     "RunInfo": "._events",
@@ -116,10 +122,12 @@ _HOME: dict[str, str] = {
 __all__ = [
     "AgentDefinition",
     "AgentEnded",
+    "AgentFailure",
     "AgentOutcome",
     "AgentRegistry",
     "AgentReplayed",
     "AgentStarted",
+    "CallRecord",
     "CommandProvider",
     "EchoProvider",
     "EngineConfig",
@@ -130,6 +138,7 @@ __all__ = [
     "OpenAIProvider",
     "PhaseMeta",
     "PhaseStarted",
+    "ProviderUnavailable",
     "QuickJSEngine",
     "RoutingProvider",
     "RunInfo",

@@ -25,6 +25,7 @@ from .errors import CliError
 from .library import add_library_option, load_library, saved_script, unknown_workflow
 from .options import (
     add_engine_options,
+    check_command,
     default_config,
     echo_factory,
     engine_config,
@@ -180,6 +181,7 @@ def plan_options(ns: argparse.Namespace, *, meta: dict[str, Any], body: str, arg
     config = engine_config(ns)
     factory = provider_factory(ns, config)
     assert factory is not None  # run offers only the base providers
+    check_command(ns)
     return Plan(meta=meta, body=body, args=args, config=config,
                 provider=factory, engine=ns.engine,
                 agents=load_agents(ns.agents), store_path=store, resume_from=resume_from,

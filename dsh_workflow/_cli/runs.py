@@ -24,7 +24,10 @@ Contract:
   run's id starts with (:func:`find_run`); an ambiguous prefix is exit code 2 with the
   matching runs listed.
 - An unknown run id (or a store file that does not exist) is exit code 2 with one
-  ``Error: ...`` line; so is a store that cannot be read.
+  ``Error: ...`` line; so is a store that cannot be read, a run whose stored row, events or
+  journal cannot be read (the line names the run and what is wrong; ``runs`` lists such a
+  run as ``broken`` with the reason after the table, and lists the others), and ``resume`` of
+  a run that is still running (its process is alive: its calls would run twice).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ __all__ = ["MIN_PREFIX", "POLL_S", "add_parsers", "find_run"]
 
 #: How often ``logs --follow`` looks for new events.
 POLL_S = 0.2
-_STATUSES = ("running", "completed", "error", "cancelled", "interrupted")
+_STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "broken")
 #: The fewest characters of a run id that name a run (when no other id starts with them).
 MIN_PREFIX = 4
 #: The last line of ``logs`` for a run whose process died before it ended.
@@ -71,6 +74,10 @@ def add_parsers(commands: Any) -> None:
                                description="Show a recorded run and its agent() calls.")
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print one JSON document")
+    show.add_argument("--agent", type=count, metavar="SEQ",
+                      help="one agent() call: what it was asked and what it answered")
+    show.add_argument("--full", action="store_true",
+                      help="with --agent: print long texts whole instead of folded")
     add_store_option(show)
     show.set_defaults(handler=command_show)
 
@@ -162,12 +169,19 @@ async def _record(store: SQLiteRunStore, ns: argparse.Namespace, run_id: str) ->
 
 
 def command_runs(ns: argparse.Namespace) -> int:
-    from .history import event_counts, run_summary, runs_table, with_counts
+    from dsh_workflow import RunStoreError
+
+    from .history import EventCounts, event_counts, run_summary, runs_table, with_counts
 
     async def reader(store: SQLiteRunStore) -> list[tuple[RunRecord, int]]:
         counted = []
         for record in await store.list_runs(limit=ns.limit, status=ns.status):
-            counts = event_counts(await store.events(record.id))
+            counts = EventCounts()
+            if record.problem is None:  # a broken row is listed as it is
+                try:
+                    counts = event_counts(await store.events(record.id))
+                except RunStoreError:  # its events cannot be read: show says why
+                    pass
             counted.append((with_counts(record, counts), counts.failed))
         return counted
 
@@ -178,13 +192,20 @@ def command_runs(ns: argparse.Namespace) -> int:
         write_stdout(json.dumps([run_summary(r, failed[r.id]) for r in records], indent=2,
                                 ensure_ascii=False) + "\n")
     elif records:
-        write_stdout(runs_table(records) + "\n")
+        # A row that cannot be read is listed as broken, and what is wrong follows the table.
+        notes = "".join(f"run {r.id} is broken: {r.problem}\n" for r in records if r.problem)
+        write_stdout(runs_table(records) + "\n" + ("\n" + notes if notes else ""))
     else:
         write_stdout(f"no runs in {store_path(ns)}\n")
     return EXIT_OK
 
 
 def command_show(ns: argparse.Namespace) -> int:
+    if ns.agent is not None:
+        from .calls import show_call
+
+        return show_call(ns, _read, _record)
+
     from .history import agent_rows, event_counts, run_document, show_text, with_counts
 
     async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any]]:
@@ -240,11 +261,17 @@ def command_resume(ns: argparse.Namespace) -> int:
     from .execute import run_plan
 
     async def reader(store: SQLiteRunStore) -> RunRecord:
-        return await _record(store, ns, ns.run_id)
+        record = await _record(store, ns, ns.run_id)
+        await store.journal(record.id)  # one that cannot be read is named here, before a start
+        return record
 
     record = _read(ns, reader, None)
     if record is None:
         raise _unknown(ns, ns.run_id)
+    if record.status == "running":
+        from .._engines.journal import still_running
+
+        raise CliError(still_running(record))
     if ns.script is not None:
         meta, body = script_parts(ns.script, ns.meta, fallback_meta=_stored_meta(record))
     else:
