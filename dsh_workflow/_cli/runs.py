@@ -5,9 +5,10 @@ Contract:
 - every command takes ``--store PATH`` (default: see :mod:`.stores`); the reading commands
   never create a store file;
 - ``runs [--status S] [--limit N] [--json]`` lists runs newest first: id, name, status, agents,
-  replayed, tokens, started, duration (``--json``: one JSON array);
+  replayed, failed, tokens, started, duration (``--json``: one JSON array);
 - ``show RUN_ID [--json]`` prints meta, status, times, the result (value or error) and a
-  per-agent table (seq, label, phase, outcome, tokens, replayed) built from the stored events;
+  per-agent table (seq, label, phase, outcome, tokens, replayed, reason) built from the stored
+  events (the reason of each child that did not complete);
   ``--json`` prints the whole record and that table as one JSON document;
 - ``logs RUN_ID [--follow]`` prints the stored events, one line each, like the live plain
   progress; ``--follow`` polls for new events every :data:`POLL_S` seconds until the run is no
