@@ -80,6 +80,17 @@ def port_type(lowest: int) -> Callable[[str], int]:
     return port
 
 
+def at_least_zero(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
 def seconds(text: str) -> float:
     """argparse type: a finite number of seconds >= 0."""
     try:
@@ -129,6 +140,9 @@ def add_engine_options(parser: argparse.ArgumentParser, *,
                         help="wall-clock limit of the run")
     parser.add_argument("--agent-timeout", type=positive_seconds, metavar="SECONDS",
                         help="wall-clock limit of one agent (it then returns null)")
+    parser.add_argument("--max-failed-agents", type=at_least_zero, metavar="N",
+                        help="failure ceiling: once more than N agents failed, the run ends "
+                        "with AGENT_FAILED (default: no ceiling)")
     parser.add_argument("--echo-latency", type=seconds, metavar="SECONDS",
                         help="simulated latency of each echo agent (echo)")
     add_agent_options(parser)
@@ -225,6 +239,7 @@ def engine_config(ns: argparse.Namespace) -> EngineConfig:
 
     chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
               "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
+              "max_failed_agents": getattr(ns, "max_failed_agents", None),
               "budget_tokens": ns.budget,
               "model_aliases": dict(ns.model_alias) or None}
     try:

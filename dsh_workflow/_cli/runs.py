@@ -5,12 +5,12 @@ Contract:
 - every command takes ``--store PATH`` (default: see :mod:`.stores`); the reading commands
   never create a store file;
 - ``runs [--status S] [--limit N] [--json]`` lists runs newest first: id, name, status, agents,
-  replayed, tokens, started, duration (``--json``: one JSON array, with ``failed`` too: the
-  children that ended failed); a run that is
+  replayed, failed, tokens, started, duration (``--json``: one JSON array); a run that is
   running or interrupted has no recorded totals yet, so its counts come from its stored
   events, as the viewer counts them;
 - ``show RUN_ID [--json]`` prints meta, status, times, the result (value or error) and a
-  per-agent table (seq, label, phase, outcome, tokens, replayed) built from the stored events;
+  per-agent table (seq, label, phase, outcome, tokens, replayed, reason) built from the stored
+  events (the reason of each child that did not complete);
   ``--json`` prints the whole record and that table as one JSON document;
 - ``logs RUN_ID [--follow]`` prints the stored events, one line each, like the live plain
   progress; ``--follow`` polls for new events every :data:`POLL_S` seconds until the run is no
@@ -171,25 +171,24 @@ async def _record(store: SQLiteRunStore, ns: argparse.Namespace, run_id: str) ->
 def command_runs(ns: argparse.Namespace) -> int:
     from dsh_workflow import RunStoreError
 
-    from .history import EventCounts, event_counts, run_summary, runs_table, with_counts
+    from .history import UNSETTLED, event_counts, run_summary, runs_table, with_counts
 
-    async def reader(store: SQLiteRunStore) -> list[tuple[RunRecord, int]]:
-        counted = []
+    async def reader(store: SQLiteRunStore) -> list[RunRecord]:
+        records = []
         for record in await store.list_runs(limit=ns.limit, status=ns.status):
-            counts = EventCounts()
-            if record.problem is None:  # a broken row is listed as it is
+            # Only a run without recorded totals (running, interrupted) is counted from its
+            # events; a broken row is listed as it is.
+            if record.problem is None and record.status in UNSETTLED:
                 try:
-                    counts = event_counts(await store.events(record.id))
+                    record = with_counts(record, event_counts(await store.events(record.id)))
                 except RunStoreError:  # its events cannot be read: show says why
                     pass
-            counted.append((with_counts(record, counts), counts.failed))
-        return counted
+            records.append(record)
+        return records
 
-    counted: list[tuple[RunRecord, int]] = _read(ns, reader, [])
-    records = [record for record, _ in counted]
-    failed = {record.id: failures for record, failures in counted}
+    records: list[RunRecord] = _read(ns, reader, [])
     if ns.json:
-        write_stdout(json.dumps([run_summary(r, failed[r.id]) for r in records], indent=2,
+        write_stdout(json.dumps([run_summary(r) for r in records], indent=2,
                                 ensure_ascii=False) + "\n")
     elif records:
         # A row that cannot be read is listed as broken, and what is wrong follows the table.

@@ -84,7 +84,9 @@ def test_the_viewer_lists_broken_runs_and_says_what_is_wrong(store: Path) -> Non
 
     from dsh_workflow._ui.app import create_app
 
-    with TestClient(create_app(str(store)), base_url="http://127.0.0.1") as client:
+    app = create_app(str(store), token="a-test-token", port=80)
+    with TestClient(app, base_url="http://127.0.0.1",
+                    headers={"Authorization": "Bearer a-test-token"}) as client:
         for url in ("/", "/runs-table", "/?status=broken"):
             page = client.get(url)
             assert page.status_code == 200, (url, page.text)
