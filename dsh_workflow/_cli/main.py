@@ -40,7 +40,7 @@ from dsh_workflow import WorkflowError
 from dsh_workflow._meta import parse_meta
 from dsh_workflow._script import check_body
 
-from . import library, runs
+from . import control, library, runs
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .execute import run_plan
 from .lint import lint
@@ -91,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
     _agent_options(check)
     runs.add_parsers(commands)
+    control.add_parsers(commands)  # cancel, replay-check (README, "Runs under control")
     library.add_parsers(commands)
     from .worker import (  # README, "Distributed dispatch on Temporal": the Temporal worker
         add_worker_parser,

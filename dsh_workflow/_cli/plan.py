@@ -69,6 +69,7 @@ class Plan:
     store_path: str | None = None  # the run store file; None records nothing
     resume_from: str | None = None
     provider_argv: list[str] = field(default_factory=list)  # for the resume hint
+    rerun: frozenset[int] = frozenset()  # calls of resume_from that run live again
 
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         if self.engine == "subprocess":
