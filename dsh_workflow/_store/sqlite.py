@@ -417,6 +417,7 @@ class SQLiteRunStore:
     def post_provider(self, run_id: str, options: Mapping[str, Any]) -> None:
         """Queue the run's provider options (JSON data free of secrets: the caller's duty)."""
         text = _dumps(dict(options))
+        self._seal()  # after whatever was posted before it
         self._writer.submit(lambda conn: _write_provider(conn, run_id, _untext(text)))
 
     async def calls(self, run_id: str, *, after: int = 0,
