@@ -92,6 +92,44 @@ class CallRecord(BaseModel):
         return used if isinstance(used, str) and used else None
 
     @property
+    def requested_model(self) -> str | None:
+        """The model the call (or its agent definition) named, after aliases; None: the
+        provider's default."""
+        return self._option("model")
+
+    @property
+    def schema(self) -> dict[str, Any] | None:  # type: ignore[override]  # BaseModel.schema() is deprecated
+        """The call's JSON Schema (None for a text call)."""
+        value = self.options.get("schema")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def effort(self) -> str | None:
+        return self._option("effort")
+
+    @property
+    def agent_type(self) -> str | None:
+        return self._option("agent_type")
+
+    @property
+    def isolation(self) -> str | None:
+        return self._option("isolation")
+
+    @property
+    def route(self) -> str | None:
+        """The script's ``provider`` option (a route name), if any."""
+        return self._option("route")
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """The whole stored request: ``prompt`` and :attr:`options`."""
+        return {"prompt": self.prompt, **self.options}
+
+    def _option(self, key: str) -> str | None:
+        value = self.options.get(key)
+        return value if isinstance(value, str) else None
+
+    @property
     def system_prompt(self) -> str | None:
         """The agent definition's system prompt (None without an agent type)."""
         agent = self.options.get("agent")

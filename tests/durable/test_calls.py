@@ -132,6 +132,11 @@ async def test_every_call_is_recorded_with_its_request_and_answer(make_engine: A
         assert typed.system_prompt is not None and "review with care" in typed.system_prompt
         assert typed.model == "model-s" and typed.options["isolation"] == "worktree"
         assert typed.options["schema"] == SCHEMA and typed.structured == {"n": 7}
+        assert (typed.schema, typed.agent_type, typed.isolation) == (SCHEMA, "reviewer",
+                                                                     "worktree")
+        assert (plain.effort, plain.requested_model, plain.schema) == ("high", "model-f", None)
+        assert typed.requested_model == "model-s"  # the definition's, after aliases
+        assert plain.request == {"prompt": "plain question", **plain.options}
         # a structured value that failed validation is kept, with the reason
         assert invalid.outcome == "failed" and invalid.structured == {"n": 1}
         assert invalid.failure is not None and invalid.failure["kind"] == "invalid"
