@@ -19,7 +19,8 @@ Contract:
   that seq and the new one compared: the prompts' first difference, or the options that
   differ, or that the recorded call did not complete), or the script's error. Nothing is
   recorded (the store is only read) and nothing is spent. The provider identity used for the
-  keys is the one the run recorded (echo when none is recorded).
+  keys is the one the run recorded (echo when none is recorded), and so are its model aliases
+  unless ``--model-alias`` is given.
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ def add_parsers(commands: Any) -> None:
                        "file's, else the stored meta)")
     add_agent_options(check)
     check.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
-                       type=_alias, help="model aliases, as the run was given them "
-                       "(repeatable)")
+                       type=_alias, help="model aliases (repeatable; default: those the run "
+                       "was recorded with)")
     add_store_option(check)
     check.set_defaults(handler=command_replay_check)
 
@@ -271,16 +272,17 @@ def _why(recorded: CallRecord | None, new: SubagentRequest) -> str:
 
 def command_replay_check(ns: argparse.Namespace) -> int:
     from .options import load_agents
+    from .resume import recorded_aliases
     from .runs import _read, _record, _stored_meta
 
     agents = load_agents(ns.agents)
-    aliases = dict(ns.model_alias)
 
     async def reader(store: SQLiteRunStore) -> tuple[Any, JournalOnlyProvider,
                                                      CallRecord | None]:
         record = await _record(store, ns, ns.run_id)
         meta, body, args = _script_of(ns, record, _stored_meta(record))
         recorded = await store.provider(record.id) or {}
+        aliases = dict(ns.model_alias or recorded_aliases(recorded))
         identity = recorded.get("identity")
         if not isinstance(identity, str):
             identity = "echo"

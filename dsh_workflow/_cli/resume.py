@@ -4,7 +4,8 @@ Contract:
 
 - ``resume`` without ``--provider`` uses the provider options the run was recorded with (its
   kind, and the model and base URL, the command, or the echo latency it had); an option given
-  on the command line wins over the recorded one. A run recorded with a provider the command
+  on the command line wins over the recorded one. Without ``--model-alias`` the run's recorded
+  model aliases apply. A run recorded with a provider the command
   line cannot make (a routing or custom provider) resumes on echo. A recorded command whose
   secrets were taken out is not reused (``--command`` must be given again).
 - When the resume's provider identity differs from the recorded one, a ``warning:`` line on
@@ -26,7 +27,7 @@ from .._engines.provider_options import REDACTED, provider_options
 from .errors import CliError
 from .options import BASE_PROVIDERS, engine_config, provider_factory
 
-__all__ = ["resume_provider", "seq_list"]
+__all__ = ["recorded_aliases", "resume_provider", "seq_list"]
 
 
 def seq_list(text: str) -> frozenset[int]:
@@ -48,6 +49,15 @@ def seq_list(text: str) -> frozenset[int]:
 def _warn(message: str) -> None:
     sys.stderr.write(f"warning: {message}\n")
     sys.stderr.flush()
+
+
+def recorded_aliases(recorded: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The model aliases a run was recorded with, as ``--model-alias`` pairs."""
+    aliases = None if recorded is None else recorded.get("model_aliases")
+    if not isinstance(aliases, Mapping):
+        return []
+    return [(name, model) for name, model in aliases.items()
+            if isinstance(name, str) and isinstance(model, str)]
 
 
 def _apply(ns: argparse.Namespace, recorded: Mapping[str, Any]) -> None:
@@ -84,6 +94,8 @@ def resume_provider(ns: argparse.Namespace, recorded: Mapping[str, Any] | None,
     for seq in sorted(ns.rerun - done):
         _warn(f"--rerun {seq}: run {ns.run_id} has no completed call {seq}, so there is no "
               "answer to replay (it runs live anyway)")
+    if not ns.model_alias:
+        ns.model_alias = recorded_aliases(recorded)
     if ns.provider is None:
         if recorded is not None:
             _apply(ns, recorded)

@@ -299,3 +299,21 @@ def test_replay_check_replays_fully_or_names_the_first_divergence(tmp_path: Path
     assert _rows(store) == before
     assert (tmp_path / "count").read_text() == spent
     assert cli("replay-check", "nope", "--store", store, cwd=tmp_path).returncode == 2
+
+
+def test_resume_and_replay_check_keep_the_recorded_model_aliases(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    script = write(tmp_path, "aliased.js", HEADER + """
+return [await agent('a', {model: 'fast'}), await agent('b')];
+""")
+    done = cli("run", script, "--store", store, "--model-alias", "fast=model-f", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = run_id_of(done.stderr)
+    again = cli("resume", run_id, "--store", store, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "2 replayed" in again.stderr and "warning:" not in again.stderr
+    check = cli("replay-check", run_id, "--store", store, cwd=tmp_path)
+    assert check.stdout.strip() == "replays fully (2 calls)", check.stdout + check.stderr
+    other = cli("replay-check", run_id, "--model-alias", "fast=model-g", "--store", store,
+                cwd=tmp_path)
+    assert other.returncode == 1 and "model (recorded 'model-f', new 'model-g')" in other.stdout
