@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._subagent import Usage
 from .bulk import insert_rows
 
-__all__ = ["CALL_COLUMNS", "CallRecord", "CallRow", "cancel_requested", "insert_calls",
-           "read_call", "read_calls", "read_provider", "request_cancel", "write_provider"]
+__all__ = ["CALL_COLUMNS", "CallBrief", "CallRecord", "CallRow", "cancel_requested",
+           "insert_calls", "read_briefs", "read_call", "read_calls", "read_provider",
+           "request_cancel", "write_provider"]
 
 CALL_COLUMNS = ("run_id", "seq", "label", "phase", "request", "started_at", "ended_at",
                 "outcome", "text", "structured", "failure", "usage", "replayed")
@@ -139,6 +140,16 @@ class CallRecord(BaseModel):
         return None
 
 
+class CallBrief(NamedTuple):
+    """What a run's overview needs of a call, without its long texts: the model it ran on, its
+    outcome and its failure reason."""
+
+    seq: int
+    model: str | None
+    outcome: str | None
+    failure: dict[str, Any] | None
+
+
 def _untext(value: str | bytes | None) -> str | None:
     if value is None:
         return None
@@ -195,6 +206,23 @@ def read_calls(conn: sqlite3.Connection, run_id: str, *, after: int = 0,
         sql += " LIMIT ?"
         params += (limit,)
     return [_record(run_id, row) for row in conn.execute(sql, params)]
+
+
+def read_briefs(conn: sqlite3.Connection, run_id: str) -> list[CallBrief]:
+    """Every call of the run, briefly (the request's JSON is read by SQLite, not loaded)."""
+    rows = conn.execute(
+        "SELECT seq, CASE WHEN typeof(request) = 'text' AND json_valid(request) THEN "
+        "coalesce(json_extract(request, '$.model_used'), json_extract(request, '$.model')) END, "
+        "outcome, failure FROM calls WHERE run_id = ? ORDER BY seq", (run_id,))
+    briefs = []
+    for seq, model, outcome, failure in rows:
+        try:
+            failed = _json(failure)
+        except ValueError:
+            failed = None
+        briefs.append(CallBrief(seq, model if isinstance(model, str) and model else None,
+                                outcome, failed if isinstance(failed, dict) else None))
+    return briefs
 
 
 def read_call(conn: sqlite3.Connection, run_id: str, seq: int) -> CallRecord | None:

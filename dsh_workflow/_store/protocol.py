@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from .._subagent import Usage
-from .calls import CallRecord, CallRow
+from .calls import CallBrief, CallRecord, CallRow
 from .models import (
     FinalStatus,
     JournalEntry,
@@ -120,6 +120,9 @@ class RunControlStore(RunStore, Protocol):
 
     async def call(self, run_id: str, seq: int) -> CallRecord | None:
         """One call of the run, or None."""
+
+    async def call_briefs(self, run_id: str) -> list[CallBrief]:
+        """Every call of the run without its texts (seq, model it ran on, outcome, failure)."""
 
     async def provider(self, run_id: str) -> dict[str, Any] | None:
         """The run's recorded provider options, or None."""

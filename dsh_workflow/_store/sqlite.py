@@ -22,9 +22,10 @@ from .._result import with_error_code
 from .._subagent import Usage
 from . import owners
 from .bulk import insert_rows
-from .calls import CallRecord, CallRow
+from .calls import CallBrief, CallRecord, CallRow
 from .calls import cancel_requested as _cancel_requested
 from .calls import insert_calls as _insert_calls
+from .calls import read_briefs as _read_briefs
 from .calls import read_call as _read_call
 from .calls import read_calls as _read_calls
 from .calls import read_provider as _read_provider
@@ -426,6 +427,12 @@ class SQLiteRunStore:
         await self.open()
         return await self._read_async(
             lambda conn: _read_calls(conn, run_id, after=after, limit=limit))
+
+    async def call_briefs(self, run_id: str) -> list[CallBrief]:
+        """Every call of the run without its texts: seq, the model it ran on, outcome, failure
+        (bounded work for an overview, however long the prompts and answers are)."""
+        await self.open()
+        return await self._read_async(lambda conn: _read_briefs(conn, run_id))
 
     async def call(self, run_id: str, seq: int) -> CallRecord | None:
         """Call ``seq`` of the run, or None."""

@@ -147,6 +147,11 @@ async def test_every_call_is_recorded_with_its_request_and_answer(make_engine: A
         assert await store.call(run_id, 9) is None
         assert await store.call("no-such-run", 1) is None
         assert [c.seq for c in await store.calls(run_id, after=1, limit=2)] == [2, 3]
+        briefs = await store.call_briefs(run_id)  # the overview: no texts loaded
+        assert [(b.seq, b.model, b.outcome) for b in briefs] == [
+            (1, "model-f", "completed"), (2, "model-s", "completed"), (3, None, "failed"),
+            (4, None, "failed")]
+        assert briefs[3].failure == failing.failure and briefs[0].failure is None
 
 
 @pytest.mark.anyio
