@@ -21,6 +21,8 @@ from ._events import RunInfo as RunInfo
 from ._events import WorkflowEnded as WorkflowEnded
 from ._events import WorkflowEvent as WorkflowEvent
 from ._events import WorkflowStarted as WorkflowStarted
+from ._failure import AgentFailure as AgentFailure
+from ._failure import ProviderUnavailable as ProviderUnavailable
 from ._library import LibraryProblem as LibraryProblem
 from ._library import SavedWorkflow as SavedWorkflow
 from ._library import WorkflowLibrary as WorkflowLibrary
@@ -55,6 +57,7 @@ from ._tool import WorkflowTool as WorkflowTool
 __all__ = [
     "AgentDefinition",
     "AgentEnded",
+    "AgentFailure",
     "AgentOutcome",
     "AgentRegistry",
     "AgentReplayed",
@@ -70,6 +73,7 @@ __all__ = [
     "OpenAIProvider",
     "PhaseMeta",
     "PhaseStarted",
+    "ProviderUnavailable",
     "QuickJSEngine",
     "RoutingProvider",
     "RunInfo",

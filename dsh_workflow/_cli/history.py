@@ -33,19 +33,26 @@ def _duration(record: RunRecord) -> float | None:
     return None if record.ended_at is None else max(0.0, record.ended_at - record.created_at)
 
 
+def _whole(value: object) -> int:
+    """A count from stored event data (which a foreign writer may have filled with anything)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _tokens(usage: Mapping[str, Any] | None) -> int | None:
     if not isinstance(usage, Mapping):
         return None
-    return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+    return _whole(usage.get("input_tokens")) + _whole(usage.get("output_tokens"))
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:
-    """One run as a ``runs --json`` entry (no script, args or result: see ``show``)."""
+    """One run as a ``runs --json`` entry (no script, args or result: see ``show``); a
+    ``broken`` run has ``problem``, what is wrong with its stored row."""
     return {"id": record.id, "name": record.meta.get("name"), "status": record.status,
             "agents": record.agents, "replayed": record.replayed,
             "tokens": record.usage.total_tokens, "created_at": record.created_at,
             "ended_at": record.ended_at, "duration_s": _duration(record),
-            "resumed_from": record.resumed_from}
+            "resumed_from": record.resumed_from,
+            **({"problem": record.problem} if record.problem is not None else {})}
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
@@ -131,7 +138,7 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     if meta.get("whenToUse"):
         lines.append(f"when to use: {meta['whenToUse']}")
     phases = meta.get("phases") or []
-    if phases:
+    if isinstance(phases, list) and phases:
         lines.append("phases:      " + ", ".join(str(p.get("title", "")) for p in phases
                                                  if isinstance(p, Mapping)))
     duration = _duration(record)
@@ -201,7 +208,7 @@ class EventLines:
             elapsed = 0.0 if self.began is None else max(0.0, stored.at - self.began)
             tokens = _tokens(data.get("usage")) or 0
             return "[done] " + summary_text(str(data.get("stop_reason")), elapsed,
-                                            int(data.get("agents_started") or 0), self.replayed,
+                                            _whole(data.get("agents_started")), self.replayed,
                                             f"{tokens:,} tokens")
         rest = {key: value for key, value in data.items() if key != "event"}
         return f"[{kind}] {json.dumps(rest, ensure_ascii=False)}"

@@ -18,7 +18,10 @@ Contract:
   ``--script`` file's own ``export const meta`` wins over the stored meta, ``--meta`` over
   both). Progress, output and exit codes are those of ``run``.
 - An unknown run id (or a store file that does not exist) is exit code 2 with one
-  ``Error: ...`` line; so is a store that cannot be read.
+  ``Error: ...`` line; so is a store that cannot be read, a run whose stored row, events or
+  journal cannot be read (the line names the run and what is wrong; ``runs`` lists such a
+  run as ``broken`` with the reason after the table, and lists the others), and ``resume`` of
+  a run that is still running (its process is alive: its calls would run twice).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import anyio
 
 from dsh_workflow import RunRecord, RunStoreError, SQLiteRunStore
 
+from .._engines.journal import still_running
 from .errors import EXIT_OK, CliError
 from .execute import run_plan
 from .history import EventLines, agent_rows, run_document, run_summary, runs_table, show_text
@@ -46,7 +50,7 @@ __all__ = ["POLL_S", "add_parsers"]
 
 #: How often ``logs --follow`` looks for new events.
 POLL_S = 0.2
-_STATUSES = ("running", "completed", "error", "cancelled", "interrupted")
+_STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "broken")
 
 T = TypeVar("T")
 
@@ -149,7 +153,9 @@ def command_runs(ns: argparse.Namespace) -> int:
         write_stdout(json.dumps([run_summary(r) for r in records], indent=2,
                                  ensure_ascii=False) + "\n")
     elif records:
-        write_stdout(runs_table(records) + "\n")
+        # A row that cannot be read is listed as broken, and what is wrong follows the table.
+        notes = "".join(f"run {r.id} is broken: {r.problem}\n" for r in records if r.problem)
+        write_stdout(runs_table(records) + "\n" + ("\n" + notes if notes else ""))
     else:
         write_stdout(f"no runs in {store_path(ns)}\n")
     return EXIT_OK
@@ -206,13 +212,17 @@ def _stored_meta(record: RunRecord) -> dict[str, Any]:
 def command_resume(ns: argparse.Namespace) -> int:
     async def reader(store: SQLiteRunStore) -> tuple[RunRecord, dict[str, Any] | None, set[int]]:
         record = await _record(store, ns, ns.run_id)
-        completed = {entry.seq for entry in await store.journal(record.id, kind="agent")}
+        # the journal is read here, so one that cannot be read is named before a start
+        completed = {entry.seq for entry in await store.journal(record.id)
+                     if entry.kind == "agent"}
         return record, await store.provider(record.id), completed
 
     found = _read(ns, reader, None)
     if found is None:
         raise _unknown(ns, ns.run_id)
     record, recorded_provider, completed = found
+    if record.status == "running":
+        raise CliError(still_running(record))
     resume_provider(ns, recorded_provider, completed)
     if ns.script is not None:
         meta, body = script_parts(ns.script, ns.meta, fallback_meta=_stored_meta(record))

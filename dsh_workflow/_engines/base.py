@@ -15,6 +15,8 @@ its store, its live runs and the order of ``start()``: admission, the hosted run
 from __future__ import annotations
 
 import abc
+import logging
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
@@ -43,6 +45,8 @@ from .host import HostedRun
 from .journal import EngineStore
 
 __all__ = ["EngineBase", "WarmPool"]
+
+logger = logging.getLogger("dsh_workflow.engine")
 
 T_co = TypeVar("T_co", covariant=True)
 R = TypeVar("R")
@@ -190,6 +194,12 @@ class EngineBase(WorkflowEngine, Generic[R]):
         self._tg.start_soon(self._drive, run, runtime, name=f"dsh-workflow run {run.id}")
         return RunHandle(run)
 
+    def start_soon(self, func: Callable[[], Awaitable[object]], *, name: str) -> bool:
+        if self._state is not EngineState.OPEN or self._tg is None:
+            return False
+        self._tg.start_soon(_contained, func, name, name=name)
+        return True
+
     async def _drive(self, run: HostedRun, runtime: R) -> None:
         try:
             await self._serve(run, runtime)
@@ -210,3 +220,12 @@ class EngineBase(WorkflowEngine, Generic[R]):
         # pool is refilled once the run has settled and its waiters have had their turn.
         await anyio.lowlevel.checkpoint()
         self._pool.refill()
+
+
+async def _contained(func: Callable[[], Awaitable[object]], name: str) -> None:
+    """Run a task handed to ``start_soon``: its exception is logged, so it never cancels the
+    engine's task group (and with it every run)."""
+    try:
+        await func()
+    except Exception:
+        logger.exception("workflow engine: task %r raised", name)

@@ -233,7 +233,7 @@ class HookServer:
             schema=options.schema, model=model, provider=options.provider,
             parent=self._parent, run_id=self._id, seq=seq, effort=options.effort,
             agent_type=options.agent_type, isolation=options.isolation, agent=definition)
-        call = ChildCall(call_id=call_id, seq=seq, request=request)
+        call = ChildCall(call_id=call_id, seq=seq, request=request, throw=options.throw)
         journal = self._journal
         if journal is not None:
             call.key = call_key(request, journal.identity)

@@ -5,7 +5,8 @@ Routes:
 - ``GET /`` — the run list, newest first; ``?status=`` and ``?name=`` (case-insensitive
   substring of the meta name) filter it. ``GET /runs-table`` is the same rows as an HTML
   fragment, which the list page fetches to refresh itself while runs are going.
-- ``GET /runs/{id}`` — a run page (404 for an unknown run).
+- ``GET /runs/{id}`` — a run page (404 for an unknown run). A run whose stored row cannot be
+  read is listed as ``broken`` with what is wrong, and its page says so.
 - ``GET /api/runs/{id}/stream`` — the run's events and end as server-sent events (:mod:`.live`).
 - ``GET /api/runs/{id}/calls/{seq}`` (and ``.../texts/{name}``) — one agent() call's request
   and answer, bounded per request (:mod:`.calls`).
@@ -17,7 +18,10 @@ Routes:
 
 The store is opened when the application starts and closed when it stops; the viewer only
 reads it, except for the cancel requests of the Cancel button. Requests must name the host
-``127.0.0.1`` or ``localhost`` (others get 400).
+``127.0.0.1`` or ``localhost`` (others get 400), and carry the viewer's token (:mod:`.auth`:
+cookie, bearer header or ``?token=``, exchanged for the cookie); others get 401 and read
+nothing. A request that may change state must also come from the viewer's own origin (else
+403) — every route, present and future, is behind that check.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from .._store import RunRecord, RunStatus, SQLiteRunStore
+from .._store import RunRecord, RunStatus, RunStoreError, SQLiteRunStore
+from .auth import ViewerGuard
 from .calls import call_routes
 from .control import cancel_routes
 from .live import event_stream
@@ -53,6 +58,7 @@ from .summary import (
     highlight_css,
     highlight_js,
     highlight_json,
+    result_warnings,
     run_name,
     run_row,
 )
@@ -66,8 +72,9 @@ _TEMPLATES = Jinja2Templates(directory=str(_HERE / "templates"))
 _TEMPLATES.env.globals.update(format_time=format_time, format_duration=format_duration)
 
 
-def create_app(store_path: str) -> Starlette:
-    """The viewer of the run store file ``store_path``."""
+def create_app(store_path: str, *, token: str, port: int) -> Starlette:
+    """The viewer of the run store file ``store_path``, served on 127.0.0.1:``port`` to holders
+    of ``token`` (see :class:`.auth.ViewerGuard`)."""
     store = SQLiteRunStore(store_path)
 
     @contextlib.asynccontextmanager
@@ -91,7 +98,10 @@ def create_app(store_path: str) -> Starlette:
         for record in records:
             so_far = None
             if record.status in ("running", "interrupted"):  # totals come only at the end
-                so_far = count_events(await store.events(record.id))
+                try:
+                    so_far = count_events(await store.events(record.id))
+                except RunStoreError:
+                    pass  # its events cannot be read: its page says why; the list goes on
             rows.append(run_row(record, now=now, so_far=so_far))
         return rows
 
@@ -108,7 +118,11 @@ def create_app(store_path: str) -> Starlette:
 
     async def run_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        record = await store.get_run(run_id)
+        try:
+            record = await store.get_run(run_id)
+        except RunStoreError as exc:  # a broken row: the page says what is wrong with it
+            return _TEMPLATES.TemplateResponse(request, "broken.html",
+                                               {"run_id": run_id, "problem": exc.reason})
         if record is None:
             raise HTTPException(404, f"no run {run_id!r} in this store")
         result = record.result
@@ -118,13 +132,18 @@ def create_app(store_path: str) -> Starlette:
             "script_html": highlight_js(record.script), "args_html": highlight_json(record.args),
             "result_html": None if result is None else highlight_json(result.get("value")),
             "result_full_html": None if result is None else highlight_json(result),
+            "warnings": result_warnings(record),
         }
         context.update(await first_paint(store, record))
         return _TEMPLATES.TemplateResponse(request, "run.html", context)
 
     async def stream(request: Request) -> Response:
         run_id = request.path_params["run_id"]
-        if await store.get_run(run_id) is None:
+        try:
+            found = await store.get_run(run_id)
+        except RunStoreError as exc:
+            raise HTTPException(409, exc.reason) from None
+        if found is None:
             raise HTTPException(404, f"no run {run_id!r} in this store")
         after = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         try:
@@ -152,5 +171,7 @@ def create_app(store_path: str) -> Starlette:
     ]
     # Only requests addressed to this machine by name: a web page elsewhere cannot reach the
     # viewer by pointing its own host name at 127.0.0.1 (DNS rebinding).
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"])]
+    # Then only holders of the token, and state changes only from the viewer's own pages.
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"]),
+                  Middleware(ViewerGuard, token=token, port=port)]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

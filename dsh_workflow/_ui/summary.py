@@ -39,6 +39,7 @@ class RunRow:
     tokens: int
     started: str
     duration: str
+    problem: str | None = None  # a broken run: what is wrong with its stored row
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,10 @@ def count_events(events: Iterable[StoredEvent]) -> Counts:
         elif kind == "AgentReplayed":
             replayed += 1
         elif kind == "AgentEnded":
-            usage = event.data.get("usage") or {}
-            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            usage = event.data.get("usage")
+            if isinstance(usage, dict):  # stored data: anything a foreign writer put there
+                tokens += sum(n for n in (usage.get("input_tokens"), usage.get("output_tokens"))
+                              if isinstance(n, int) and not isinstance(n, bool))
     return Counts(agents=agents, replayed=replayed, tokens=tokens)
 
 
@@ -107,7 +110,7 @@ def run_row(record: RunRecord, *, now: float | None = None,
     return RunRow(id=record.id, name=run_name(record), status=record.status,
                   agents=counts.agents, replayed=counts.replayed, tokens=counts.tokens,
                   started=format_time(record.created_at),
-                  duration=format_duration(ended - record.created_at))
+                  duration=format_duration(ended - record.created_at), problem=record.problem)
 
 
 def error_view(record: RunRecord) -> ErrorView | None:
@@ -147,6 +150,14 @@ def highlight_css() -> str:
     return str(_FORMATTER.get_style_defs(f".{HIGHLIGHT_CLASS}"))
 
 
+def result_warnings(record: RunRecord) -> list[str]:
+    """The warnings stored with a run's result (lossy steps of its return value's conversion
+    to JSON); empty for a run without any, or stored before results carried them."""
+    result = record.result
+    raw = result.get("warnings") if isinstance(result, dict) else None
+    return [w for w in raw if isinstance(w, str)] if isinstance(raw, list) else []
+
+
 def run_payload(record: RunRecord) -> dict[str, Any]:
     """What the live stream sends when a run has ended: its row, error and result as HTML."""
     error = error_view(record)
@@ -158,4 +169,5 @@ def run_payload(record: RunRecord) -> dict[str, Any]:
         "error": None if error is None else {"code": error.code, "message": error.message},
         "result_html": None if result is None else highlight_json(result.get("value")),
         "result_full_html": None if result is None else highlight_json(result),
+        "warnings": result_warnings(record),
     }

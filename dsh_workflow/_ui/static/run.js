@@ -306,6 +306,16 @@
     }
     if (payload.result_html) $("result").innerHTML = payload.result_html;
     if (payload.result_full_html) $("result-full").innerHTML = payload.result_full_html;
+    if (payload.warnings && payload.warnings.length) {
+      const list = $("warnings");
+      list.textContent = "";
+      for (const text of payload.warnings) {
+        const item = document.createElement("li");
+        item.textContent = text;
+        list.appendChild(item);
+      }
+      $("warnings-box").hidden = false;
+    }
     if (payload.ended_at && endAt === null) endAt = payload.ended_at;
     // Agents with no end left: the run's process died under them (an interrupted run).
     for (const seq of running) {
