@@ -188,7 +188,8 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
             engine.events.subscribe(event_log)
         try:
             run = engine.start(WorkflowStartRequest(meta=plan.meta, script=plan.body,
-                                                    args=plan.args, resume_from=plan.resume_from))
+                                                    args=plan.args, resume_from=plan.resume_from,
+                                                    rerun=plan.rerun))
         except WorkflowError as exc:
             return Outcome(start_error=str(exc))
         interrupts.adopt(run)  # from here on, Ctrl-C cancels the run itself

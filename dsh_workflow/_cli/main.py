@@ -38,7 +38,7 @@ from typing import NoReturn
 
 from dsh_workflow import __version__
 
-from . import library, runs
+from . import control, library, runs
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .options import add_agent_options as _agent_options
 from .options import count as _count
@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
     _agent_options(check)
     runs.add_parsers(commands)
+    control.add_parsers(commands)  # cancel, replay-check (README, "Runs under control")
     library.add_parsers(commands)
     # README, "Distributed dispatch on Temporal": the Temporal worker
     add_worker_parser(commands, count=_count, seconds=_seconds, positive_seconds=_positive_seconds)

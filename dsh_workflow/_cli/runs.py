@@ -42,6 +42,7 @@ from .errors import EXIT_OK, CliError
 from .options import count
 from .output import write_stdout
 from .plan import add_run_options, args_value, meta_option_value, plan_options, script_parts
+from .resume import resume_provider, seq_list
 from .stores import add_store_option, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the commands must stay cheap (start-up time)
@@ -104,9 +105,13 @@ def add_parsers(commands: Any) -> None:
                         help="the script's `args` (default: the stored args)")
     resume.add_argument("--meta", metavar="JSON|@FILE", help="meta object (default: the "
                         "script file's, else the stored meta)")
+    resume.add_argument("--rerun", type=seq_list, metavar="SEQ[,SEQ...]", default=frozenset(),
+                        help="run these agent() calls (by seq, see `show`) live again instead "
+                             "of replaying them; calls that depend on their answers follow")
     add_run_options(resume)
     add_store_option(resume)
-    resume.set_defaults(handler=command_resume)
+    # No provider option given: the run's recorded provider options apply (see resume_provider).
+    resume.set_defaults(handler=command_resume, provider=None)
 
 
 # -- store access ----------------------------------------------------------------------------------
@@ -259,18 +264,22 @@ def _stored_meta(record: RunRecord) -> dict[str, Any]:
 def command_resume(ns: argparse.Namespace) -> int:
     from .execute import run_plan
 
-    async def reader(store: SQLiteRunStore) -> RunRecord:
+    async def reader(store: SQLiteRunStore) -> tuple[RunRecord, dict[str, Any] | None, set[int]]:
         record = await _record(store, ns, ns.run_id)
-        await store.journal(record.id)  # one that cannot be read is named here, before a start
-        return record
+        # the journal is read here, so one that cannot be read is named before a start
+        completed = {entry.seq for entry in await store.journal(record.id)
+                     if entry.kind == "agent"}
+        return record, await store.provider(record.id), completed
 
-    record = _read(ns, reader, None)
-    if record is None:
+    found = _read(ns, reader, None)
+    if found is None:
         raise _unknown(ns, ns.run_id)
+    record, recorded_provider, completed = found
     if record.status == "running":
         from .._engines.journal import still_running
 
         raise CliError(still_running(record))
+    resume_provider(ns, recorded_provider, completed)
     if ns.script is not None:
         meta, body = script_parts(ns.script, ns.meta, fallback_meta=_stored_meta(record))
     else:
@@ -282,5 +291,6 @@ def command_resume(ns: argparse.Namespace) -> int:
     args = args_value(ns.args) if ns.args is not None else record.args
     plan = plan_options(ns, meta=meta, body=body, args=args, store=store_path(ns),
                         resume_from=record.id)
+    plan.rerun = ns.rerun
     return run_plan(plan, ns)
 
