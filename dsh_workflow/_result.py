@@ -77,6 +77,9 @@ class WorkflowResult(BaseModel):
     children reported (failed children included; zero when nothing was reported).
     ``agents_replayed`` counts calls of a resumed run answered from the earlier run's journal
     (README, "Durable runs"); they are not in ``agents_started`` or ``usage``.
+    ``agents_unpriced`` counts started children that reported tokens but no known cost: when it
+    is above 0, ``usage.cost_usd`` is the cost of the others only, a lower bound (README, "Cost
+    in money").
     """
 
     model_config = ConfigDict(frozen=True)
@@ -88,6 +91,7 @@ class WorkflowResult(BaseModel):
     agents_started: int = Field(0, ge=0)
     usage: Usage = Usage()
     agents_replayed: int = Field(0, ge=0)
+    agents_unpriced: int = Field(0, ge=0)
 
     @model_validator(mode="before")
     @classmethod

@@ -35,7 +35,7 @@ from dsh_workflow import (
 
 from .errors import CliError
 
-__all__ = ["EngineSetup", "add_agent_options", "add_engine_options", "count", "engine_config",
+__all__ = ["EngineSetup", "add_agent_options", "add_engine_options", "count", "dollars", "engine_config",
            "engine_setup", "load_agents", "positive_seconds", "provider_factory", "seconds"]
 
 #: Providers every command offers; a command may add its own (``mcp`` adds ``sampling``).
@@ -78,6 +78,17 @@ def seconds(text: str) -> float:
     return value
 
 
+def dollars(text: str) -> float:
+    """argparse type: a finite amount of US dollars > 0 (a leading ``$`` is allowed)."""
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount of dollars, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite amount > 0, got {text!r}")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     """argparse type: a finite number of seconds > 0."""
     value = seconds(text)
@@ -112,6 +123,9 @@ def add_engine_options(parser: argparse.ArgumentParser, *,
     parser.add_argument("--budget", type=count, metavar="TOKENS",
                         help="tokens (input + output) the run may spend; past it agent() throws "
                              "BUDGET_EXCEEDED")
+    parser.add_argument("--budget-usd", type=dollars, metavar="DOLLARS",
+                        help="US dollars the run may spend (its children's known costs); past "
+                             "it agent() throws BUDGET_EXCEEDED")
     parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                         help="wall-clock limit of the run")
     parser.add_argument("--agent-timeout", type=positive_seconds, metavar="SECONDS",
@@ -169,7 +183,7 @@ def engine_config(ns: argparse.Namespace) -> EngineConfig:
     """The limits the options chose; invalid combinations raise :class:`CliError`."""
     chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
               "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
-              "budget_tokens": ns.budget,
+              "budget_tokens": ns.budget, "budget_usd": ns.budget_usd,
               "model_aliases": dict(ns.model_alias) or None}
     try:
         return EngineConfig(**{key: value for key, value in chosen.items() if value is not None})

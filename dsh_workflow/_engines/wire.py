@@ -133,7 +133,7 @@ class Failed(TypedDict):
 Outcome = Completed | Failed
 
 #: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]`` or
-#: ``["spent", tokens]`` (a list: it crosses as a JSON array).
+#: ``["spent", tokens]`` or ``["spent", tokens, dollars]`` (a list: it crosses as a JSON array).
 SettleEntry = list[Any]
 
 #: The keys each outcome may carry (the subprocess protocol refuses any other).
@@ -161,9 +161,10 @@ def refusal(call_id: int, code: str, message: str) -> SettleEntry:
     return [call_id, False, code, message]
 
 
-def spent(tokens: int) -> SettleEntry:
-    """The entry that tells the script's ``budget`` global the run's tokens spent so far."""
-    return [SPENT_TAG, tokens]
+def spent(tokens: int, dollars: float | None = None) -> SettleEntry:
+    """The entry that tells the script's ``budget`` global the run's tokens and dollars (the
+    children's known costs; left out while none is known) spent so far."""
+    return [SPENT_TAG, tokens] if dollars is None else [SPENT_TAG, tokens, dollars]
 
 
 class ScriptRuntime(Protocol):

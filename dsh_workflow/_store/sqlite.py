@@ -45,10 +45,11 @@ Synchronous = Literal["NORMAL", "FULL"]
 
 _FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 _RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
-                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens")
+                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, cost_usd")
 _EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
 _JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
-                    "input_tokens", "output_tokens")
+                    "input_tokens", "output_tokens", "cost_usd", "cache_read_tokens",
+                    "cache_write_tokens")
 _READ_POOL = 4
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -294,11 +295,11 @@ class SQLiteRunStore:
         usage = usage or Usage()
         values = (status, None if result is None else _dumps(dict(result)),
                   time.time() if ended_at is None else ended_at, agents, replayed,
-                  usage.input_tokens, usage.output_tokens, run_id)
+                  usage.input_tokens, usage.output_tokens, usage.cost_usd, run_id)
 
         def job(conn: sqlite3.Connection) -> RunRecord:
             cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
-                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ? "
+                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ?, cost_usd = ? "
                                   "WHERE id = ? AND status = 'running'", values)
             row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
                                (run_id,)).fetchone()
@@ -380,8 +381,8 @@ class SQLiteRunStore:
         await self.open()
 
         def read(conn: sqlite3.Connection) -> list[JournalEntry]:
-            sql = ("SELECT kind, seq, key, text, structured, number, input_tokens, output_tokens "
-                   "FROM journal WHERE run_id = ?")
+            sql = ("SELECT kind, seq, key, text, structured, number, input_tokens, output_tokens, "
+                   "cost_usd, cache_read_tokens, cache_write_tokens FROM journal WHERE run_id = ?")
             params: tuple[Any, ...] = (run_id,)
             if kind is not None:
                 sql += " AND kind = ?"
@@ -392,8 +393,8 @@ class SQLiteRunStore:
                 text=None if text is None else _untext(text),
                 structured=None if structured is None else _loads(structured),
                 number=number,
-                usage=None if tin is None else Usage(input_tokens=tin, output_tokens=tout or 0))
-                for k, seq, key, text, structured, number, tin, tout in rows]
+                usage=_journal_usage(tin, tout, cost, cread, cwrite))
+                for k, seq, key, text, structured, number, tin, tout, cost, cread, cwrite in rows]
 
         return await self._read_async(read)
 
@@ -645,7 +646,21 @@ def _journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[Any, ...]]:
     return [(e.run_id, e.kind, e.seq, e.key, None if e.text is None else _text(e.text),
              None if e.structured is None else _dumps(e.structured), e.number,
              None if e.usage is None else e.usage.input_tokens,
-             None if e.usage is None else e.usage.output_tokens) for e in entries]
+             None if e.usage is None else e.usage.output_tokens,
+             None if e.usage is None else e.usage.cost_usd,
+             None if e.usage is None or not e.usage.cache_read_tokens
+             else e.usage.cache_read_tokens,
+             None if e.usage is None or not e.usage.cache_write_tokens
+             else e.usage.cache_write_tokens) for e in entries]
+
+
+def _journal_usage(tin: int | None, tout: int | None, cost: float | None, cread: int | None,
+                   cwrite: int | None) -> Usage | None:
+    """A journaled answer's usage as stored (None: the provider reported none)."""
+    if tin is None:
+        return None
+    return Usage(input_tokens=tin, output_tokens=tout or 0, cost_usd=cost,
+                 cache_read_tokens=cread or 0, cache_write_tokens=cwrite or 0)
 
 
 def _noop(conn: sqlite3.Connection) -> None:
@@ -660,11 +675,13 @@ def _stored_result(data: Any) -> Any:
 
 def _record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
-     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens) = row
+     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, cost_usd) = row
+    stored = None if result is None else _stored_result(_loads(result))
     return RunRecord(id=run_id, meta=_loads(meta), script=_untext(script),
                      args=None if args is None else _loads(args), created_at=created_at,
                      ended_at=ended_at, status=status,
-                     result=None if result is None else _stored_result(_loads(result)),
-                     resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
+                     result=stored, resumed_from=resumed_from, owner_pid=owner_pid,
+                     owner_host=owner_host,
                      agents=agents, replayed=replayed,
-                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens,
+                                 cost_usd=cost_usd))

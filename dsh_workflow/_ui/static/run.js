@@ -22,6 +22,7 @@
   let startAt = Number(root.dataset.created);
   let endAt = null;
   let tokens = 0, replayed = 0;
+  let cost = null, unpriced = 0;  // the known costs' sum (null: none known yet), children without one
   let framePending = false, chartDirty = false, lastChart = 0, chartTimer = null;
   let ended = false;
 
@@ -71,6 +72,8 @@
         a.status = d.outcome; a.end = event.at;
         a.tokens = d.usage ? d.usage.input_tokens + d.usage.output_tokens : null;
         tokens += a.tokens || 0;
+        if (d.usage && typeof d.usage.cost_usd === "number") cost = (cost || 0) + d.usage.cost_usd;
+        else if (a.tokens) unpriced += 1;
         running.delete(d.seq); touch(a); break;
       }
       case "AgentReplayed": {
@@ -153,6 +156,8 @@
     $("agent-count").textContent = String(agents.size - replayed);
     $("replayed-count").textContent = String(replayed);
     $("token-count").textContent = String(tokens);
+    $("cost-count").textContent = cost === null ? "—"
+      : "$" + (cost >= 1 ? cost.toFixed(2) : cost.toFixed(4)) + (unpriced ? "+" : "");
     if (!ended) $("run-duration").textContent = secs((endAt ?? now()) - startAt);
     if (chartDirty) planChart();
     settle();
