@@ -42,6 +42,7 @@ from dsh_workflow._script import check_body
 
 from . import library, runs
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from .estimate import add_estimate_options, confirm, estimate, print_estimate
 from .execute import run_plan
 from .lint import lint
 from .options import add_agent_options as _agent_options
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's "
                      "`export const meta`")
     add_run_options(run)
+    add_estimate_options(run)
     add_store_option(run, can_disable=True)
     run.set_defaults(handler=command_run)
     check = commands.add_parser("check", help="validate meta and script without running it")
@@ -110,7 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def command_run(ns: argparse.Namespace) -> int:
-    return run_plan(plan_run(ns), ns)
+    if ns.estimate:  # README, "Cost in money": offline, so nothing is recorded
+        ns.no_store = True
+        print_estimate(estimate(plan_run(ns), ns.model), as_json=ns.json)
+        return EXIT_OK
+    plan = plan_run(ns)
+    if ns.confirm_above is not None:
+        confirm(estimate(plan, ns.model), ns.confirm_above, yes=ns.yes)
+    return run_plan(plan, ns)
 
 
 def command_check(ns: argparse.Namespace) -> int:
