@@ -26,6 +26,8 @@ from ._library import SavedWorkflow as SavedWorkflow
 from ._library import WorkflowLibrary as WorkflowLibrary
 from ._meta import PhaseMeta as PhaseMeta
 from ._meta import WorkflowMeta as WorkflowMeta
+from ._providers import ClaudeCodeProvider as ClaudeCodeProvider
+from ._providers import CodexProvider as CodexProvider
 from ._providers import CommandProvider as CommandProvider
 from ._providers import EchoProvider as EchoProvider
 from ._providers import OpenAIProvider as OpenAIProvider
@@ -58,6 +60,8 @@ __all__ = [
     "AgentRegistry",
     "AgentReplayed",
     "AgentStarted",
+    "ClaudeCodeProvider",
+    "CodexProvider",
     "CommandProvider",
     "EchoProvider",
     "EngineConfig",

@@ -196,7 +196,7 @@ class CommandProvider:
                                 scope.cancel()
                                 return
 
-                    tg.start_soon(_feed_stdin, process, request.prompt)
+                    tg.start_soon(_feed_stdin, process, self._stdin(request))
                     tg.start_soon(read_stdout)
                     tg.start_soon(_read_tail, process, stderr)
                     await process.wait()
@@ -211,8 +211,17 @@ class CommandProvider:
             result = self._result(*args)
         else:
             result = await anyio.to_thread.run_sync(self._result, *args)  # validation: off the loop
-        usage = await priced_async(_reported_usage(stderr), request.model)
+        usage = await priced_async(_reported_usage(stderr) or result.usage,
+                                   self._model(request))
         return result if usage is None else result.model_copy(update={"usage": usage})
+
+    def _stdin(self, request: SubagentRequest) -> str:
+        """What the child reads on stdin (a preset may add to the prompt)."""
+        return request.prompt
+
+    def _model(self, request: SubagentRequest) -> str | None:
+        """The model that answers ``request``, for pricing (a preset adds its default)."""
+        return request.model
 
     def _child_env(self, request: SubagentRequest) -> dict[str, str]:
         env = dict(self.env)
