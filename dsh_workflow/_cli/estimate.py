@@ -2,8 +2,8 @@
 
 Contract:
 
-- :func:`estimate` runs the script offline: on a :class:`~dsh_workflow.QuickJSEngine` with the
-  run's limits (its budgets, wall-clock and agent time limits removed, so the projection sees
+- :func:`estimate` runs the script offline: on the run's engine (``--engine``) with the run's
+  limits (its budgets, wall-clock and agent time limits removed, so the projection sees
   the whole script) against :class:`~dsh_workflow.EchoProvider`, with the run's agent
   definitions, model aliases and saved workflows, and **no run store**: no provider is called
   and nothing is recorded. Each ``agent()`` call that starts is counted, by phase and by model
@@ -22,6 +22,7 @@ Contract:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -34,7 +35,6 @@ import anyio
 from dsh_workflow import (
     AgentStarted,
     EchoProvider,
-    QuickJSEngine,
     SubagentRequest,
     SubagentResult,
     Usage,
@@ -168,8 +168,7 @@ async def _estimate(plan: Plan, default_model: str | None) -> Estimate:
         if isinstance(event, AgentStarted):
             started.append(event)
 
-    async with QuickJSEngine(config, provider=recorder, agents=plan.agents,
-                             library=plan.library) as engine:
+    async with dataclasses.replace(plan, config=config).make_engine(recorder, None) as engine:
         engine.events.subscribe(listen)
         try:
             run = engine.start(WorkflowStartRequest(meta=plan.meta, script=plan.body,

@@ -4,14 +4,28 @@ own cost (a command agent's usage line) or are priced from their model."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import genai_prices
 import pytest
+from rich.console import Console
+
+from dsh_workflow import (
+    AgentEnded,
+    AgentStarted,
+    RunInfo,
+    Usage,
+    WorkflowEnded,
+    WorkflowMeta,
+    WorkflowStarted,
+)
+from dsh_workflow._cli.progress import PlainProgress, RichProgress, make_progress
 
 REPO = Path(__file__).resolve().parents[2]
 META = "export const meta = { name: 'cost-cli', description: 'costs on the command line' };\n"
@@ -100,3 +114,43 @@ def test_echo_runs_show_no_cost(tmp_path: Path) -> None:
     assert done.returncode == 0 and "$" not in done.stderr
     record = json.loads(cli("runs", "--json", cwd=tmp_path, store=store).stdout)[0]
     assert record["cost_usd"] is None
+
+
+INFO = RunInfo(id="run-9", meta=WorkflowMeta(name="demo", description="d"))
+
+
+def _priced_run() -> list[Any]:
+    return [WorkflowStarted(run=INFO),
+            AgentStarted(run=INFO, seq=1, label="a"), AgentStarted(run=INFO, seq=2, label="b"),
+            AgentEnded(run=INFO, seq=1, label="a", outcome="completed",
+                       usage=Usage(input_tokens=100, output_tokens=20, cost_usd=0.25)),
+            AgentEnded(run=INFO, seq=2, label="b", outcome="completed",
+                       usage=Usage(input_tokens=10, output_tokens=2))]
+
+
+def test_the_live_panel_shows_the_cost_against_the_dollar_budget() -> None:
+    stream = io.StringIO()
+    progress = make_progress(stream, quiet=False, budget_usd=2.0)
+    assert isinstance(progress, PlainProgress)  # not a terminal
+    panel = RichProgress(Console(file=io.StringIO(), force_terminal=True, width=120,
+                                 color_system=None))
+    panel.tally.budget_usd = 2.0
+    for event in _priced_run():
+        panel(event)
+        progress(event)
+    assert "132 tokens, $0.2500+ of $2.00" in panel.counts().plain  # one child's cost unknown
+    done = WorkflowEnded(run=INFO, stop_reason="completed", agents_started=2,
+                         usage=Usage(input_tokens=110, output_tokens=22, cost_usd=0.25))
+    progress(done)
+    assert stream.getvalue().splitlines()[-1].endswith("132 tokens, $0.2500+ of $2.00")
+
+
+def test_logs_final_line_carries_the_cost(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    script = write_script(tmp_path, "return [await agent('cost:0.125'), await agent('free')];")
+    done = cli("run", script, "--provider", "command", "--command", agent_command(tmp_path),
+               cwd=tmp_path, store=store)
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(cli("runs", "--json", cwd=tmp_path, store=store).stdout)[0]["id"]
+    logs = cli("logs", run_id, cwd=tmp_path, store=store)
+    assert logs.stdout.splitlines()[-1].endswith("2,200 tokens, $0.1250+")

@@ -206,3 +206,4 @@ async def test_the_tools_data_carries_the_cost_once_known() -> None:
         free = await tool.execute({"meta": META, "script": script, "args": {"p": ["free:x"]}})
         assert free.data is not None
         assert free.data["usage"] == {"input_tokens": 10, "output_tokens": 5}
+

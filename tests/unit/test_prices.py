@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import genai_prices
 import pytest
 
@@ -81,3 +83,30 @@ def test_a_dump_shows_cache_counts_and_cost_only_when_known() -> None:
     assert full.model_dump(mode="json") == {"input_tokens": 5, "output_tokens": 2,
                                             "cache_read_tokens": 3, "cost_usd": 0.0}
     assert Usage.model_validate_json(full.model_dump_json()) == full
+
+
+_SIZES = [Usage(input_tokens=1_000, output_tokens=100, cache_read_tokens=10),
+          Usage(input_tokens=300_000, output_tokens=5_000, cache_read_tokens=100_000,
+                cache_write_tokens=2_000),
+          Usage(output_tokens=7)]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4o-mini", "o3", "claude-sonnet-4-5",
+                                   "claude-opus-4-1", "gemini-2.5-pro", "gpt-5"])
+def test_the_cached_rates_agree_with_the_library_at_every_size(model: str) -> None:
+    for usage in _SIZES:  # the second crosses the 200k-token tier where a model has one
+        expected = _library(model, input_tokens=usage.input_tokens,
+                            output_tokens=usage.output_tokens,
+                            cache_read_tokens=usage.cache_read_tokens,
+                            cache_write_tokens=usage.cache_write_tokens)
+        assert cost_usd(usage, model) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_pricing_a_known_model_is_cheap_once_looked_up() -> None:
+    usage = Usage(input_tokens=1_000, output_tokens=100)
+    cost_usd(usage, "gpt-4o")
+    started = time.perf_counter()
+    for _ in range(1_000):
+        cost_usd(usage, "gpt-4o")
+    # The library's own calculation takes about 1.5 ms a call: 1,000 calls would take seconds.
+    assert time.perf_counter() - started < 0.5
