@@ -597,3 +597,38 @@ def test_the_run_row_shows_the_cost_and_marks_a_lower_bound() -> None:
     assert run_row(record).cost == "$0.5000+"
     free = record.model_copy(update={"usage": Usage(input_tokens=5, output_tokens=5)})
     assert run_row(free).cost == "—"
+
+
+# -- cost in money (README, "Cost in money") ----------------------------------------------------
+
+
+@needs_chromium
+def test_the_list_and_the_run_page_show_a_runs_cost(page: Any, tmp_path: pathlib.Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text("import json, sys\nprompt = sys.stdin.read()\n"
+                     "usage = {'input_tokens': 10, 'output_tokens': 5}\n"
+                     "if prompt.startswith('cost:'):\n    usage['cost_usd'] = float(prompt[5:])\n"
+                     "sys.stderr.write('dsh-workflow-usage: ' + json.dumps(usage) + '\\n')\n"
+                     "print('ok')\n")
+    script = tmp_path / "wf.js"
+    script.write_text("export const meta = {name: 'priced', description: 'costs'};\n"
+                      "return [await agent('cost:0.125'), await agent('cost:0.5'), "
+                      "await agent('free')];\n")
+    store = str(tmp_path / "runs.sqlite3")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(HERE.parents[1]), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", str(script), "--store",
+                           store, "--provider", "command", "--command",
+                           f"{sys.executable} {agent}"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    served = Viewer(store)
+    try:
+        page.goto(served.url + "/")
+        row = page.locator("tr.run").first
+        assert row.locator("td").nth(7).inner_text() == "$0.6250+"  # one child unpriced
+        page.goto(served.url + row.locator("a").first.get_attribute("href"))
+        _ended(page)
+        assert page.inner_text("#cost-count") == "$0.6250+"
+    finally:
+        assert served.stop() == 0
