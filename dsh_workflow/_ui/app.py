@@ -161,9 +161,14 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
                                                {"run_id": run_id, "problem": exc.reason})
         if record is None:
             raise HTTPException(404, f"no run {run_id!r} in this store")
+        try:
+            painted = await first_paint(store, record)
+        except RunStoreError as exc:  # its events or calls cannot be read: say what is wrong
+            return _TEMPLATES.TemplateResponse(request, "broken.html",
+                                               {"run_id": run_id, "problem": exc.reason})
         context = await anyio.to_thread.run_sync(_page_context, record)
         context["warnings"] = result_warnings(record)
-        context.update(await first_paint(store, record))
+        context.update(painted)
         return _TEMPLATES.TemplateResponse(request, "run.html", context)
 
     async def run_text(request: Request) -> Response:
