@@ -21,6 +21,8 @@ from ._events import RunInfo as RunInfo
 from ._events import WorkflowEnded as WorkflowEnded
 from ._events import WorkflowEvent as WorkflowEvent
 from ._events import WorkflowStarted as WorkflowStarted
+from ._failure import AgentFailure as AgentFailure
+from ._failure import ProviderUnavailable as ProviderUnavailable
 from ._library import LibraryProblem as LibraryProblem
 from ._library import SavedWorkflow as SavedWorkflow
 from ._library import WorkflowLibrary as WorkflowLibrary
@@ -35,6 +37,7 @@ from ._result import StopReason as StopReason
 from ._result import WorkflowResult as WorkflowResult
 from ._run import WorkflowEngine as WorkflowEngine
 from ._run import WorkflowRun as WorkflowRun
+from ._store import CallRecord as CallRecord
 from ._store import JournalEntry as JournalEntry
 from ._store import RunRecord as RunRecord
 from ._store import RunStatus as RunStatus
@@ -54,10 +57,12 @@ from ._tool import WorkflowTool as WorkflowTool
 __all__ = [
     "AgentDefinition",
     "AgentEnded",
+    "AgentFailure",
     "AgentOutcome",
     "AgentRegistry",
     "AgentReplayed",
     "AgentStarted",
+    "CallRecord",
     "CommandProvider",
     "EchoProvider",
     "EngineConfig",
@@ -68,6 +73,7 @@ __all__ = [
     "OpenAIProvider",
     "PhaseMeta",
     "PhaseStarted",
+    "ProviderUnavailable",
     "QuickJSEngine",
     "RoutingProvider",
     "RunInfo",

@@ -66,6 +66,7 @@ __all__ = [
     "compiled_validator",
     "finish_schema_check",
     "format_path",
+    "json_pointer",
     "prepare_schema_check",
     "schema_violations",
     "unsupported_schema",
@@ -245,11 +246,17 @@ def format_path(root: str, parts: Any) -> str:
     return "".join(out)
 
 
+def json_pointer(parts: Any) -> str:
+    """``parts`` as a JSON pointer (RFC 6901, ``~`` and ``/`` escaped); the root is ``/``."""
+    escaped = [str(part).replace("~", "~0").replace("/", "~1") for part in parts]
+    return "/" + "/".join(escaped)
+
+
 def _short(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"
 
 
-def _describe(error: ValidationError, root: str) -> str:
+def _describe(error: ValidationError, root: str | None) -> str:
     message = error.message
     refused = [sub for sub in (error, *error.context[:_MAX_LISTED])
                if isinstance(sub.cause, PatternRefused)]
@@ -258,7 +265,13 @@ def _describe(error: ValidationError, root: str) -> str:
     elif error.context:
         detail = best_match(error.context)
         message = f"{message} ({detail.message})"
-    return f"{format_path(root, error.absolute_path)}: {_short(message)}"
+    if root is None and error.validator == "pattern" and not refused \
+            and isinstance(error.validator_value, str):
+        # The pattern as written (repr would double its backslashes).
+        message = f"{error.instance!r} does not match '{error.validator_value}'"
+    where = json_pointer(error.absolute_path) if root is None \
+        else format_path(root, error.absolute_path)
+    return f"{where}: {_short(message)}"
 
 
 def _metaschema_problems(schema: dict[str, Any]) -> list[str]:
@@ -828,10 +841,11 @@ def compiled_validator(schema: dict[str, Any]) -> Draft202012Validator:
 
 
 def value_violations(schema: dict[str, Any], value: object, *, limit: int = 10,
-                     limits: SchemaLimits = DEFAULT_LIMITS) -> list[str]:
+                     limits: SchemaLimits = DEFAULT_LIMITS, pointers: bool = False) -> list[str]:
     """Up to ``limit`` reasons ``value`` does not satisfy ``schema``; ``[]`` when it does.
 
-    Lines are ``<path>: <message>`` with paths like ``value.items[2].name``. ``schema`` should
+    Lines are ``<path>: <message>`` with paths like ``value.items[2].name`` (``pointers``:
+    JSON pointers such as ``/items/2/name``, the root ``/``). ``schema`` should
     have passed :func:`schema_violations`; if it cannot be used the problem is reported as a
     ``schema: ...`` line. Lines come in jsonschema's order over the canonical (key-sorted)
     schema, so they are the same for equal schemas. The work is bounded by ``limits``'
@@ -846,7 +860,7 @@ def value_violations(schema: dict[str, Any], value: object, *, limit: int = 10,
     try:
         with validation_budget(limits):
             errors = list(islice(validator.iter_errors(value), max(limit, 0)))
-            return [_describe(error, "value") for error in errors]
+            return [_describe(error, None if pointers else "value") for error in errors]
     except _OutOfSteps:
         steps = limits.max_validation_steps
         return [f"value: validation stopped after {steps} steps (max_validation_steps={steps}); "

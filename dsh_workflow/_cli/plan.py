@@ -35,7 +35,13 @@ from dsh_workflow import (
 from .._metafile import MetaFileError, split_meta
 from .errors import CliError
 from .library import add_library_option, load_library, saved_script
-from .options import add_engine_options, engine_config, load_agents, provider_factory
+from .options import (
+    add_engine_options,
+    check_command,
+    engine_config,
+    load_agents,
+    provider_factory,
+)
 from .stores import ensure_folder, store_path
 
 __all__ = ["NO_META", "Plan", "add_run_options", "args_value", "meta_option_value",
@@ -161,6 +167,7 @@ def plan_options(ns: argparse.Namespace, *, meta: dict[str, Any], body: str, arg
     config = engine_config(ns)
     factory = provider_factory(ns, config)
     assert factory is not None  # run offers only the base providers
+    check_command(ns)
     return Plan(meta=meta, body=body, args=args, config=config,
                 provider=factory, engine=ns.engine,
                 agents=load_agents(ns.agents), store_path=store, resume_from=resume_from,

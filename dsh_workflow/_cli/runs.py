@@ -68,6 +68,10 @@ def add_parsers(commands: Any) -> None:
                                description="Show a recorded run and its agent() calls.")
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print one JSON document")
+    show.add_argument("--agent", type=count, metavar="SEQ",
+                      help="one agent() call: what it was asked and what it answered")
+    show.add_argument("--full", action="store_true",
+                      help="with --agent: print long texts whole instead of folded")
     add_store_option(show)
     show.set_defaults(handler=command_show)
 
@@ -153,6 +157,11 @@ def command_runs(ns: argparse.Namespace) -> int:
 
 
 def command_show(ns: argparse.Namespace) -> int:
+    if ns.agent is not None:
+        from .calls import show_call
+
+        return show_call(ns, _read, _record)
+
     async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any]]:
         record = await _record(store, ns, ns.run_id)
         events = await store.events(record.id)

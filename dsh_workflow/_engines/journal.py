@@ -27,6 +27,8 @@ from pydantic import BaseModel
 from .._store import JournalEntry, RunRecord, RunStore, RunStoreError
 from .._store.owners import HOST
 from .._subagent import SubagentRequest, Usage
+from .calls import CallLog
+from .provider_options import provider_options
 
 __all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume",
            "still_running"]
@@ -71,7 +73,8 @@ class RunJournal:
     """
 
     def __init__(self, store: RunStore, run_id: str, *, meta: Mapping[str, Any], script: str,
-                 args: Any, resumed_from: str | None, identity: str) -> None:
+                 args: Any, resumed_from: str | None, identity: str,
+                 provider: object = None, rerun: frozenset[int] = frozenset()) -> None:
         self.store = store
         self.run_id = run_id
         self.identity = identity
@@ -83,6 +86,12 @@ class RunJournal:
         self._numbers: dict[str, list[float]] = {"clock": [], "random": []}
         self._early_events: list[Mapping[str, Any]] | None = []  # posted before begin()
         self.began = False
+        #: Seqs of the earlier run whose answers are not replayed (they run live again).
+        self.rerun = rerun
+        post_calls = getattr(store, "post_calls", None)
+        #: What each call was asked and answered (stores that keep calls), else None.
+        self.calls = None if post_calls is None else CallLog(post_calls, run_id, provider)
+        self._provider_options = None if provider is None else provider_options(provider)
 
     async def begin(self) -> None:
         """Record the run as ``running``; for a resumed run, load the earlier journal."""
@@ -100,6 +109,9 @@ class RunJournal:
             self.settled()
             raise
         self.began = True
+        post_provider = getattr(self.store, "post_provider", None)
+        if post_provider is not None and self._provider_options is not None:
+            post_provider(self.run_id, self._provider_options)
         early, self._early_events = self._early_events, None
         if early:
             self.store.post_events(self.run_id, early)
@@ -113,11 +125,13 @@ class RunJournal:
         return json.dumps(self._numbers, allow_nan=False)
 
     def replay(self, key: str) -> JournalEntry | None:
-        """The earlier run's next completed entry for ``key`` (consumed), or None."""
+        """The earlier run's next completed entry for ``key`` (consumed), or None; None too
+        when that entry's seq is one to :attr:`rerun`."""
         waiting = self._replays.get(key)
         if not waiting:
             return None
-        return waiting.popleft()
+        entry = waiting.popleft()
+        return None if entry.seq in self.rerun else entry
 
     def entry(self, seq: int, key: str, *, text: str | None, structured: Any,
               usage: Usage | None) -> JournalEntry:
@@ -149,11 +163,14 @@ class RunJournal:
             self.store.post_events(self.run_id, [event])
 
     async def finish(self, status: str, result: Mapping[str, Any], *, agents: int,
-                     replayed: int, usage: Usage) -> RunRecord:
+                     replayed: int, usage: Usage, failed: int = 0) -> RunRecord:
         """Record the run's end (``completed``, ``error`` or ``cancelled``) and its result."""
+        if self.calls is not None:
+            self.calls.close()
         return await self.store.finish_run(self.run_id, status=status,  # type: ignore[arg-type]  # an end state, by the caller
                                            result=result, agents=agents, replayed=replayed,
-                                           usage=usage, ended_at=time.time())
+                                           usage=usage, ended_at=time.time(),
+                                           agents_failed=failed)
 
 
 def check_resume(store: RunStore | None, resume_from: object) -> str | None:
@@ -208,8 +225,10 @@ class EventRecorder:
             # The fields as they are (nested models such as Usage are encoded by the store).
             record: dict[str, Any] = {key: value for key, value in event.__dict__.items()
                                       if key != "run"}
-            record["event"] = type(event).__name__
+            kind = record["event"] = type(event).__name__
             journal.post_event(record)
+            if journal.calls is not None:
+                journal.calls.on_event(event, kind)
 
 
 class EngineStore:

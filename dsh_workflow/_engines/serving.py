@@ -267,7 +267,7 @@ class HookServer:
             schema=options.schema, model=model, provider=options.provider,
             parent=self._parent, run_id=self._id, seq=seq, effort=options.effort,
             agent_type=options.agent_type, isolation=options.isolation, agent=definition)
-        call = ChildCall(call_id=call_id, seq=seq, request=request)
+        call = ChildCall(call_id=call_id, seq=seq, request=request, throw=options.throw)
         journal = self._journal
         if journal is not None:
             call.key = call_key(request, journal.identity)
@@ -282,12 +282,18 @@ class HookServer:
                 self._replay_or_run(call, earlier, valid=request.schema is None
                                     and earlier.text is not None and earlier.structured is None)
                 return True
+            if journal.calls is not None:
+                journal.calls.opened(request, None)
         self._scheduler.offer(call)
         return True
 
     def _replay_or_run(self, call: ChildCall, earlier: JournalEntry, *, valid: bool) -> None:
         """Answer ``call`` from the earlier run's entry if it passed the checks a live answer
         passes (schema, ``max_value_depth``, the shape of a text answer); else run it live."""
+        journal = self._journal
+        assert journal is not None
+        if journal.calls is not None:
+            journal.calls.opened(call.request, earlier if valid else None)
         if not valid:
             logger.info("dsh-workflow: %s#%d: the journaled answer fails this call's checks "
                         "(another schema, or an altered journal); it runs live", self._id,

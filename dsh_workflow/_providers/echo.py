@@ -55,6 +55,12 @@ class EchoProvider:
         """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs")."""
         return "echo"
 
+    @property
+    def description(self) -> str:
+        """What its children can do, in one line (README, "The model-facing tool")."""
+        return ("offline stand-in, no model: each child answers with an echo of its prompt (a "
+                "schema call with a minimal valid instance); no tools, no files")
+
     def __repr__(self) -> str:
         return f"EchoProvider(latency_s={self.latency_s!r})"
 

@@ -44,10 +44,10 @@ class RunRecord(BaseModel):
     Times are POSIX seconds (``time.time()``). ``result`` is the final ``WorkflowResult``
     dumped as JSON data (None while running or when interrupted). ``owner_pid`` and
     ``owner_host`` name the process that ran it; ``agents`` counts started children,
-    ``replayed`` children answered from a journal, ``usage`` the run's token totals, all as
-    given to ``finish_run`` (zero until then). ``problem`` is None, except for a ``broken``
-    run: what is wrong with its stored row (its other fields then hold what could be read, or
-    their defaults).
+    ``replayed`` children answered from a journal, ``usage`` the run's token totals,
+    ``agents_failed`` children that did not complete, all as given to ``finish_run`` (zero
+    until then). ``problem`` is None, except for a ``broken`` run: what is wrong with its
+    stored row (its other fields then hold what could be read, or their defaults).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -67,6 +67,7 @@ class RunRecord(BaseModel):
     replayed: int = Field(0, ge=0)
     usage: Usage = Field(default_factory=Usage)
     problem: str | None = None
+    agents_failed: int = Field(0, ge=0)
 
 
 class JournalEntry(BaseModel):

@@ -78,8 +78,9 @@ class RunStore(Protocol):
     async def finish_run(self, run_id: str, *, status: FinalStatus,
                          result: Mapping[str, Any] | None = None, agents: int = 0,
                          replayed: int = 0, usage: Usage | None = None,
-                         ended_at: float | None = None) -> RunRecord:
-        """End a ``running`` run with its final status and result; returns it once committed."""
+                         ended_at: float | None = None, agents_failed: int = 0) -> RunRecord:
+        """End a ``running`` run with its final status and result (``agents_failed``: its
+        children that did not complete); returns it once committed."""
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or None; a ``running`` run whose owner died reads ``interrupted``."""

@@ -23,6 +23,14 @@ from .._result import with_error_code
 from .._subagent import Usage
 from . import owners
 from .bulk import insert_rows
+from .calls import CallRecord, CallRow
+from .calls import cancel_requested as _cancel_requested
+from .calls import insert_calls as _insert_calls
+from .calls import read_call as _read_call
+from .calls import read_calls as _read_calls
+from .calls import read_provider as _read_provider
+from .calls import request_cancel as _request_cancel
+from .calls import write_provider as _write_provider
 from .files import prepare_database
 from .models import (
     FinalStatus,
@@ -47,7 +55,8 @@ Synchronous = Literal["NORMAL", "FULL"]
 
 _FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 _RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
-                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens")
+                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, "
+                "agents_failed")
 _EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
 _JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
                     "input_tokens", "output_tokens")
@@ -141,7 +150,8 @@ class SQLiteRunStore:
                               on_begin=self._check_file,
                               on_rollback=self._forget_writes, on_error=self._deferred_failure,
                               bulk={"events": self._insert_events,
-                                    "journal": self._insert_journal},
+                                    "journal": self._insert_journal,
+                                    "calls": _insert_calls},
                               busy_timeout_s=self._busy_timeout_s, timeout_s=self._timeout_s)
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
@@ -299,28 +309,29 @@ class SQLiteRunStore:
     async def finish_run(self, run_id: str, *, status: FinalStatus,
                          result: Mapping[str, Any] | None = None, agents: int = 0,
                          replayed: int = 0, usage: Usage | None = None,
-                         ended_at: float | None = None) -> RunRecord:
+                         ended_at: float | None = None, agents_failed: int = 0) -> RunRecord:
         """End a ``running`` run: its final status, result (the ``WorkflowResult`` as JSON data)
-        and counts. Returns the stored record once committed. Counts past SQLite's integer range
-        (a provider may report any token count) are stored as ``2**63 - 1``, here and in the
-        journal; the result keeps them as given.
+        and counts (``agents_failed``: children that did not complete). Returns the stored
+        record once committed. Counts past SQLite's integer range (a provider may report any
+        token count) are stored as ``2**63 - 1``, here and in the journal; the result keeps
+        them as given.
 
         Raises :class:`RunStoreError` when the run is unknown or no longer ``running``.
         """
         if status not in _FINAL:
             raise ValueError(f"a run finishes as one of {sorted(_FINAL)}, not {status!r}")
-        if agents < 0 or replayed < 0:
-            raise ValueError("agents and replayed must not be negative")
+        if agents < 0 or replayed < 0 or agents_failed < 0:
+            raise ValueError("agents, replayed and agents_failed must not be negative")
         usage = usage or Usage()
         values = (status, None if result is None else _dumps(dict(result)),
                   time.time() if ended_at is None else ended_at, _count(agents),
                   _count(replayed), _count(usage.input_tokens), _count(usage.output_tokens),
-                  run_id)
+                  _count(agents_failed), run_id)
 
         def job(conn: sqlite3.Connection) -> RunRecord:
             cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
-                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ? "
-                                  "WHERE id = ? AND status = 'running'", values)
+                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ?, "
+                                  "agents_failed = ? WHERE id = ? AND status = 'running'", values)
             row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
                                (run_id,)).fetchone()
             if row is None:
@@ -430,6 +441,54 @@ class SQLiteRunStore:
 
         return await self._read_async(read)
 
+    # ---- calls and run control (README, "Runs under control") -------------------------------
+
+    def post_calls(self, rows: Sequence[CallRow]) -> None:
+        """Queue ``calls`` rows (what a call was asked and answered) and return at once; a row
+        replaces an earlier one of the same ``(run_id, seq)``. Written in batches like events
+        (a storage failure: see :meth:`post_events`)."""
+        self._tick().calls.extend(rows)
+
+    def post_provider(self, run_id: str, options: Mapping[str, Any]) -> None:
+        """Queue the run's provider options (JSON data free of secrets: the caller's duty)."""
+        text = _dumps(dict(options))
+        self._writer.submit(lambda conn: _write_provider(conn, run_id, _untext(text)))
+
+    async def calls(self, run_id: str, *, after: int = 0,
+                    limit: int | None = None) -> list[CallRecord]:
+        """The run's committed calls with ``seq > after``, in seq order (at most ``limit``)."""
+        await self.open()
+        return await self._read_async(
+            lambda conn: _read_calls(conn, run_id, after=after, limit=limit))
+
+    async def call(self, run_id: str, seq: int) -> CallRecord | None:
+        """Call ``seq`` of the run, or None."""
+        await self.open()
+        return await self._read_async(lambda conn: _read_call(conn, run_id, seq))
+
+    async def provider(self, run_id: str) -> dict[str, Any] | None:
+        """The provider options the run was recorded with, or None."""
+        await self.open()
+        return await self._read_async(lambda conn: _read_provider(conn, run_id))
+
+    async def request_cancel(self, run_id: str) -> bool:
+        """Ask the process that owns the ``running`` run to cancel it (it polls for this);
+        returns once the request is committed; False when the run is not running (or its
+        owner is gone: then it reads ``interrupted``)."""
+        record = await self.get_run(run_id)
+        if record is None or record.status != "running":
+            return False
+        at = time.time()
+        return await self._write(lambda conn: _request_cancel(conn, run_id, at))
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
+        """Which of ``run_ids`` another process asked to cancel (:meth:`request_cancel`)."""
+        if not run_ids:
+            return []
+        await self.open()
+        ids = list(run_ids)
+        return await self._read_async(lambda conn: _cancel_requested(conn, ids))
+
     # ---- internals ---------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
@@ -520,6 +579,11 @@ class SQLiteRunStore:
                 self._writer.submit_bulk("journal", open_tick.journal, open_tick.journal_waiter)
         except RunStoreError as exc:
             self._fail_unqueued(open_tick.journal_waiter, exc)
+        try:
+            if open_tick.calls:
+                self._writer.submit_bulk("calls", open_tick.calls)
+        except RunStoreError as exc:
+            self._deferred_failure(exc)
 
     def _fail_unqueued(self, waiter: Waiter | None, error: RunStoreError) -> None:
         if waiter is not None:
@@ -667,12 +731,13 @@ class _Tick:
     """Bulk writes made in one loop iteration: they go to the writer as one item per kind, and
     the callers that wait for them share one waiter per kind."""
 
-    __slots__ = ("events", "events_waiter", "handle", "journal", "journal_waiter")
+    __slots__ = ("calls", "events", "events_waiter", "handle", "journal", "journal_waiter")
 
     def __init__(self, handle: LoopHandle) -> None:
         self.handle = handle
         self.events: list[tuple[str, float, list[str | bytes]]] = []
         self.journal: list[tuple[Any, ...]] = []
+        self.calls: list[CallRow] = []
         self.events_waiter: Waiter | None = None
         self.journal_waiter: Waiter | None = None
 
@@ -790,7 +855,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
 
 def _whole_record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
-     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens) = row
+     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, agents_failed) = row
     meta = _column_json("meta", meta)
     if not isinstance(meta, dict):
         raise _BadRow(f"its meta is not a JSON object (it is {type(meta).__name__})")
@@ -803,7 +868,8 @@ def _whole_record(row: tuple[Any, ...]) -> RunRecord:
                      result=None if loaded is None else _stored_result(loaded),
                      resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
                      agents=agents, replayed=replayed,
-                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens))
+                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens),
+                     agents_failed=agents_failed)
 
 
 def _broken_record(row: tuple[Any, ...], problem: str) -> RunRecord:

@@ -8,13 +8,20 @@ Routes:
 - ``GET /runs/{id}`` — a run page (404 for an unknown run). A run whose stored row cannot be
   read is listed as ``broken`` with what is wrong, and its page says so.
 - ``GET /api/runs/{id}/stream`` — the run's events and end as server-sent events (:mod:`.live`).
+- ``GET /api/runs/{id}/calls/{seq}`` (and ``.../texts/{name}``) — one agent() call's request
+  and answer, bounded per request (:mod:`.calls`).
+- ``POST /api/runs/{id}/cancel`` — the run page's Cancel button (:mod:`.control`).
 - ``GET /static/...`` — the viewer's own script and style; ``/static/highlight.css`` the
   syntax-highlighting style; ``/static/vendor/`` the pinned Chart.js file and its licence
   (vendored from the npm package by ``scripts/vendor_chartjs.py``). Nothing is fetched from
   the network.
 
 The store is opened when the application starts and closed when it stops; the viewer only
-reads it. Requests must name the host ``127.0.0.1`` or ``localhost`` (others get 400).
+reads it, except for the cancel requests of the Cancel button. Requests must name the host
+``127.0.0.1`` or ``localhost`` (others get 400), and carry the viewer's token (:mod:`.auth`:
+cookie, bearer header or ``?token=``, exchanged for the cookie); others get 401 and read
+nothing. A request that may change state must also come from the viewer's own origin (else
+403) — every route, present and future, is behind that check.
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from .._store import RunRecord, RunStatus, RunStoreError, SQLiteRunStore
+from .auth import ViewerGuard
+from .calls import call_routes
+from .control import cancel_routes
 from .live import event_stream
 from .summary import (
     RunRow,
@@ -48,9 +58,11 @@ from .summary import (
     highlight_css,
     highlight_js,
     highlight_json,
+    result_warnings,
     run_name,
     run_row,
 )
+from .tree import first_paint
 
 __all__ = ["create_app"]
 
@@ -60,8 +72,9 @@ _TEMPLATES = Jinja2Templates(directory=str(_HERE / "templates"))
 _TEMPLATES.env.globals.update(format_time=format_time, format_duration=format_duration)
 
 
-def create_app(store_path: str) -> Starlette:
-    """The viewer of the run store file ``store_path``."""
+def create_app(store_path: str, *, token: str, port: int) -> Starlette:
+    """The viewer of the run store file ``store_path``, served on 127.0.0.1:``port`` to holders
+    of ``token`` (see :class:`.auth.ViewerGuard`)."""
     store = SQLiteRunStore(store_path)
 
     @contextlib.asynccontextmanager
@@ -119,7 +132,13 @@ def create_app(store_path: str) -> Starlette:
             "script_html": highlight_js(record.script), "args_html": highlight_json(record.args),
             "result_html": None if result is None else highlight_json(result.get("value")),
             "result_full_html": None if result is None else highlight_json(result),
+            "warnings": result_warnings(record),
         }
+        try:
+            context.update(await first_paint(store, record))
+        except RunStoreError as exc:  # its events cannot be read: say so instead of a 500
+            return _TEMPLATES.TemplateResponse(request, "broken.html",
+                                               {"run_id": run_id, "problem": exc.reason})
         return _TEMPLATES.TemplateResponse(request, "run.html", context)
 
     async def stream(request: Request) -> Response:
@@ -150,9 +169,13 @@ def create_app(store_path: str) -> Starlette:
         Route("/api/runs/{run_id}/stream", stream),
         Route("/static/highlight.css", highlight_style),
         Route("/favicon.ico", no_icon),
+        *call_routes(store),
+        *cancel_routes(store),
         Mount("/static", StaticFiles(directory=os.fspath(str(_HERE / "static"))), name="static"),
     ]
     # Only requests addressed to this machine by name: a web page elsewhere cannot reach the
     # viewer by pointing its own host name at 127.0.0.1 (DNS rebinding).
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"])]
+    # Then only holders of the token, and state changes only from the viewer's own pages.
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"]),
+                  Middleware(ViewerGuard, token=token, port=port)]
     return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

@@ -150,6 +150,14 @@ def highlight_css() -> str:
     return str(_FORMATTER.get_style_defs(f".{HIGHLIGHT_CLASS}"))
 
 
+def result_warnings(record: RunRecord) -> list[str]:
+    """The warnings stored with a run's result (lossy steps of its return value's conversion
+    to JSON); empty for a run without any, or stored before results carried them."""
+    result = record.result
+    raw = result.get("warnings") if isinstance(result, dict) else None
+    return [w for w in raw if isinstance(w, str)] if isinstance(raw, list) else []
+
+
 def run_payload(record: RunRecord) -> dict[str, Any]:
     """What the live stream sends when a run has ended: its row, error and result as HTML."""
     error = error_view(record)
@@ -161,4 +169,5 @@ def run_payload(record: RunRecord) -> dict[str, Any]:
         "error": None if error is None else {"code": error.code, "message": error.message},
         "result_html": None if result is None else highlight_json(result.get("value")),
         "result_full_html": None if result is None else highlight_json(result),
+        "warnings": result_warnings(record),
     }

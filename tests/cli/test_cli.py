@@ -152,6 +152,22 @@ def test_value_only_without_json(tmp_path: Path) -> None:
     assert re.fullmatch(f"run id: {UUID}\n", done.stderr)  # quiet: only the run id
 
 
+def test_lossy_return_value_prints_warnings_on_stderr(tmp_path: Path) -> None:
+    script = write(tmp_path, "s.js", META_HEADER
+                   + "const a = agent('x');\nreturn {items: [1, undefined], pending: a}")
+    done = cli("run", script, "-q")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"items": [1, None], "pending": {}}
+    assert done.stderr.splitlines()[1:] == [
+        "warning: return value.items[1]: undefined became null",
+        "warning: return value.pending: a Promise became {} (missing await?)"]
+    assert "warning" not in done.stdout
+    full = cli("run", script, "-q", "--json")
+    assert json.loads(full.stdout)["warnings"] == [
+        "return value.items[1]: undefined became null",
+        "return value.pending: a Promise became {} (missing await?)"]
+
+
 def test_undefined_return_prints_null(tmp_path: Path) -> None:
     done = cli("run", write(tmp_path, "s.js", META_HEADER + "log('nothing to return')"))
     assert done.returncode == 0

@@ -6,6 +6,7 @@ and the viewer's pages, over a real store file with corrupt rows written by ``sq
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -84,7 +85,10 @@ def test_the_viewer_lists_broken_runs_and_says_what_is_wrong(store: Path) -> Non
 
     from dsh_workflow._ui.app import create_app
 
-    with TestClient(create_app(str(store)), base_url="http://127.0.0.1") as client:
+    token = "t0ken-for-this-test"
+    app = create_app(str(store), token=token, port=8765)
+    with TestClient(app, base_url="http://127.0.0.1:8765",
+                    headers={"Authorization": f"Bearer {token}"}) as client:
         for url in ("/", "/runs-table", "/?status=broken"):
             page = client.get(url)
             assert page.status_code == 200, (url, page.text)
@@ -94,7 +98,9 @@ def test_the_viewer_lists_broken_runs_and_says_what_is_wrong(store: Path) -> Non
         broken = client.get("/runs/bad-meta")
         assert broken.status_code == 200
         assert "broken" in broken.text and "its meta is not valid JSON" in broken.text
-        assert client.get(f"/runs/{BROKEN_EVENTS}").status_code == 200
+        events_page = client.get(f"/runs/{BROKEN_EVENTS}")
+        assert events_page.status_code == 200
+        assert f"run {BROKEN_EVENTS!r} is broken: its events" in html.unescape(events_page.text)
         assert client.get("/api/runs/bad-meta/stream").status_code == 409
         # a run whose events cannot be read: its stream ends as broken and says why
         stream = client.get(f"/api/runs/{BROKEN_EVENTS}/stream")

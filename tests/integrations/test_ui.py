@@ -6,6 +6,7 @@ Screenshots of every page a test loads are saved under the test's tmp folder.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,7 +17,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,20 +48,39 @@ needs_chromium = pytest.mark.skipif(
 
 
 class Viewer:
-    """``dsh-workflow ui --port 0`` on a store, as a child process."""
+    """``dsh-workflow ui --port 0`` on a store, as a child process (its token is made at start
+    and read from the address it prints)."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, *options: str, env: dict[str, str] | None = None) -> None:
         self.store = store
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", "ui", "--store", store, "--port", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            [sys.executable, "-m", "dsh_workflow", "ui", "--store", store, "--port", "0",
+             *options],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=env if env is not None else _env_without_token())
         assert self.process.stderr is not None
         line = self.process.stderr.readline()
-        match = re.match(r"viewer: (http://127\.0\.0\.1:\d+)/", line)
+        match = re.match(r"viewer: (http://127\.0\.0\.1:(\d+))/\?token=(\S+)  ", line)
         if match is None:
             self.stop()
             raise AssertionError(f"the viewer did not start: {line!r}")
         self.url = match.group(1)
+        self.port = int(match.group(2))
+        self.token = urllib.parse.unquote(match.group(3))
+
+    def enter(self, page: Any) -> None:
+        """Open the printed address in ``page``: the viewer sets its cookie and sends the
+        browser on to the list, without the token in the address."""
+        page.goto(f"{self.url}/?token={urllib.parse.quote(self.token, safe='')}")
+        assert page.url == self.url + "/"
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[httpx.Client]:
+        """An HTTP client holding the viewer's cookie (got the way a browser gets it)."""
+        with httpx.Client(base_url=self.url, timeout=10) as client:
+            entered = client.get("/", params={"token": self.token})
+            assert entered.status_code == 303, entered.text
+            yield client
 
     def stop(self, how: int = signal.SIGINT) -> int:
         if self.process.poll() is None:
@@ -71,6 +93,10 @@ class Viewer:
         assert self.process.stderr is not None
         self.process.stderr.close()
         return self.process.returncode
+
+
+def _env_without_token() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "DSH_WORKFLOW_TOKEN"}
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +168,7 @@ def _chart(page: Any) -> dict[str, Any]:
 def test_the_list_shows_finished_runs_newest_first(
         viewer: Viewer, page: Any, runs: tuple[str, dict[str, str]],
         made: tuple[str, dict[str, str], dict[str, int]], tmp_path: pathlib.Path) -> None:
+    viewer.enter(page)
     page.goto(viewer.url + "/")
     rows = page.locator("tr.run")
     names = runs[1]
@@ -163,6 +190,7 @@ def test_the_list_shows_finished_runs_newest_first(
 @needs_chromium
 def test_the_list_filters_by_status_and_name(viewer: Viewer, page: Any,
                                             runs: tuple[str, dict[str, str]]) -> None:
+    viewer.enter(page)
     page.goto(viewer.url + "/")
     page.select_option("#status-filter", "error")  # submits the form
     page.wait_for_url(re.compile(r"status=error"))
@@ -185,6 +213,7 @@ def test_the_list_filters_by_status_and_name(viewer: Viewer, page: Any,
 def test_a_run_page_shows_tree_timeline_log_script_args_and_result(
         viewer: Viewer, page: Any, runs: tuple[str, dict[str, str]],
         tmp_path: pathlib.Path) -> None:
+    viewer.enter(page)
     page.goto(f"{viewer.url}/runs/{runs[1]['research-report']}")
     _ended(page)
     assert page.inner_text("#run-status") == "completed"
@@ -219,6 +248,7 @@ def test_a_run_page_shows_tree_timeline_log_script_args_and_result(
 def test_a_failed_run_shows_its_error_and_code(viewer: Viewer, page: Any,
                                                runs: tuple[str, dict[str, str]],
                                                name: str, code: str, message: str) -> None:
+    viewer.enter(page)
     page.goto(f"{viewer.url}/runs/{runs[1][name]}")
     _ended(page)
     assert page.inner_text("#run-status") == "error"
@@ -231,6 +261,7 @@ def test_a_failed_run_shows_its_error_and_code(viewer: Viewer, page: Any,
 @needs_chromium
 def test_replayed_agents_are_marked_in_tree_and_timeline(viewer: Viewer, page: Any,
                                                          runs: tuple[str, dict[str, str]]) -> None:
+    viewer.enter(page)
     page.goto(f"{viewer.url}/runs/{runs[1]['research-resumed']}")
     _ended(page)
     replayed = page.locator("tr.agent.replayed")
@@ -246,6 +277,7 @@ def test_replayed_agents_are_marked_in_tree_and_timeline(viewer: Viewer, page: A
 @needs_chromium
 def test_a_thousand_agent_run_renders_within_seconds(viewer: Viewer, page: Any,
                                                      runs: tuple[str, dict[str, str]]) -> None:
+    viewer.enter(page)
     started = time.monotonic()
     page.goto(f"{viewer.url}/runs/{runs[1]['fanout-1000']}")
     page.wait_for_function("document.getElementById('timeline').dataset.bars === '1000' "
@@ -275,6 +307,7 @@ def test_a_live_run_grows_on_the_page_without_reloading(viewer: Viewer, page: An
         assert child.stdout is not None
         run_id = child.stdout.readline().strip()
         assert run_id, "the live run did not start"
+        viewer.enter(page)
         page.goto(viewer.url + "/")
         row = f'tr.run[data-id="{run_id}"]'
         assert page.locator(row).get_attribute("data-status") == "running"
@@ -324,6 +357,7 @@ def test_a_live_thousand_agent_run_stays_responsive(viewer: Viewer, page: Any,
     try:
         assert child.stdout is not None
         run_id = child.stdout.readline().strip()
+        viewer.enter(page)
         page.goto(f"{viewer.url}/runs/{run_id}")
         summary = 'details.phase[data-phase="even"] > summary'
         page.wait_for_selector(summary)
@@ -368,6 +402,7 @@ def test_an_interrupted_run_shows_its_counts_and_ends_on_its_page(
     child.stdout.close()
     second = Viewer(store)
     try:
+        second.enter(page)
         page.goto(second.url + "/")
         row = page.locator(f'tr.run[data-id="{run_id}"]')
         assert row.get_attribute("data-status") == "interrupted"
@@ -389,21 +424,27 @@ def test_an_interrupted_run_shows_its_counts_and_ends_on_its_page(
 
 def test_the_stream_continues_after_the_last_event_id(viewer: Viewer,
                                                       runs: tuple[str, dict[str, str]]) -> None:
-    url = f"{viewer.url}/api/runs/{runs[1]['research-report']}/stream"
-    whole = _messages(httpx.get(url, timeout=10).text)
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        _check_the_stream(viewer, http, url)
+
+
+def _check_the_stream(viewer: Viewer, http: httpx.Client, url: str) -> None:
+    whole = _messages(http.get(url).text)
     assert [kind for kind, _, _ in whole] == ["events", "end"]
     events = json.loads(whole[0][2])
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert events[0]["data"] == {"event": "WorkflowStarted"}  # the run's info is left out
     assert whole[0][1] == str(len(events))
-    rest = _messages(httpx.get(url, headers={"Last-Event-ID": "5"}, timeout=10).text)
+    rest = _messages(http.get(url, headers={"Last-Event-ID": "5"}).text)
     assert [e["seq"] for e in json.loads(rest[0][2])] == list(range(6, len(events) + 1))
     end = json.loads(whole[1][2])
     assert end["status"] == "completed" and end["error"] is None
-    assert httpx.get(f"{viewer.url}/api/runs/nope/stream", timeout=10).status_code == 404
-    assert httpx.get(f"{viewer.url}/runs/nope", timeout=10).status_code == 404
-    assert httpx.get(f"{viewer.url}/?status=bogus", timeout=10).status_code == 400
+    assert http.get("/api/runs/nope/stream").status_code == 404
+    assert http.get("/runs/nope").status_code == 404
+    assert http.get("/?status=bogus").status_code == 400
     assert httpx.get(viewer.url.replace("127.0.0.1", "localhost") + "/",
+                     params={"token": viewer.token}, follow_redirects=True,
                      timeout=10).status_code == 200
     foreign = httpx.get(viewer.url + "/", headers={"Host": "attacker.example"}, timeout=10)
     assert foreign.status_code == 400  # a rebound host name gets nothing
@@ -422,10 +463,15 @@ def _messages(text: str) -> list[tuple[str, str | None, str]]:
 
 
 def test_assets_are_served_locally(viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
-    page = httpx.get(f"{viewer.url}/runs/{runs[1]['research-report']}", timeout=10).text
-    sources = re.findall(r'(?:src|href)="([^"]+)"', page)
-    assert all(s.startswith("/") for s in sources), sources
-    for source in sources:
+    with viewer.client() as http:
+        page = http.get(f"/runs/{runs[1]['research-report']}").text
+        sources = re.findall(r'(?:src|href)="([^"]+)"', page)
+        assert all(s.startswith("/") for s in sources), sources
+        for source in sources:
+            assert http.get(source).status_code == 200, source
+    assets = [s for s in sources if s.startswith("/static/")]
+    assert len(assets) >= 3, sources
+    for source in assets:  # they hold no data: served without the token
         assert httpx.get(viewer.url + source, timeout=10).status_code == 200, source
 
 
@@ -436,7 +482,7 @@ def test_a_running_viewer_is_announced_for_its_store(viewer: Viewer,
                                                      runs: tuple[str, dict[str, str]]) -> None:
     lines: list[str] = []
     url = announce_viewer(runs[0], "some-run", lines.append)
-    assert url == f"{viewer.url}/runs/some-run"
+    assert url == f"{viewer.url}/runs/some-run?token={urllib.parse.quote(viewer.token, safe='')}"
     assert lines == [f"viewer: {url}"]
     assert announce_viewer(runs[0] + ".other", "some-run", lines.append) is None
     assert announce_viewer(None, "some-run", lines.append) is None
@@ -475,7 +521,11 @@ def test_run_prints_the_viewer_address_of_its_run(viewer: Viewer, tmp_path: path
     match = re.search(r"viewer: (\S+)", done.stderr)
     assert match is not None, done.stderr
     assert match.group(1).startswith(viewer.url + "/runs/")
-    assert httpx.get(match.group(1), timeout=10).status_code == 200
+    # the link works as printed: the viewer trades its token for the cookie, then the page
+    with httpx.Client(timeout=10, follow_redirects=True) as browser_like:
+        opened = browser_like.get(match.group(1))
+    assert opened.status_code == 200 and opened.history[0].status_code == 303
+    assert str(opened.url) == match.group(1).split("?")[0]
 
 
 # -- the command's start errors --------------------------------------------------------------
@@ -490,12 +540,12 @@ def test_ui_stops_cleanly_and_removes_its_beacon(tmp_path: pathlib.Path, how: in
     live = subprocess.Popen([sys.executable, str(HERE / "_viewer_runs.py"), "live", store, "2",
                              "30"], stdout=subprocess.PIPE, text=True)
     try:
-        assert beacon.viewer_url(store, "r") == f"{second.url}/runs/r"
+        assert beacon.viewer_url(store, "r") == f"{second.url}/runs/r?token={second.token}"
         assert live.stdout is not None
         run_id = live.stdout.readline().strip()
         # the stream of a running run stays open: it must not hold the viewer up
-        with httpx.stream("GET", f"{second.url}/api/runs/{run_id}/stream",
-                          timeout=10) as open_stream:
+        with second.client() as http, \
+                http.stream("GET", f"/api/runs/{run_id}/stream") as open_stream:
             assert open_stream.status_code == 200
             assert re.fullmatch(r"id: \d+", next(open_stream.iter_lines()))  # a first message
             started = time.monotonic()
@@ -581,3 +631,212 @@ def test_counts_so_far_come_from_the_events() -> None:
              "usage": None}]
     events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d) for i, d in enumerate(data, 1)]
     assert count_events(events) == Counts(agents=2, replayed=1, tokens=7)
+
+
+def test_a_run_page_lists_the_return_values_warnings(tmp_path: pathlib.Path) -> None:
+    import anyio
+
+    from dsh_workflow import (
+        EchoProvider,
+        EngineConfig,
+        QuickJSEngine,
+        SQLiteRunStore,
+        WorkflowStartRequest,
+    )
+
+    store_path = str(tmp_path / "runs.sqlite3")
+    script = "const a = agent('x'); return {items: [1, undefined], pending: a, tag: '<b>'};"
+
+    async def record() -> tuple[str, str]:
+        async with SQLiteRunStore(store_path) as store, \
+                QuickJSEngine(EngineConfig(), provider=EchoProvider(), store=store) as engine:
+            lossy = engine.start(WorkflowStartRequest(
+                meta={"name": "lossy", "description": "returns a lossy value"}, script=script))
+            clean = engine.start(WorkflowStartRequest(
+                meta={"name": "clean", "description": "returns JSON"}, script="return 1"))
+            assert (await lossy.result()).warnings
+            await clean.result()
+            return lossy.id, clean.id
+
+    # In a thread of its own: the browser tests before this one leave an event loop running
+    # on the main thread.
+    ids: list[tuple[str, str]] = []
+    worker = threading.Thread(target=lambda: ids.append(anyio.run(record)))
+    worker.start()
+    worker.join()
+    [(lossy_id, clean_id)] = ids
+    viewer = Viewer(store_path)
+    try:
+        with viewer.client() as http:
+            page = http.get(f"/runs/{lossy_id}").text
+            clean = http.get(f"/runs/{clean_id}").text
+        box = page[page.index('<div id="warnings-box"'):]
+        box = box[:box.index("</ul>")]
+        assert "hidden" not in box.split(">", 1)[0]
+        assert re.findall(r"<li>(.*?)</li>", box) == [
+            "return value.items[1]: undefined became null",
+            "return value.pending: a Promise became {} (missing await?)"]
+        assert '<div id="warnings-box" hidden>' in clean
+    finally:
+        viewer.stop()
+
+
+# -- access: only the holder of the viewer's token reads anything (SECURITY.md) -------------
+
+
+def _data_paths(runs: tuple[str, dict[str, str]]) -> list[str]:
+    run_id = runs[1]["research-report"]
+    return ["/", "/?status=completed", "/runs-table", f"/runs/{run_id}",
+            f"/api/runs/{run_id}/stream", "/runs/nope"]
+
+
+def test_without_the_token_nothing_is_read(viewer: Viewer,
+                                           runs: tuple[str, dict[str, str]]) -> None:
+    wrong = "x" + viewer.token[1:]
+    from dsh_workflow._ui.auth import cookie_name, cookie_value
+
+    attempts: list[dict[str, Any]] = [
+        {},
+        {"params": {"token": wrong}},
+        {"params": {"token": ""}},
+        {"headers": {"Authorization": f"Bearer {wrong}"}},
+        {"headers": {"Authorization": f"Basic {viewer.token}"}},
+        {"cookies": {cookie_name(viewer.port): cookie_value(wrong)}},
+        {"cookies": {cookie_name(viewer.port): viewer.token}},  # the token is not the cookie
+        {"cookies": {cookie_name(viewer.port + 1): cookie_value(viewer.token)}},  # another port's
+    ]
+    for attempt in attempts:
+        with httpx.Client(base_url=viewer.url, timeout=10, cookies=attempt.get("cookies")) as http:
+            for path in _data_paths(runs):
+                refused = http.get(path, params=attempt.get("params"),
+                                   headers=attempt.get("headers"))
+                assert refused.status_code == 401, (attempt, path)
+                assert "set-cookie" not in refused.headers
+                assert "research" not in refused.text and "WorkflowStarted" not in refused.text
+
+
+def test_the_token_in_the_address_becomes_an_httponly_strict_cookie(
+        viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
+    with httpx.Client(base_url=viewer.url, timeout=10) as http:
+        entered = http.get("/", params={"status": "completed", "token": viewer.token,
+                                        "name": "research"})
+        assert entered.status_code == 303
+        assert entered.headers["location"] == "/?status=completed&name=research"  # no token
+        cookie = entered.headers["set-cookie"]
+        attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
+        assert {"httponly", "samesite=strict", "path=/"} <= attributes, cookie
+        assert viewer.token not in cookie  # the cookie is derived from it, not the token
+        for path in _data_paths(runs)[:-1]:  # the cookie alone opens every page
+            assert http.get(path).status_code == 200, path
+        assert runs[1]["research-report"] in http.get("/runs-table").text
+        assert http.get("/runs/nope").status_code == 404
+    # a script may send the token as a bearer header instead
+    bearer = httpx.get(viewer.url + "/runs-table", timeout=10,
+                       headers={"Authorization": f"Bearer {viewer.token}"})
+    assert bearer.status_code == 200 and runs[1]["research-report"] in bearer.text
+    # a run page's address with the token lands on the run page itself
+    run_page = f"/runs/{runs[1]['throws']}"
+    with httpx.Client(base_url=viewer.url, timeout=10) as http:
+        entered = http.get(run_page, params={"token": viewer.token})
+        assert entered.headers["location"] == run_page
+        assert http.get(run_page).status_code == 200
+
+
+def test_state_changing_requests_need_the_viewers_own_origin(viewer: Viewer) -> None:
+    own = viewer.url
+    with viewer.client() as http:
+        for origin in (None, "http://attacker.example", "null",
+                       f"http://127.0.0.1:{viewer.port + 1}", own.replace("http:", "https:")):
+            headers = {} if origin is None else {"Origin": origin}
+            for path in ("/", "/runs-table", "/api/runs/x/cancel"):
+                refused = http.post(path, headers=headers)
+                assert refused.status_code == 403, (origin, path)
+        # from its own origin the guard lets the request through (no POST route yet: 405)
+        assert http.post("/", headers={"Origin": own}).status_code == 405
+    # its own origin without the token is still refused
+    assert httpx.post(own + "/", headers={"Origin": own}, timeout=10).status_code == 401
+
+
+def test_the_beacon_is_owner_only_and_carries_the_token(
+        tmp_path: pathlib.Path, runs: tuple[str, dict[str, str]]) -> None:
+    store = str(tmp_path / "copy.sqlite3")
+    shutil.copyfile(runs[0], store)
+    stale = beacon.beacon_path(store)
+    with open(stale, "w") as file:  # an old, world-readable beacon of a dead viewer
+        file.write('{"url": "http://127.0.0.1:1", "pid": 1, "store": "elsewhere"}')
+    os.chmod(stale, 0o644)
+    previous = os.umask(0)  # a permissive umask must not widen the file
+    try:
+        second = Viewer(store)
+    finally:
+        os.umask(previous)
+    try:
+        assert os.stat(stale).st_mode & 0o777 == 0o600
+        with open(stale) as file:
+            assert json.load(file)["token"] == second.token
+        link = announce_viewer(store, "some-run", lambda line: None)
+        assert link == f"{second.url}/runs/some-run?token={second.token}"
+        assert [n for n in os.listdir(tmp_path) if n.startswith(".ui-")] == []
+    finally:
+        assert second.stop() == 0
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_the_viewers_token_can_be_chosen(tmp_path: pathlib.Path, how: str,
+                                         runs: tuple[str, dict[str, str]]) -> None:
+    chosen = "my-viewer-token_42"
+    store = str(tmp_path / "copy.sqlite3")  # the module's viewer keeps its own store's beacon
+    shutil.copyfile(runs[0], store)
+    env = _env_without_token()
+    options: tuple[str, ...] = ()
+    if how == "option":
+        options = ("--token", chosen)
+        env["DSH_WORKFLOW_TOKEN"] = "not-this-one"
+    else:
+        env["DSH_WORKFLOW_TOKEN"] = chosen
+    second = Viewer(store, *options, env=env)
+    try:
+        assert second.token == chosen
+        with second.client() as http:
+            assert http.get("/runs-table").status_code == 200
+        assert httpx.get(second.url + "/", params={"token": "not-this-one"},
+                         timeout=10).status_code == 401
+    finally:
+        assert second.stop() == 0
+
+
+def test_each_viewer_start_makes_a_new_token(runs: tuple[str, dict[str, str]],
+                                             tmp_path: pathlib.Path) -> None:
+    store = str(tmp_path / "copy.sqlite3")
+    shutil.copyfile(runs[0], store)
+    tokens = []
+    for _ in range(2):
+        started = Viewer(store)
+        tokens.append(started.token)
+        assert started.stop() == 0
+    assert tokens[0] != tokens[1] and min(len(t) for t in tokens) >= 40
+
+
+@needs_chromium
+def test_the_browser_keeps_the_token_out_of_the_address_and_the_script(
+        viewer: Viewer, browser: Any, runs: tuple[str, dict[str, str]]) -> None:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        viewer.enter(page)  # lands on the list, the token gone from the address
+        assert page.locator("tr.run").count() >= 5
+        assert page.evaluate("document.cookie") == ""  # HttpOnly: the page's script cannot read it
+        (cookie,) = [c for c in context.cookies() if c["name"].startswith("dsh_workflow_viewer_")]
+        assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+        assert viewer.token not in page.evaluate("history.length + location.href")
+        page.goto(f"{viewer.url}/runs/{runs[1]['research-report']}")  # the cookie alone
+        _ended(page)
+        assert page.inner_text("#run-status") == "completed"
+    finally:
+        context.close()
+    stranger = browser.new_context()
+    try:
+        response = stranger.new_page().goto(viewer.url + "/")
+        assert response is not None and response.status == 401
+    finally:
+        stranger.close()
