@@ -25,7 +25,7 @@ from .._depth import deeper_than
 from .._errors import WorkflowErrorCode
 from .._events import AgentEnded, AgentOutcome, AgentStarted, EventHub, RunInfo
 from .._failure import AgentFailure, ProviderUnavailable
-from .._schema import SchemaLimits, value_violations
+from .._schema_limits import SchemaLimits
 from .._store import JournalEntry
 from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 from .budget import Spend
@@ -78,6 +78,8 @@ def structured_problems(schema: dict[str, Any], value: object,
     """Why a child's structured ``value`` is rejected (``[]``: accepted), each with its JSON
     pointer; for a worker thread. A replayed answer goes through the same check
     (``serving.py``)."""
+    from .._schema import value_violations  # jsonschema loads only for runs with schemas
+
     try:
         json.dumps(value, allow_nan=False)
         return value_violations(schema, value, limits=limits, pointers=True)

@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -24,14 +24,7 @@ from .._depth import deeper_than
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import AgentReplayed, EventHub, LogEmitted, PhaseStarted, RunInfo
 from .._library import WorkflowLibrary
-from .._schema import (
-    GateTicket,
-    SchemaLimits,
-    finish_schema_check,
-    prepare_schema_check,
-    unsupported_schema,
-)
-from .._store import JournalEntry
+from .._schema_limits import SchemaLimits
 from .._subagent import SubagentRequest
 from .budget import Spend
 from .journal import RunJournal, call_key
@@ -40,6 +33,10 @@ from .options import default_label, parse_agent_options
 from .scheduler import ChildCall, ChildScheduler, structured_problems
 from .stop import Fault
 from .wire import HookKind, answer, refusal
+
+if TYPE_CHECKING:
+    from .._schema import GateTicket
+    from .._store import JournalEntry
 
 __all__ = ["SERVE_SLICE", "HookServer"]
 
@@ -174,6 +171,8 @@ class HookServer:
                 self._replay_or_run(call, earlier, valid=not problems)
             return index + 1
         call_id, ticket = self.gating
+        from .._schema import finish_schema_check
+
         verdict = await anyio.to_thread.run_sync(finish_schema_check, ticket, self._limits)
         self.gating = None
         if not self._scheduler.closed:
@@ -222,12 +221,17 @@ class HookServer:
             if verdict is not None and verdict[0] == call_id:
                 violations = verdict[1]
             else:
+                # jsonschema loads with the first schema, never for runs without one
+                from .._schema import prepare_schema_check
+
                 ticket = prepare_schema_check(options.schema, self._limits)
                 if ticket.violations is None:
                     self.gating = (call_id, ticket)
                     return False
                 violations = ticket.violations
             if violations:
+                from .._schema import unsupported_schema
+
                 rejected = unsupported_schema(violations)
                 self._refuse(call_id, rejected.code, rejected.message)
                 return True
@@ -291,8 +295,7 @@ class HookServer:
         """Answer ``call`` from the earlier run's entry if it passed the checks a live answer
         passes (schema, ``max_value_depth``, the shape of a text answer); else run it live."""
         journal = self._journal
-        assert journal is not None
-        if journal.calls is not None:
+        if journal is not None and journal.calls is not None:
             journal.calls.opened(call.request, earlier if valid else None)
         if not valid:
             logger.info("dsh-workflow: %s#%d: the journaled answer fails this call's checks "

@@ -23,9 +23,10 @@ from .._result import with_error_code
 from .._subagent import Usage
 from . import owners
 from .bulk import insert_rows
-from .calls import CallRecord, CallRow
+from .calls import CallBrief, CallRecord, CallRow
 from .calls import cancel_requested as _cancel_requested
 from .calls import insert_calls as _insert_calls
+from .calls import read_briefs as _read_briefs
 from .calls import read_call as _read_call
 from .calls import read_calls as _read_calls
 from .calls import read_provider as _read_provider
@@ -452,6 +453,7 @@ class SQLiteRunStore:
     def post_provider(self, run_id: str, options: Mapping[str, Any]) -> None:
         """Queue the run's provider options (JSON data free of secrets: the caller's duty)."""
         text = _dumps(dict(options))
+        self._seal()  # after whatever was posted before it
         self._writer.submit(lambda conn: _write_provider(conn, run_id, _untext(text)))
 
     async def calls(self, run_id: str, *, after: int = 0,
@@ -460,6 +462,12 @@ class SQLiteRunStore:
         await self.open()
         return await self._read_async(
             lambda conn: _read_calls(conn, run_id, after=after, limit=limit))
+
+    async def call_briefs(self, run_id: str) -> list[CallBrief]:
+        """Every call of the run without its texts: seq, the model it ran on, outcome, failure
+        (bounded work for an overview, however long the prompts and answers are)."""
+        await self.open()
+        return await self._read_async(lambda conn: _read_briefs(conn, run_id))
 
     async def call(self, run_id: str, seq: int) -> CallRecord | None:
         """Call ``seq`` of the run, or None."""

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._store import CallRecord, RunRecord, SQLiteRunStore, StoredEvent
+from .._store import CallBrief, RunRecord, SQLiteRunStore, StoredEvent
 from .summary import format_duration
 
 __all__ = ["NO_PHASE", "AgentView", "PageState", "PhaseView", "default_model", "first_paint",
@@ -115,7 +115,7 @@ def _tokens(usage: Any) -> int | None:
 
 
 def page_state(record: RunRecord, events: Iterable[StoredEvent],
-               calls: Mapping[int, CallRecord], *, fallback_model: str | None = None,
+               calls: Mapping[int, CallBrief], *, fallback_model: str | None = None,
                now: float | None = None) -> PageState:
     """The first paint of ``record``'s page from its stored events and call records."""
     state = PageState(phases=[], started_at=record.created_at, ended_at=None)
@@ -188,7 +188,7 @@ async def first_paint(store: SQLiteRunStore, record: RunRecord) -> dict[str, Any
     """The run page's template values for its first paint: ``state`` (a :class:`PageState`)
     and ``default_model`` (the recorded provider's, for rows the script adds later)."""
     events = await store.events(record.id)
-    calls = {call.seq: call for call in await store.calls(record.id)}
+    calls = {call.seq: call for call in await store.call_briefs(record.id)}
     model = default_model(await store.provider(record.id))
     return {"state": page_state(record, events, calls, fallback_model=model),
             "default_model": model or ""}

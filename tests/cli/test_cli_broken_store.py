@@ -85,10 +85,9 @@ def test_the_viewer_lists_broken_runs_and_says_what_is_wrong(store: Path) -> Non
 
     from dsh_workflow._ui.app import create_app
 
-    token = "t0ken-for-this-test"
-    app = create_app(str(store), token=token, port=8765)
-    with TestClient(app, base_url="http://127.0.0.1:8765",
-                    headers={"Authorization": f"Bearer {token}"}) as client:
+    app = create_app(str(store), token="a-test-token", port=80)
+    with TestClient(app, base_url="http://127.0.0.1",
+                    headers={"Authorization": "Bearer a-test-token"}) as client:
         for url in ("/", "/runs-table", "/?status=broken"):
             page = client.get(url)
             assert page.status_code == 200, (url, page.text)
@@ -98,7 +97,7 @@ def test_the_viewer_lists_broken_runs_and_says_what_is_wrong(store: Path) -> Non
         broken = client.get("/runs/bad-meta")
         assert broken.status_code == 200
         assert "broken" in broken.text and "its meta is not valid JSON" in broken.text
-        events_page = client.get(f"/runs/{BROKEN_EVENTS}")
+        events_page = client.get(f"/runs/{BROKEN_EVENTS}")  # its events cannot be read
         assert events_page.status_code == 200
         assert f"run {BROKEN_EVENTS!r} is broken: its events" in html.unescape(events_page.text)
         assert client.get("/api/runs/bad-meta/stream").status_code == 409
