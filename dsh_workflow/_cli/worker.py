@@ -29,7 +29,6 @@ Contract:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
@@ -38,8 +37,6 @@ import sys
 import time
 from datetime import timedelta
 from typing import Any, NoReturn
-
-from dsh_workflow import EngineConfig
 
 __all__ = ["add_worker_parser", "command_worker"]
 
@@ -93,6 +90,10 @@ class _Progress:
 
 def command_worker(ns: argparse.Namespace) -> int:
     """Run the worker until a signal or a failure; return the exit code."""
+    import asyncio  # here, not at the top: `dsh-workflow --help` must not load it
+
+    from dsh_workflow import EngineConfig
+
     from .errors import CliError
     from .options import provider_factory
 
@@ -132,6 +133,8 @@ class _WorkerFailed(Exception):
 
 
 async def _connect(ns: argparse.Namespace) -> Any:
+    import asyncio
+
     from temporalio.client import Client
 
     try:
@@ -145,6 +148,8 @@ async def _connect(ns: argparse.Namespace) -> Any:
 
 
 async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _Progress) -> int:
+    import asyncio
+
     from temporalio.worker import Worker
 
     from dsh_workflow.integrations.temporal import ChildActivity

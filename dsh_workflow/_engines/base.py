@@ -39,6 +39,7 @@ from .admission import (
     check_library,
     hosted_run,
 )
+from .control import control_poll
 from .handle import RunHandle
 from .host import HostedRun
 from .journal import EngineStore
@@ -135,6 +136,9 @@ class EngineBase(WorkflowEngine, Generic[R]):
         await tg.__aenter__()
         self._tg = tg
         self._state = EngineState.OPEN
+        if self._store is not None:  # cancel requests from other processes, long calls' rows
+            tg.start_soon(control_poll, self._store.store, self._runs.keys,
+                          name="dsh-workflow control poll")
         try:
             await self._pool.open(tg)
         except BaseException:

@@ -7,6 +7,15 @@ Schema version (``PRAGMA user_version``) history:
   row: the events of one run written by one transaction share a row, which makes an event cost
   a few bytes of JSON instead of a B-tree insert) and ``journal`` (a run's journaled values,
   one row each, unique per ``(run_id, kind, seq)``).
+- **2** — the third release's columns, added in one step so that an old file is upgraded once:
+  ``runs.agents_failed`` (children whose outcome was not ``completed``), ``runs.cost_usd`` (the
+  run's cost in US dollars; NULL while no child's cost is known), ``runs.provider`` (a JSON
+  object: the provider options the run was started with, never a secret; NULL when not
+  recorded), ``runs.cancel_requested`` (when another process asked the owner to cancel the run;
+  NULL when nobody did); ``journal.cost_usd``, ``journal.cache_read_tokens`` and
+  ``journal.cache_write_tokens`` (a journaled answer's price and cache usage, NULL when not
+  reported); and ``calls``, one row per ``agent()`` call of a run: what it was asked (its
+  prompt and options) next to what it answered, its failure, usage and times.
 
 The file also carries ``PRAGMA application_id = 0x64736877`` ("dshw"), so a store never writes
 into another program's database. To change the schema, append a step to :data:`MIGRATIONS`
@@ -69,6 +78,32 @@ CREATE TABLE journal (
 ) WITHOUT ROWID;
 """
 
+_V2 = """
+ALTER TABLE runs ADD COLUMN agents_failed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN cost_usd REAL;
+ALTER TABLE runs ADD COLUMN provider TEXT;
+ALTER TABLE runs ADD COLUMN cancel_requested REAL;
+ALTER TABLE journal ADD COLUMN cost_usd REAL;
+ALTER TABLE journal ADD COLUMN cache_read_tokens INTEGER;
+ALTER TABLE journal ADD COLUMN cache_write_tokens INTEGER;
+CREATE TABLE calls (
+    run_id      TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq         INTEGER NOT NULL,          -- the call's seq (1-based, the run's call order)
+    label       TEXT NOT NULL,
+    phase       TEXT,
+    request     TEXT NOT NULL,             -- JSON object: the prompt and the call's options
+    started_at  REAL,                      -- NULL: answered from a journal (replayed)
+    ended_at    REAL,
+    outcome     TEXT,                      -- NULL while running
+    text        TEXT,
+    structured  TEXT,                      -- JSON value; NULL for none
+    failure     TEXT,                      -- JSON object (an AgentFailure); NULL for none
+    usage       TEXT,                      -- JSON object (a Usage); NULL for none
+    replayed    INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+"""
+
 
 def _execute_script(conn: sqlite3.Connection, script: str) -> None:
     """Run each statement of ``script`` inside the caller's transaction (unlike
@@ -87,9 +122,13 @@ def _create_v1(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _V1)
 
 
+def _add_v2(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _V2)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
-MIGRATIONS: tuple[Migration, ...] = (_create_v1,)
+MIGRATIONS: tuple[Migration, ...] = (_create_v1, _add_v2)
 """``MIGRATIONS[i]`` upgrades schema version ``i`` to ``i + 1`` inside an open transaction."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -28,6 +28,7 @@ from .._result import WorkflowResult
 from .._run import WorkflowEngine, WorkflowRun
 from . import texts
 from .background import BackgroundRuns, OnComplete
+from .failures import FailureLog, failures_data, failures_line
 
 __all__ = ["DurableToolArgs", "ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs"]
 
@@ -53,6 +54,11 @@ class ToolResult(BaseModel):
 
     Over an engine with a run store, the data of a run that started also holds
     ``agents_replayed`` (calls answered from the resumed run's journal).
+
+    When any child of the run failed, its data also holds ``agents_failed`` and ``failures``:
+    each failed child's ``{seq, label, phase, outcome, kind, message, details}`` (at most
+    100), and a completed run's text ends with one more line, ``Agents failed: <n> of
+    <started> — ...`` (README, "Truthful outcomes"); otherwise text and data are unchanged.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -209,6 +215,8 @@ class WorkflowTool:
         self._background: BackgroundRuns | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._tg: TaskGroup | None = None
+        self._failures = FailureLog()
+        self._unsubscribe_failures = engine.events.subscribe(self._failures.on_event)
         if background:
             if isinstance(max_background_runs, bool) or not isinstance(max_background_runs, int) \
                     or max_background_runs < 1:
@@ -275,7 +283,7 @@ class WorkflowTool:
         engine = self._engine
         section = texts.engine_section(getattr(engine, "config", None),
                                        getattr(engine, "provider", None),
-                                       getattr(engine, "library", None))
+                                       getattr(engine, "library", None), self._max_result_chars)
         if section:
             text = f"{text}\n\n{section}"
         if self.durable:
@@ -418,6 +426,7 @@ class WorkflowTool:
         except WorkflowError as exc:
             return ToolResult(text=texts.start_error_text(exc.message), is_error=True,
                               data={"error_code": exc.code.value})
+        self._failures.watch(run.id)
         if background is not None:
             if not background.add(run):
                 run.cancel(texts.NOT_ENTERED_REASON)
@@ -448,21 +457,39 @@ class WorkflowTool:
 
     async def _completion(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
         """What a finished run's call returns (foreground) or delivers (background)."""
-        described = self._describe(run, result)
+        described = self._with_failures(self._describe(run, result), run, result)
         if not self.durable:
             return described
         data = {**(described.data or {}), "agents_replayed": result.agents_replayed}
         return described.model_copy(update={"text": texts.with_run_id(described.text, run.id),
                                             "data": data})
 
+    def _with_failures(self, described: ToolResult, run: WorkflowRun,
+                       result: WorkflowResult) -> ToolResult:
+        """``described`` with the run's failed children: ``data`` lists them, and a completed
+        run's text gains the ``Agents failed:`` line when any child failed."""
+        failures = self._failures.take(run.id)
+        if not failures and not result.agents_failed:
+            return described
+        data = {**(described.data or {}), "agents_failed": max(result.agents_failed,
+                                                               len(failures)),
+                "failures": failures_data(failures)}
+        text = described.text
+        line = failures_line(failures, result.agents_started) \
+            if result.stop_reason == "completed" else None
+        if line is not None:
+            text = f"{text}\n{line}"
+        return described.model_copy(update={"text": text, "data": data})
+
     def _describe(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
         if result.stop_reason == "completed":
             text = texts.success_text(run.meta.name, result.agents_started, result.value,
-                                      self._max_result_chars)
-            return ToolResult(text=text, data={"run_id": run.id,
-                                               "agents_started": result.agents_started,
-                                               "usage": result.usage.model_dump(),
-                                               "result": result.value})
+                                      self._max_result_chars, result.warnings)
+            data: dict[str, Any] = {"run_id": run.id, "agents_started": result.agents_started,
+                                    "usage": result.usage.model_dump(), "result": result.value}
+            if result.warnings:
+                data["warnings"] = list(result.warnings)
+            return ToolResult(text=text, data=data)
         data = {"run_id": run.id, "agents_started": result.agents_started,
                 "usage": result.usage.model_dump(),
                 "stop_reason": result.stop_reason, "error": result.error,

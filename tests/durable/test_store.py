@@ -585,6 +585,35 @@ def test_migrations_run_step_by_step_and_all_or_nothing(tmp_path: Path) -> None:
         conn.close()
 
 
+async def test_a_version_1_file_with_runs_is_upgraded_to_the_current_schema(tmp_path: Path) -> None:
+    path = str(tmp_path / "old.sqlite3")
+    conn = connect(path, synchronous="NORMAL", busy_timeout_s=1)
+    try:
+        migrate(conn, path, MIGRATIONS[:1])  # exactly what the first two releases wrote
+        conn.execute("INSERT INTO runs (id, meta, script, created_at, ended_at, status, agents, "
+                     "input_tokens, output_tokens) VALUES ('old', '{\"name\": \"demo\"}', "
+                     "'return 1', 1.0, 2.0, 'completed', 3, 10, 20)")
+        conn.execute("INSERT INTO journal (run_id, kind, seq, key, text, input_tokens, "
+                     "output_tokens) VALUES ('old', 'agent', 1, 'k1', 'answer', 10, 20)")
+    finally:
+        conn.close()
+    async with SQLiteRunStore(path) as store:
+        run = await store.get_run("old")
+        assert run is not None and run.status == "completed" and run.agents == 3
+        assert run.usage.input_tokens == 10 and run.usage.output_tokens == 20
+        [entry] = await store.journal("old", kind="agent")
+        assert entry.text == "answer" and entry.key == "k1"
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        columns = {row[1] for row in raw.execute("PRAGMA table_info(runs)")}
+        assert {"agents_failed", "cost_usd", "provider", "cancel_requested"} <= columns
+        assert raw.execute("SELECT agents_failed, cost_usd, provider FROM runs").fetchone() == (
+            0, None, None)
+        journal = {row[1] for row in raw.execute("PRAGMA table_info(journal)")}
+        assert {"cost_usd", "cache_read_tokens", "cache_write_tokens"} <= journal
+        assert raw.execute("SELECT count(*) FROM calls").fetchone() == (0,)
+
+
 async def test_a_newer_file_is_refused(db: str) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")

@@ -251,7 +251,9 @@ def test_near_misses_fail_fast(source: str) -> None:
     started = time.perf_counter()
     with pytest.raises(MetaFileError):
         split_meta(source)
-    assert time.perf_counter() - started < 2.0
+    # A quadratic scan of these inputs takes minutes; a linear one well under a second. The
+    # bound is loose so that a loaded two-core machine never fails it by accident.
+    assert time.perf_counter() - started < 15.0
 
 
 def test_comment_lookalikes_are_scanned_linearly() -> None:
