@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ._errors import WorkflowError, WorkflowErrorCode
 from ._library import read_regular_text
 from ._subagent import AgentDefinition
@@ -108,6 +106,8 @@ def _load_front(head: str) -> object:
         return {}
     if _flow_depth(head) > _MAX_FLOW_DEPTH:
         raise _Unusable(_TOO_DEEP)  # refused before PyYAML spends seconds on it
+    import yaml  # here: only a definition file with front matter needs it
+
     try:
         return yaml.safe_load(head)
     except RecursionError:

@@ -47,7 +47,7 @@ def stored_code(data: Mapping[str, Any]) -> WorkflowErrorCode | None:
     one (a row written before results carried their code)."""
     try:
         return WorkflowErrorCode(data["error_code"])
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):  # TypeError: stored data holding no code at all
         return _derived_code(data.get("stop_reason"), data.get("error"))
 
 

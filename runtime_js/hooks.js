@@ -605,6 +605,12 @@ function newJoin(count, stages, stageCount) {
 // `work`; an ordinary throw makes the item null, a fatal one rejects the join. The item is put
 // in two jobs after its value (or error) is known, the turn at which a then() on a per-item
 // promise used to put it, so scripts see their callbacks in the same order as before.
+//
+// Out of memory is not an ordinary throw: an item that ran out of memory rejects the join as a
+// fatal error does (the run is out of memory, not the item), and when the join's own
+// bookkeeping fails (it runs no script code, so that is the engine running out of memory or
+// stack) the barrier can no longer be kept and the run ends at once with that limit
+// (bookkeepingFailed), instead of waiting forever on an item that will never be put.
 async function runItem(join, index, work) {
   let value;
   try {
@@ -616,19 +622,41 @@ async function runItem(join, index, work) {
       for (let s = 0; s < join.stageCount; s++) value = await stages[s](value, work, index);
     }
   } catch (e) {
-    if (isFatal(e)) {
-      join.failed = true;
-      await undefined;
-      join.reject(e);
+    if (isFatal(e) || isOutOfMemory(e)) {
+      try {
+        join.failed = true;
+        await undefined;
+        join.reject(e);
+      } catch (failure) {
+        bookkeepingFailed(failure);
+      }
       return;
     }
     value = null;
   }
-  if (join.next < join.count && !join.failed) startNext(join);
-  await undefined;
-  setItem(join.out, index, value);
-  join.remaining -= 1;
-  if (join.remaining === 0) join.resolve(join.out);
+  try {
+    if (join.next < join.count && !join.failed) startNext(join);
+    await undefined;
+    setItem(join.out, index, value);
+    join.remaining -= 1;
+    if (join.remaining === 0) join.resolve(join.out);
+  } catch (failure) {
+    bookkeepingFailed(failure);
+  }
+}
+
+// True for the engine's own out-of-memory error, or a bare null met while the heap is full.
+function isOutOfMemory(e) {
+  if (e === null) {
+    noteNull();
+    return nullWasOutOfMemory;
+  }
+  return limitKind(e) === 'MEMORY';
+}
+
+// The runtime's own code failed where no script code runs: end the run with the limit it hit.
+function bookkeepingFailed(failure) {
+  finish(limitKind(failure) === 'STACK' ? END_STACK : END_MEMORY);
 }
 
 // Starts a combinator's items: all of them, or the first `limit` (a {concurrency} option; 0:
@@ -899,6 +927,8 @@ function finish(text) {
 // The fallback end record, built before any script code runs: recording it allocates nothing.
 // The host turns it into a fixed text (or a memory verdict when the heap is full).
 const END_UNRENDERABLE = '{"ok":false,"code":"UNRENDERABLE","error":""}';
+const END_MEMORY = '{"ok":false,"code":"MEMORY","error":""}';
+const END_STACK = '{"ok":false,"code":"STACK","error":""}';
 let bodySettled = false;
 // What the body threw, as its own catch saw it (see run_header in _script.py): with a full heap
 // the engine can lose the value on the way out of the body and reject with a bare null instead.
@@ -974,12 +1004,16 @@ function onThrow(e) {
 }
 
 // `where`: the path whose conversion to JSON ran the script code that threw (a getter, toJSON),
-// or undefined.
+// or undefined. Rendering what the script threw runs script code only under try (textOf,
+// quietRead), so a failure escaping thrownRecord is the runtime's own code failing: out of
+// memory (the engine's error, or a bare null it could not even allocate) or stack ends the run
+// with that limit; the fixed unrenderable text is left for anything else.
 function record(e, where) {
   try {
     finish(thrownRecord(e, where));
-  } catch (_) {
-    finish(END_UNRENDERABLE);
+  } catch (failure) {
+    const kind = failure === null ? 'MEMORY' : limitKind(failure);
+    finish(kind === 'MEMORY' ? END_MEMORY : kind === 'STACK' ? END_STACK : END_UNRENDERABLE);
   }
 }
 

@@ -7,6 +7,9 @@ returned.
 - Durable runs: a run recorded in a store puts its run id on stderr at start in every progress
   mode (the plain ``[start] name (run <id>)`` line, else a ``run id: <id>`` line, ``--quiet``
   too); a run stopped by Ctrl-C ends with ``Resume it with: dsh-workflow resume <id>``.
+- The process exits within a second of printing the result, also when the script's thread
+  still spins after a timeout or a cancel (:func:`_disposed_promptly`): the run's end is
+  recorded first, then the process ends without waiting for that thread.
 - Ctrl-C (SIGINT) cancels the run: its children are cancelled (command children killed,
   worktrees removed), every event stays paired, the cancelled result is printed, a recorded
   run says how to resume it, and the exit code is 130. SIGTERM and SIGHUP are handled the
@@ -52,6 +55,11 @@ from .ui import announce_viewer
 __all__ = ["INTERRUPT_REASON", "execute", "run_plan"]
 
 INTERRUPT_REASON = "interrupted (Ctrl-C)"
+#: How long the run may take to dispose of itself once its result is printed before the
+#: process exits without waiting for its script's thread (SPEC §18: exit within 1 s).
+EXIT_GRACE_S = 0.5
+#: How long, then, the run's end may take to reach the store.
+RECORD_GRACE_S = 0.3
 #: The signals that cancel the run, each with the reason the run is cancelled with.
 _STOP_SIGNALS: dict[signal.Signals, str] = {signal.SIGINT: INTERRUPT_REASON,
                                             signal.SIGTERM: "terminated (SIGTERM)"}
@@ -189,13 +197,48 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         result = await run.result()
         interrupts.settled = True
         progress.finish()
-        print_result(result, run.id, as_json=as_json)
+        print_result(result, run.id, as_json=as_json, limit_flags=plan.limit_flags)
         if interrupts.count and result.stop_reason == "cancelled" \
                 and interrupts.resume_hint is not None:
             progress.info(interrupts.resume_hint(run.id))
-        await run.dispose()
+        if not await _disposed_promptly(run, plan, store):
+            _exit_now(_EXIT_FOR[result.stop_reason], progress, event_log)
         return Outcome(result=result)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _disposed_promptly(run: WorkflowRun, plan: Plan, store: RunStore | None) -> bool:
+    """Dispose of ``run`` once its result is printed, within :data:`EXIT_GRACE_S`; False when
+    its script's thread is still busy then (a QuickJS stretch that spins on after a timeout
+    or a cancel ends only at its CPU limit, seconds later). The run's end is in the store by
+    the time this returns False (waited for within :data:`RECORD_GRACE_S`)."""
+    with anyio.move_on_after(EXIT_GRACE_S) as waited:
+        await run.dispose()
+    if not waited.cancelled_caught or plan.engine != "quickjs":
+        if waited.cancelled_caught:  # a sandbox child is killed by the engine: let it
+            await run.dispose()
+        return True
+    if store is not None:
+        with anyio.move_on_after(RECORD_GRACE_S):
+            while True:
+                record = await store.get_run(run.id)
+                if record is None or record.status != "running":
+                    break
+                await anyio.sleep(0.01)
+    return False
+
+
+def _exit_now(code: int, progress: Progress, event_log: EventLog | None) -> NoReturn:
+    """End the process with ``code`` at once, leaving a script thread that still spins behind
+    (the operating system ends it with the process): the result is printed and recorded, and
+    Python's own exit would wait for that thread."""
+    progress.abort()
+    with contextlib.suppress(Exception):
+        if event_log is not None:
+            event_log.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def run_plan(plan: Plan, ns: argparse.Namespace) -> int:

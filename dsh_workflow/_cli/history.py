@@ -18,8 +18,11 @@ from dsh_workflow import RunRecord, StoredEvent
 
 from .progress import format_elapsed, summary_text
 
-__all__ = ["AgentRow", "EventLines", "agent_rows", "format_time", "run_document", "run_summary",
-           "runs_table", "show_text"]
+__all__ = ["AgentRow", "EventCounts", "EventLines", "agent_rows", "event_counts", "format_time",
+           "run_document", "run_summary", "runs_table", "show_text", "with_counts"]
+
+#: Statuses whose stored totals are not in yet (a run's owner records them when it ends).
+_UNSETTLED = ("running", "interrupted")
 
 
 def format_time(seconds: float | None) -> str:
@@ -44,11 +47,56 @@ def _tokens(usage: Mapping[str, Any] | None) -> int | None:
     return _whole(usage.get("input_tokens")) + _whole(usage.get("output_tokens"))
 
 
-def run_summary(record: RunRecord) -> dict[str, Any]:
-    """One run as a ``runs --json`` entry (no script, args or result: see ``show``); a
-    ``broken`` run has ``problem``, what is wrong with its stored row."""
+@dataclass(frozen=True)
+class EventCounts:
+    """A run's counts as its stored events tell them: children started, children that ended
+    ``failed``, calls replayed from a journal, and the tokens the children reported."""
+
+    agents: int = 0
+    failed: int = 0
+    replayed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+def event_counts(events: Iterable[StoredEvent]) -> EventCounts:
+    """Count a run's stored events (see :class:`EventCounts`)."""
+    agents = failed = replayed = input_tokens = output_tokens = 0
+    for stored in events:
+        kind = stored.data.get("event")
+        if kind == "AgentStarted":
+            agents += 1
+        elif kind == "AgentReplayed":
+            replayed += 1
+        elif kind == "AgentEnded":
+            failed += stored.data.get("outcome") == "failed"
+            usage = stored.data.get("usage")
+            if isinstance(usage, Mapping):
+                input_tokens += _whole(usage.get("input_tokens"))
+                output_tokens += _whole(usage.get("output_tokens"))
+    return EventCounts(agents, failed, replayed, input_tokens, output_tokens)
+
+
+def with_counts(record: RunRecord, counts: EventCounts) -> RunRecord:
+    """``record`` with its agents, replayed and usage taken from ``counts`` when its owner has
+    not recorded them (a run still running, or interrupted: its totals would read 0), as the
+    viewer counts them; a finished run's recorded totals stand."""
+    if record.status not in _UNSETTLED:
+        return record
+    from dsh_workflow import Usage
+
+    return record.model_copy(update={
+        "agents": counts.agents, "replayed": counts.replayed,
+        "usage": Usage(input_tokens=max(0, counts.input_tokens),
+                       output_tokens=max(0, counts.output_tokens))})
+
+
+def run_summary(record: RunRecord, failed: int = 0) -> dict[str, Any]:
+    """One run as a ``runs --json`` entry (no script, args or result: see ``show``);
+    ``failed``: its children that ended ``failed``. A ``broken`` run has ``problem``, what is
+    wrong with its stored row."""
     return {"id": record.id, "name": record.meta.get("name"), "status": record.status,
-            "agents": record.agents, "replayed": record.replayed,
+            "agents": record.agents, "failed": failed, "replayed": record.replayed,
             "tokens": record.usage.total_tokens, "created_at": record.created_at,
             "ended_at": record.ended_at, "duration_s": _duration(record),
             "resumed_from": record.resumed_from,
@@ -88,7 +136,8 @@ class AgentRow:
 
     ``outcome`` is the child's (``completed``, ``failed``, ``cancelled``, ``timeout``),
     ``completed`` for a replayed call, ``running`` for a child of a live run that has not ended,
-    ``unfinished`` for one whose run ended without its end (an interrupted run). ``tokens`` is
+    ``interrupted`` for one whose run ended without its end (as the viewer calls it: the run's
+    process died under it). ``tokens`` is
     what the child reported (None when nothing was; replayed calls cost nothing).
     """
 
@@ -110,7 +159,7 @@ def agent_rows(events: Iterable[StoredEvent], *, running: bool) -> list[AgentRow
             continue
         label, phase = str(data.get("label", "")), data.get("phase")
         if kind == "AgentStarted":
-            rows[seq] = AgentRow(seq, label, phase, "running" if running else "unfinished",
+            rows[seq] = AgentRow(seq, label, phase, "running" if running else "interrupted",
                                  None, replayed=False)
         elif kind == "AgentEnded":
             row = rows.setdefault(seq, AgentRow(seq, label, phase, "", None, replayed=False))
@@ -123,8 +172,10 @@ def agent_rows(events: Iterable[StoredEvent], *, running: bool) -> list[AgentRow
 
 def run_document(record: RunRecord, rows: Sequence[AgentRow]) -> dict[str, Any]:
     """``show --json``: the whole record (meta, script, args, status, times, counts, usage,
-    result) and ``agent_calls``, the per-agent table."""
+    result), ``failed`` (children that ended failed) and ``agent_calls``, the per-agent
+    table."""
     document = record.model_dump(mode="json")
+    document["failed"] = sum(row.outcome == "failed" for row in rows)
     document["agent_calls"] = [asdict(row) for row in rows]
     return document
 
@@ -146,8 +197,9 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
               f"started:     {format_time(record.created_at)}",
               f"ended:       {format_time(record.ended_at)}"
               + ("" if duration is None else f" ({format_elapsed(duration)})"),
-              f"agents:      {record.agents} started, {record.replayed} replayed, "
-              f"{record.usage.total_tokens:,} tokens"]
+              f"agents:      {record.agents} started, "
+              f"{sum(row.outcome == 'failed' for row in rows)} failed, "
+              f"{record.replayed} replayed, {record.usage.total_tokens:,} tokens"]
     if record.resumed_from:
         lines.append(f"resumed from {record.resumed_from}")
     if record.args is not None:
@@ -155,7 +207,8 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     result = record.result
     if result is None:
         lines.append("result:      none yet" if record.status == "running"
-                     else "result:      none (the run was interrupted before it ended)")
+                     else "result:      none (the run was interrupted before it ended: the "
+                          "process running it died)")
     elif result.get("stop_reason") == "completed":
         lines.append("result:\n" + json.dumps(result.get("value"), indent=2, ensure_ascii=False))
     else:

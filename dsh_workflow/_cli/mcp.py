@@ -30,14 +30,15 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Any
-
-from dsh_workflow import RunStore, RunStoreError, SQLiteRunStore, WorkflowLibrary
+from typing import TYPE_CHECKING, Any
 
 from .errors import CliError
 from .library import add_library_option
 from .options import EngineSetup, add_engine_options, count, engine_setup, port_type
 from .server_token import ServerToken, add_token_option, server_token
+
+if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
+    from dsh_workflow import RunStore, WorkflowLibrary
 
 __all__ = ["add_mcp_command", "command_mcp"]
 
@@ -90,6 +91,8 @@ def command_mcp(ns: argparse.Namespace) -> int:
 
 async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken | None) -> None:
     """Open what the server shares across calls, then serve on the chosen transport."""
+    from dsh_workflow import RunStoreError, SQLiteRunStore
+
     async with contextlib.AsyncExitStack() as stack:
         store: RunStore | None = None
         if ns.store is not None:

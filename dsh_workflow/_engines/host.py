@@ -32,7 +32,7 @@ from .._library import WorkflowLibrary
 from .._meta import WorkflowMeta
 from .._result import WorkflowResult
 from .._run import WorkflowRun
-from .._schema import SchemaLimits
+from .._schema_limits import SchemaLimits
 from .._store import RunStoreError
 from .._subagent import SubagentProvider
 from .budget import Spend

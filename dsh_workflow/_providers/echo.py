@@ -23,10 +23,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from .._schema_instance import minimal_instance
 from .._subagent import SubagentRequest, SubagentResult, Usage
 
-__all__ = ["EchoProvider", "minimal_instance"]
+__all__ = ["EchoProvider"]
 
 
 def _is_number(value: object) -> bool:
@@ -73,7 +72,10 @@ class EchoProvider:
         if request.schema is None:
             text = "echo: " + request.prompt
         else:
-            # a script's schema: bounded work, but never on the event loop
+            # a script's schema: bounded work, but never on the event loop (jsonschema loads
+            # only for a call with a schema)
+            from .._schema_instance import minimal_instance
+
             structured = await anyio.to_thread.run_sync(minimal_instance, request.schema)
             text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
         usage = Usage(input_tokens=len(request.prompt.split()), output_tokens=len(text.split()))

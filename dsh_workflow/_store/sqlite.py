@@ -64,6 +64,12 @@ _READ_POOL = 4
 _MAX_INTEGER = 2**63 - 1  # SQLite's INTEGER is 64-bit signed
 
 
+def _bound(value: int) -> int:
+    """An integer query parameter within SQLite's range (any ``after`` or ``limit`` a caller
+    passes reads as the nearest value SQLite can compare with, instead of raising)."""
+    return max(-_MAX_INTEGER, min(int(value), _MAX_INTEGER))
+
+
 def _count(value: int) -> int:
     """A token count as SQLite can hold it: a provider may report any size, and a count past
     SQLite's range would fail the write (and with it the run's journal); it is clamped."""
@@ -377,7 +383,7 @@ class SQLiteRunStore:
             sql += " ORDER BY created_at DESC, n DESC"
             if limit is not None and status not in ("running", "interrupted", "broken"):
                 sql += " LIMIT ?"
-                params += (limit,)
+                params += (_bound(limit),)
             records = self._reconcile(conn.execute(sql, params).fetchall())
             if status is not None:
                 records = [record for record in records if record.status == status]
@@ -395,7 +401,7 @@ class SQLiteRunStore:
         def read(conn: sqlite3.Connection) -> list[StoredEvent]:
             found: list[StoredEvent] = []
             rows = conn.execute("SELECT first_seq, data FROM events WHERE run_id = ? "
-                                "AND last_seq > ? ORDER BY first_seq", (run_id, after))
+                                "AND last_seq > ? ORDER BY first_seq", (run_id, _bound(after)))
             for first_seq, data in rows:
                 try:
                     pairs = _event_pairs(first_seq, data)
@@ -709,8 +715,8 @@ class SQLiteRunStore:
             raise store_error(self._path, exc, busy_timeout_s=self._busy_timeout_s) from exc
         except Exception as exc:  # a row nothing above foresaw: still the store's error
             keep = True
-            raise RunStoreError(self._path, f"a stored row cannot be read ({type(exc).__name__}: "
-                                            f"{_short(exc)})") from exc
+            raise RunStoreError(self._path, f"the read failed ({type(exc).__name__}: "
+                                            f"{_short(exc)}); is a row corrupt?") from exc
         finally:
             if conn is not None:
                 with self._readers_lock:

@@ -197,7 +197,8 @@ def test_events_file_is_json_lines(tmp_path: Path) -> None:
     assert events[-1]["event"] == "WorkflowEnded"
     assert events[-1]["stop_reason"] == "completed"
     assert {e["event"] for e in events} >= {"PhaseStarted", "LogEmitted", "AgentStarted", "AgentEnded"}
-    assert all(e["run"]["meta"]["name"] == "code-review" for e in events)
+    assert events[0]["run"]["meta"]["name"] == "code-review"  # the meta once, on the first line
+    assert all("meta" not in e["run"] for e in events[1:])
     assert len({e["run"]["id"] for e in events}) == 1
     assert_paired(events)
     assert events[-1]["agents_started"] == sum(e["event"] == "AgentStarted" for e in events)

@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -68,17 +69,18 @@ class Viewer:
         self.token = urllib.parse.unquote(match.group(3))
 
     def enter(self, page: Any) -> None:
-        """Open the printed address in ``page``: the viewer sets its cookie and sends the
-        browser on to the list, without the token in the address."""
-        page.goto(f"{self.url}/?token={urllib.parse.quote(self.token, safe='')}")
-        assert page.url == self.url + "/"
+        """Open the printed address in ``page``: the viewer sets its cookie, and the page takes
+        the token out of its address."""
+        response = page.goto(f"{self.url}/?token={urllib.parse.quote(self.token, safe='')}")
+        assert response is not None and response.status == 200
+        page.wait_for_url(self.url + "/")
 
     @contextlib.contextmanager
     def client(self) -> Iterator[httpx.Client]:
         """An HTTP client holding the viewer's cookie (got the way a browser gets it)."""
         with httpx.Client(base_url=self.url, timeout=10) as client:
             entered = client.get("/", params={"token": self.token})
-            assert entered.status_code == 303, entered.text
+            assert entered.status_code == 200 and "set-cookie" in entered.headers
             yield client
 
     def stop(self, how: int = signal.SIGINT) -> int:
@@ -443,8 +445,7 @@ def _check_the_stream(viewer: Viewer, http: httpx.Client, url: str) -> None:
     assert http.get("/runs/nope").status_code == 404
     assert http.get("/?status=bogus").status_code == 400
     assert httpx.get(viewer.url.replace("127.0.0.1", "localhost") + "/",
-                     params={"token": viewer.token}, follow_redirects=True,
-                     timeout=10).status_code == 200
+                     params={"token": viewer.token}, timeout=10).status_code == 200
     foreign = httpx.get(viewer.url + "/", headers={"Host": "attacker.example"}, timeout=10)
     assert foreign.status_code == 400  # a rebound host name gets nothing
 
@@ -520,11 +521,10 @@ def test_run_prints_the_viewer_address_of_its_run(viewer: Viewer, tmp_path: path
     match = re.search(r"viewer: (\S+)", done.stderr)
     assert match is not None, done.stderr
     assert match.group(1).startswith(viewer.url + "/runs/")
-    # the link works as printed: the viewer trades its token for the cookie, then the page
-    with httpx.Client(timeout=10, follow_redirects=True) as browser_like:
-        opened = browser_like.get(match.group(1))
-    assert opened.status_code == 200 and opened.history[0].status_code == 303
-    assert str(opened.url) == match.group(1).split("?")[0]
+    # the link works as printed: the page, and the viewer's cookie for the next ones
+    opened = httpx.get(match.group(1), timeout=10)
+    assert opened.status_code == 200 and "set-cookie" in opened.headers
+    assert httpx.get(match.group(1).split("?")[0], timeout=10).status_code == 401
 
 
 # -- the command's start errors --------------------------------------------------------------
@@ -657,7 +657,13 @@ def test_a_run_page_lists_the_return_values_warnings(tmp_path: pathlib.Path) -> 
             await clean.result()
             return lossy.id, clean.id
 
-    lossy_id, clean_id = anyio.run(record)
+    # In a thread of its own: the browser tests before this one leave an event loop running
+    # on the main thread.
+    ids: list[tuple[str, str]] = []
+    worker = threading.Thread(target=lambda: ids.append(anyio.run(record)))
+    worker.start()
+    worker.join()
+    [(lossy_id, clean_id)] = ids
     viewer = Viewer(store_path)
     try:
         with viewer.client() as http:
@@ -713,8 +719,10 @@ def test_the_token_in_the_address_becomes_an_httponly_strict_cookie(
     with httpx.Client(base_url=viewer.url, timeout=10) as http:
         entered = http.get("/", params={"status": "completed", "token": viewer.token,
                                         "name": "research"})
-        assert entered.status_code == 303
-        assert entered.headers["location"] == "/?status=completed&name=research"  # no token
+        assert entered.status_code == 200  # the printed link opens its page at once
+        assert runs[1]["research-report"] in entered.text  # filtered as asked
+        assert runs[1]["throws"] not in entered.text
+        assert entered.headers["referrer-policy"] == "no-referrer"
         cookie = entered.headers["set-cookie"]
         attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
         assert {"httponly", "samesite=strict", "path=/"} <= attributes, cookie
@@ -727,11 +735,11 @@ def test_the_token_in_the_address_becomes_an_httponly_strict_cookie(
     bearer = httpx.get(viewer.url + "/runs-table", timeout=10,
                        headers={"Authorization": f"Bearer {viewer.token}"})
     assert bearer.status_code == 200 and runs[1]["research-report"] in bearer.text
-    # a run page's address with the token lands on the run page itself
+    # a run page's address with the token opens the run page itself, and sets the cookie
     run_page = f"/runs/{runs[1]['throws']}"
     with httpx.Client(base_url=viewer.url, timeout=10) as http:
         entered = http.get(run_page, params={"token": viewer.token})
-        assert entered.headers["location"] == run_page
+        assert entered.status_code == 200 and "the script gave up" in entered.text
         assert http.get(run_page).status_code == 200
 
 
@@ -821,10 +829,12 @@ def test_the_browser_keeps_the_token_out_of_the_address_and_the_script(
         assert page.evaluate("document.cookie") == ""  # HttpOnly: the page's script cannot read it
         (cookie,) = [c for c in context.cookies() if c["name"].startswith("dsh_workflow_viewer_")]
         assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
-        assert viewer.token not in page.evaluate("history.length + location.href")
+        assert viewer.token not in page.evaluate("location.href")
         page.goto(f"{viewer.url}/runs/{runs[1]['research-report']}")  # the cookie alone
         _ended(page)
         assert page.inner_text("#run-status") == "completed"
+        page.go_back()  # the history keeps the list's address without the token
+        assert page.url == viewer.url + "/"
     finally:
         context.close()
     stranger = browser.new_context()
@@ -833,3 +843,143 @@ def test_the_browser_keeps_the_token_out_of_the_address_and_the_script(
         assert response is not None and response.status == 401
     finally:
         stranger.close()
+
+
+# -- bounded work per request ------------------------------------------------------------------
+
+
+def _record_runs(store: str, *, result_value: Any) -> list[str]:
+    """Record one completed run straight into ``store``, its result's value
+    ``result_value``; returns its id (in a list)."""
+    from dsh_workflow import SQLiteRunStore
+
+    async def write() -> list[str]:
+        run_id = f"big-{time.monotonic_ns()}"
+        async with SQLiteRunStore(store) as opened:
+            await opened.create_run(run_id, meta={"name": "big", "description": "d"},
+                                    script="return 1")
+            await opened.finish_run(run_id, status="completed", result={
+                "value": result_value, "error": None, "stop_reason": "completed"})
+        return [run_id]
+
+    import anyio
+
+    return anyio.run(write, backend="trio")  # Playwright runs an asyncio loop here
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_a_five_megabyte_result_is_folded_and_fetched_in_bounded_chunks(
+        tmp_path: pathlib.Path) -> None:
+    from dsh_workflow._ui.summary import CHUNK_CHARS, SHOWN_CHARS
+
+    store = str(tmp_path / "big.sqlite3")
+    value = {"rows": [{"i": i, "text": "x" * 90} for i in range(50_000)]}  # ~5.5 MB of JSON
+    text = _json_text(value)
+    assert len(text) > 5_000_000
+    (run_id,) = _record_runs(store, result_value=value)
+    big = Viewer(store)
+    try:
+        with big.client() as http:
+            started = time.monotonic()
+            page = http.get(f"/runs/{run_id}")
+            elapsed = time.monotonic() - started
+            assert page.status_code == 200
+            print(f"5 MB result page: {len(page.content)} bytes in {elapsed:.2f} s")
+            assert len(page.content) < 1_000_000 and elapsed < 8
+            assert 'Showing the first <span class="fold-shown">64000</span> characters' in page.text
+            # the end message of the stream is bounded too, and left out when asked
+            ended = _messages(http.get(f"/api/runs/{run_id}/stream").text)[-1]
+            assert ended[0] == "end" and len(ended[2]) < 1_000_000
+            payload = json.loads(ended[2])
+            assert payload["value"]["shown"] == SHOWN_CHARS and payload["value"]["folded"]
+            quiet = _messages(http.get(f"/api/runs/{run_id}/stream?result=0").text)[-1]
+            assert json.loads(quiet[2])["value"] is None and len(quiet[2]) < 10_000
+            # the rest of the text, one bounded chunk per request
+            chunks, offset = [], 0
+            while True:
+                part = http.get(f"/api/runs/{run_id}/text/value", params={"offset": offset})
+                assert part.status_code == 200
+                assert int(part.headers["x-total-chars"]) == len(text)
+                assert len(part.text) <= CHUNK_CHARS
+                if not part.text:
+                    break
+                chunks.append(part.text)
+                offset = int(part.headers["x-next-offset"])
+            assert "".join(chunks) == text
+            assert http.get(f"/api/runs/{run_id}/text/nope").status_code == 404
+            assert http.get(f"/api/runs/{run_id}/text/value?offset=x").status_code == 400
+            assert http.get("/api/runs/nope/text/value").status_code == 404
+        # and the whole of it is behind the token like everything else
+        assert httpx.get(f"{big.url}/api/runs/{run_id}/text/value", timeout=10
+                         ).status_code == 401
+    finally:
+        assert big.stop() == 0
+
+
+@needs_chromium
+def test_show_more_unfolds_a_big_result_on_the_page(tmp_path: pathlib.Path, page: Any) -> None:
+    store = str(tmp_path / "big.sqlite3")
+    value = [f"line {i} " + "y" * 40 for i in range(10_000)]  # ~600 kB of JSON
+    (run_id,) = _record_runs(store, result_value=value)
+    big = Viewer(store)
+    try:
+        big.enter(page)
+        page.goto(f"{big.url}/runs/{run_id}")
+        _ended(page)
+        fold = 'p.folded[data-for="result"]'
+        assert page.is_visible(fold)
+        clicks = 0
+        while page.is_visible(fold):
+            before = page.get_attribute(fold, "data-next")
+            page.click(f"{fold} button.show-more")
+            page.wait_for_function(f"document.querySelector('{fold}').dataset.next !== "
+                                   f"'{before}'")
+            clicks += 1
+            assert clicks < 10
+        assert clicks >= 2
+        assert json.loads(page.inner_text("#result")) == value
+    finally:
+        assert big.stop() == 0
+
+
+@pytest.mark.parametrize("after", ["abc", "1.5", "9223372036854775808",
+                                   "99999999999999999999999999", "0x10", "1e3", "١٢"])
+def test_a_malformed_after_is_400(viewer: Viewer, runs: tuple[str, dict[str, str]],
+                                  after: str) -> None:
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        assert http.get(url, params={"after": after}).status_code == 400
+        assert http.get(url, headers={"Last-Event-ID": after.encode()}
+                        ).status_code == 400
+
+
+def test_after_in_range_is_served(viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        for after in ("9223372036854775807", "-3", "0"):
+            answered = http.get(url, params={"after": after})
+            assert answered.status_code == 200 and "event: end" in answered.text
+
+
+@needs_chromium
+def test_list_refreshes_never_overlap(viewer: Viewer, page: Any) -> None:
+    # every refresh answers only after 3 s (longer than the 2 s period)
+    page.add_init_script("""
+        window.__inflight = 0; window.__most = 0; window.__calls = 0;
+        const original = window.fetch.bind(window);
+        window.fetch = async (...args) => {
+            window.__calls++; window.__inflight++;
+            window.__most = Math.max(window.__most, window.__inflight);
+            try {
+                await new Promise(resolve => setTimeout(resolve, 3000));
+                return await original(...args);
+            } finally { window.__inflight--; }
+        };""")
+    viewer.enter(page)
+    page.fill("#name-filter", "res")  # typing during a refresh asks for one more, not two
+    page.wait_for_timeout(9_000)
+    assert page.evaluate("window.__calls") >= 2
+    assert page.evaluate("window.__most") == 1
