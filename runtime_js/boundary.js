@@ -430,8 +430,13 @@ function jsonText(root, rootLabel, maxDepth, sink) {
     return path;
   }
 
+  // A warning's path is cut as a BoundaryError's is (a key may be megabytes long).
   function warn(level, what) {
-    if (sink.total < MAX_WARNINGS) sink.texts[sink.total] = pathTo(level) + ': ' + what;
+    if (sink.total < MAX_WARNINGS) {
+      const path = pathTo(level);
+      sink.texts[sink.total] = (path.length > 160 ? _apply(_stringSlice, path, [0, 80]) + '…'
+        + _apply(_stringSlice, path, [-60]) : path) + ': ' + what;
+    }
     sink.total++;
   }
 
@@ -451,7 +456,7 @@ function jsonText(root, rootLabel, maxDepth, sink) {
   }
 
   // Opens an object or array at depth top + 1 (JSON.stringify's SerializeJSONObject/Array).
-  function open(value) {
+  function open(value, proto) {
     const depth = top + 1;
     if (depth >= maxDepth) {
       throw BoundaryError(pathTo(depth), 'nesting deeper than ' + maxDepth + ' levels is not supported (max_value_depth=' + maxDepth + ')');
@@ -472,13 +477,13 @@ function jsonText(root, rootLabel, maxDepth, sink) {
         if (keys.length > 0 && !_index.test(keys[keys.length - 1])) {
           let first = keys.length - 1;
           while (first > 0 && !_index.test(keys[first - 1])) first--;
+          const name = keys[first].length > 40 ? _apply(_stringSlice, keys[first], [0, 39]) + '…' : keys[first];
           warn(depth, 'the array\'s non-index ' + (keys.length - first === 1 ? 'property ' : 'properties ')
-            + _stringify(keys[first]) + (keys.length - first === 1 ? ' was' : ', ... were') + ' dropped');
+            + _stringify(name) + (keys.length - first === 1 ? ' was' : ', ... were') + ' dropped');
         }
         keys = null;
       } else {
         length = keys.length;
-        const proto = _getPrototypeOf(value);
         if (proto !== _ObjectPrototype && proto !== null) {
           const name = kindName(value);
           warn(depth, name === 'Promise' ? 'a Promise became {} (missing await?)'
@@ -519,11 +524,18 @@ function jsonText(root, rootLabel, maxDepth, sink) {
   for (;;) {
     const level = top + 1;
     const inArray = top >= 0 && frames[top].isArray;
-    // 1. toJSON, then a box's primitive (SerializeJSONProperty steps 2-4).
+    // 1. toJSON, then a box's primitive (SerializeJSONProperty steps 2-4). `proto`: an
+    // object's prototype, read once and handed to open().
     let t = typeof value;
+    let proto = null;
     if ((t === 'object' && value !== null) || t === 'function' || t === 'bigint') {
-      if (isRevoked(value)) throw BoundaryError(pathTo(level), 'a revoked Proxy is not JSON data');
-      const toJSON = read(value, 'toJSON', level);
+      let toJSON;
+      try {
+        toJSON = value.toJSON;
+      } catch (e) {
+        if (isRevoked(value)) throw BoundaryError(pathTo(level), 'a revoked Proxy is not JSON data');
+        throw scriptError(e, level);
+      }
       if (typeof toJSON === 'function') {
         try {
           value = _apply(toJSON, value, [key]);
@@ -531,9 +543,11 @@ function jsonText(root, rootLabel, maxDepth, sink) {
           throw scriptError(e, level);
         }
         t = typeof value;
+        if (t === 'object' && isRevoked(value)) {
+          throw BoundaryError(pathTo(level), 'a revoked Proxy is not JSON data');
+        }
       }
-      if (t === 'object' && value !== null && !isRevoked(value)) {
-        let proto;
+      if (t === 'object' && value !== null) {
         try {
           proto = _getPrototypeOf(value);
         } catch (e) {
@@ -587,8 +601,7 @@ function jsonText(root, rootLabel, maxDepth, sink) {
       }
       default:
         if (value === null) text = 'null';
-        else if (isRevoked(value)) throw BoundaryError(pathTo(level), 'a revoked Proxy is not JSON data');
-        else open(value);
+        else open(value, proto);
     }
     // 3. Hand the text to the open frame and find the next value, closing finished frames.
     for (;;) {

@@ -36,8 +36,9 @@
 //     ["workflow", id, target, args], ["phase", title], ["log", text],
 //     ["numbers", "clock"|"random", first, [n, ...]];
 //   * settle entries (host -> runtime): [id, true, value], [id, false, code, message],
-//     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens];
-//   * end records (Completed / Failed): {"ok":true,"value":...} or
+//     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens] or
+//     ["spent", tokens, dollars];
+//   * end records (Completed / Failed): {"ok":true,"value":...[,"warnings":[...]]} or
 //     {"ok":false,"code":...,"error":...[,"thrown":true][,"stack":...]}, where code is a public
 //     WorkflowErrorCode, null, or an InternalCode the host translates (dsh_workflow/_engines/
 //     limits.py translate_end): MEMORY, STACK, INTERRUPTED, THROWN_NOTHING, MEMORY_IF_FULL,
@@ -378,6 +379,8 @@ let pendingCount = 0;
 const pending = _create(null);
 let budgetTotal = null;  // tokens the run may spend; null: unlimited
 let budgetSpent = 0;     // tokens the run's children have reported, as the host last said
+let budgetTotalUsd = null;  // dollars the run may spend; null: unlimited
+let budgetSpentUsd = 0;     // dollars the run's children have cost (known costs), as last said
 
 function post(text) {
   outbox = outbox === '' ? text : outbox + ',' + text;
@@ -605,6 +608,12 @@ function newJoin(count, stages, stageCount) {
 // `work`; an ordinary throw makes the item null, a fatal one rejects the join. The item is put
 // in two jobs after its value (or error) is known, the turn at which a then() on a per-item
 // promise used to put it, so scripts see their callbacks in the same order as before.
+//
+// Out of memory is not an ordinary throw: an item that ran out of memory rejects the join as a
+// fatal error does (the run is out of memory, not the item), and when the join's own
+// bookkeeping fails (it runs no script code, so that is the engine running out of memory or
+// stack) the barrier can no longer be kept and the run ends at once with that limit
+// (bookkeepingFailed), instead of waiting forever on an item that will never be put.
 async function runItem(join, index, work) {
   let value;
   try {
@@ -616,19 +625,41 @@ async function runItem(join, index, work) {
       for (let s = 0; s < join.stageCount; s++) value = await stages[s](value, work, index);
     }
   } catch (e) {
-    if (isFatal(e)) {
-      join.failed = true;
-      await undefined;
-      join.reject(e);
+    if (isFatal(e) || isOutOfMemory(e)) {
+      try {
+        join.failed = true;
+        await undefined;
+        join.reject(e);
+      } catch (failure) {
+        bookkeepingFailed(failure);
+      }
       return;
     }
     value = null;
   }
-  if (join.next < join.count && !join.failed) startNext(join);
-  await undefined;
-  setItem(join.out, index, value);
-  join.remaining -= 1;
-  if (join.remaining === 0) join.resolve(join.out);
+  try {
+    if (join.next < join.count && !join.failed) startNext(join);
+    await undefined;
+    setItem(join.out, index, value);
+    join.remaining -= 1;
+    if (join.remaining === 0) join.resolve(join.out);
+  } catch (failure) {
+    bookkeepingFailed(failure);
+  }
+}
+
+// True for the engine's own out-of-memory error, or a bare null met while the heap is full.
+function isOutOfMemory(e) {
+  if (e === null) {
+    noteNull();
+    return nullWasOutOfMemory;
+  }
+  return limitKind(e) === 'MEMORY';
+}
+
+// The runtime's own code failed where no script code runs: end the run with the limit it hit.
+function bookkeepingFailed(failure) {
+  finish(limitKind(failure) === 'STACK' ? END_STACK : END_MEMORY);
 }
 
 // Starts a combinator's items: all of them, or the first `limit` (a {concurrency} option; 0:
@@ -737,11 +768,14 @@ const pipeline = function pipeline(items) {
     }
     const count = itemCount('pipeline()', items);
     let stageCount = arguments.length - 1;
-    // A last argument that is an object (not a function, an array or null) is the options.
+    // A last argument that is an object (not a function, an array or null) is the options; a
+    // last undefined after a stage is options left out, as for parallel(thunks, undefined).
     let limit = 0;
     const last = arguments[arguments.length - 1];
     if (stageCount >= 1 && last !== null && typeof last === 'object' && !_isArray(last)) {
       limit = concurrencyOption('pipeline()', last);
+      stageCount--;
+    } else if (stageCount >= 2 && last === undefined) {
       stageCount--;
     }
     if (stageCount < 1) {
@@ -767,9 +801,11 @@ const pipeline = function pipeline(items) {
   }
 };
 
-// The `budget` global: the run's token ceiling as the host enforces it (the host refuses every
+// The `budget` global: the run's token and dollar ceilings as the host enforces them (the host
+// refuses every
 // agent() call once it is reached; these functions only let the script see it coming).
 const budgetSpentFn = function spent() { return budgetSpent; };
+const budgetSpentUsdFn = function spentUsd() { return budgetSpentUsd; };
 const budgetRemainingFn = function remaining() {
   if (budgetTotal === null) return Infinity;
   return budgetTotal > budgetSpent ? budgetTotal - budgetSpent : 0;
@@ -780,6 +816,8 @@ function makeBudget() {
   _defineProperty(b, 'total', { value: budgetTotal, enumerable: true });
   _defineProperty(b, 'spent', { value: budgetSpentFn, enumerable: true });
   _defineProperty(b, 'remaining', { value: budgetRemainingFn, enumerable: true });
+  _defineProperty(b, 'totalUsd', { value: budgetTotalUsd, enumerable: true });
+  _defineProperty(b, 'spentUsd', { value: budgetSpentUsdFn, enumerable: true });
   return _freeze(b);
 }
 
@@ -790,6 +828,7 @@ function defineGlobal(name, value) {
 }
 
 for (const fn of [agent, phase, log, parallel, pipeline, budgetSpentFn, budgetRemainingFn,
+  budgetSpentUsdFn,
   workflow, nestedWorkflow]) _freeze(fn);
 defineGlobal('agent', agent);
 defineGlobal('subagent', agent);
@@ -896,6 +935,8 @@ function finish(text) {
 // The fallback end record, built before any script code runs: recording it allocates nothing.
 // The host turns it into a fixed text (or a memory verdict when the heap is full).
 const END_UNRENDERABLE = '{"ok":false,"code":"UNRENDERABLE","error":""}';
+const END_MEMORY = '{"ok":false,"code":"MEMORY","error":""}';
+const END_STACK = '{"ok":false,"code":"STACK","error":""}';
 let bodySettled = false;
 // What the body threw, as its own catch saw it (see run_header in _script.py): with a full heap
 // the engine can lose the value on the way out of the body and reject with a bare null instead.
@@ -971,12 +1012,16 @@ function onThrow(e) {
 }
 
 // `where`: the path whose conversion to JSON ran the script code that threw (a getter, toJSON),
-// or undefined.
+// or undefined. Rendering what the script threw runs script code only under try (textOf,
+// quietRead), so a failure escaping thrownRecord is the runtime's own code failing: out of
+// memory (the engine's error, or a bare null it could not even allocate) or stack ends the run
+// with that limit; the fixed unrenderable text is left for anything else.
 function record(e, where) {
   try {
     finish(thrownRecord(e, where));
-  } catch (_) {
-    finish(END_UNRENDERABLE);
+  } catch (failure) {
+    const kind = failure === null ? 'MEMORY' : limitKind(failure);
+    finish(kind === 'MEMORY' ? END_MEMORY : kind === 'STACK' ? END_STACK : END_UNRENDERABLE);
   }
 }
 
@@ -1037,9 +1082,10 @@ return {
   args: function setArgs(text) {
     if (!started) defineGlobal('args', _parse(text));
   },
-  budget: function setBudget(total) {
+  budget: function setBudget(total, totalUsd) {
     if (started) return;
-    budgetTotal = total;
+    budgetTotal = total === undefined ? null : total;
+    budgetTotalUsd = totalUsd === undefined ? null : totalUsd;
     defineGlobal('budget', makeBudget());
   },
   numbers: function setNumbers(text) {
@@ -1077,6 +1123,7 @@ return {
       const entry = batch[i];
       if (entry[0] === 'spent') {
         budgetSpent = entry[1];
+        if (entry.length > 2) budgetSpentUsd = entry[2];
         continue;
       }
       const slot = pending[entry[0]];

@@ -145,7 +145,12 @@ def command_save(ns: argparse.Namespace) -> int:
         async with SQLiteRunStore(path) as store:
             return await find_run(store, ns.run_id, where=path)
 
-    record = anyio.run(read, backend="trio")
+    from dsh_workflow import RunStoreError
+
+    try:
+        record = anyio.run(read, backend="trio")
+    except RunStoreError as exc:  # unreadable store, or a broken row: named, no traceback
+        raise CliError(str(exc)) from None
     meta = dict(record.meta)
     if ns.name:
         meta["name"] = ns.name

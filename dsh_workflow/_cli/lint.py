@@ -29,7 +29,7 @@ import tree_sitter
 import tree_sitter_javascript
 
 from .._agents import AgentRegistry
-from .._engines.options import EFFORTS, ISOLATIONS, SUPPORTED_OPTIONS
+from .._engines.options import EFFORTS, FAILURE_MODES, ISOLATIONS, SUPPORTED_OPTIONS
 
 __all__ = ["AGENT_OPTIONS", "COMBINATOR_OPTIONS", "FAILURES", "MISSING_GLOBALS", "LintWarning", "lint"]
 
@@ -54,10 +54,10 @@ _HOOKS = ("agent", "subagent")
 _COMBINATORS = ("parallel", "pipeline")
 #: agent(prompt, {failure}): "null" (the default: a failed child resolves null) or "throw" (it
 #: rejects with a non-fatal AgentFailure error).
-FAILURES = ("null", "throw")
-#: The agent() options check knows: the engine's, and ``failure``.
-AGENT_OPTIONS: tuple[str, ...] = (*SUPPORTED_OPTIONS,
-                                  *(("failure",) if "failure" not in SUPPORTED_OPTIONS else ()))
+FAILURES = FAILURE_MODES
+#: The agent() options check knows: the engine's own list.
+AGENT_OPTIONS: tuple[str, ...] = SUPPORTED_OPTIONS
+#: The keys of parallel()/pipeline() options (hooks.js, concurrencyOption).
 COMBINATOR_OPTIONS = ("concurrency",)
 _DECLARING = {"variable_declarator": "name", "function_declaration": "name",
               "generator_function_declaration": "name", "class_declaration": "name",

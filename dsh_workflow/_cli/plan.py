@@ -77,6 +77,7 @@ class Plan:
     resume_from: str | None = None
     provider_argv: list[str] = field(default_factory=list)  # for the resume hint
     limit_flags: dict[str, str] = field(default_factory=dict)  # setting -> "--budget 150"
+    rerun: frozenset[int] = frozenset()  # calls of resume_from that run live again
 
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         if self.engine == "subprocess":

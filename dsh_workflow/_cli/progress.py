@@ -9,9 +9,14 @@ touches the run itself:
   :data:`REFRESH_S` apart by :meth:`tick`; it stops with its final frame kept and one summary
   line;
 - :class:`PlainProgress` — one line per event (``[phase] Scan``, ``[agent 3 started] label``,
-  ``[agent 3 completed] label``, ``[agent 3 replayed] label``, ``[log] ...``,
-  ``[done] completed in 1.2s, 4 agents``), for logs and pipes;
-- :class:`QuietProgress` — nothing;
+  ``[agent 3 completed] label``, ``[agent 3 failed] label — invalid: /number: ...``,
+  ``[agent 3 replayed] label``, ``[log] ...``, ``[done] completed in 1.2s, 4 agents, 1
+  failed``), for logs and pipes;
+- :class:`QuietProgress` — nothing but the ``warning:`` line below.
+
+When children failed, every reporter ends with one ``warning:`` line grouping the failures by
+kind and reason, most frequent first (README, "Truthful outcomes"); the live panel shows the
+latest reason while the run goes on.
 - :class:`EventLog` — appends every event as one JSON line (``{"event": <class name>, ...}``).
 
 Listeners run on the event-loop thread, so each does a small bounded amount of work per event.
@@ -36,7 +41,9 @@ from dsh_workflow import (
     WorkflowEvent,
     WorkflowStarted,
 )
+from dsh_workflow._prices import cost_text, format_usd
 from dsh_workflow._tally import RunTally
+from dsh_workflow._tool.failures import failure_reason, group_failures
 
 if TYPE_CHECKING:  # rich loads only for the live panel (start-up time of plain runs)
     from rich.console import Console, RenderableType
@@ -51,6 +58,11 @@ REFRESH_S = 0.1
 LOG_LINES = 5
 #: Running agents named on the live panel.
 RUNNING_NAMES = 4
+#: Failure groups named on the ``warning:`` line (the rest are counted).
+WARNING_GROUPS = 5
+#: Longest reason on a progress line.
+REASON_CHARS = 300
+_ALL_KINDS = ("provider", "invalid", "missing", "timeout", "cancelled")
 
 
 def format_elapsed(seconds: float) -> str:
@@ -65,11 +77,70 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def summary_text(reason: str, elapsed: float, agents: int, replayed: int, tokens: str) -> str:
-    """The ``[done]`` summary: ``completed in 1.2s, 4 agents, 2 replayed, 1,234 tokens`` (the
-    replayed count only when there is one)."""
+def summary_text(reason: str, elapsed: float, agents: int, replayed: int, tokens: str,
+                 failed: int = 0) -> str:
+    """The ``[done]`` summary: ``completed in 1.2s, 4 agents, 1 failed, 2 replayed, 1,234
+    tokens`` (the failed and replayed counts only when there are some)."""
+    lost = f", {failed} failed" if failed else ""
     again = f", {replayed} replayed" if replayed else ""
-    return f"{reason} in {format_elapsed(elapsed)}, {plural(agents, 'agent')}{again}, {tokens}"
+    return (f"{reason} in {format_elapsed(elapsed)}, {plural(agents, 'agent')}{lost}{again}, "
+            f"{tokens}")
+
+
+def ended_reason(event: AgentEnded) -> str | None:
+    """``kind: reason`` of a child that did not complete (its first validator message or
+    message line, bounded), or None for a completed child or one without a reason."""
+    if event.outcome == "completed" or event.error is None:
+        return None
+    reason = failure_reason(event.error.model_dump(mode="json"), keep_value=True,
+                            limit=REASON_CHARS)
+    return f"{event.error.kind}: {reason}"
+
+
+def ended_line(seq: object, outcome: object, label: object, reason: str | None) -> str:
+    """``[agent 3 failed] label — kind: reason`` (no reason: the line without its tail)."""
+    line = f"[agent {seq} {outcome}] {label}"
+    return line if reason is None else f"{line} — {reason}"
+
+
+def warning_text(failures: list[dict[str, Any]], started: int) -> str | None:
+    """``warning: 3 of 12 agents failed — 2 invalid: /number: does not match ...; 1 timeout:
+    ...`` grouped by kind and reason, most frequent first; None when none failed."""
+    if not failures:
+        return None
+    groups = group_failures(failures, kinds=_ALL_KINDS)
+    parts = [f"{count} {kind}" + (f": {reason}" if reason else "")
+             for count, kind, reason in groups[:WARNING_GROUPS]]
+    if len(groups) > WARNING_GROUPS:
+        rest = sum(count for count, _, _ in groups[WARNING_GROUPS:])
+        parts.append(f"{rest} more with other reasons")
+    total = max(started, len(failures))
+    return (f"warning: {len(failures)} of {plural(total, 'agent')} failed — "
+            + "; ".join(parts))
+
+
+class Failures:
+    """The failed children a reporter has seen: their reasons (for the ``warning:`` line)
+    and the latest one (for the live panel)."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.latest: str | None = None
+
+    def record(self, event: WorkflowEvent) -> None:
+        if isinstance(event, AgentEnded) and event.outcome != "completed":
+            error = event.error
+            self.seen.append({"kind": event.outcome if error is None else error.kind,
+                              "message": "" if error is None else error.message,
+                              "details": [] if error is None else list(error.details)})
+            self.latest = ended_line(event.seq, event.outcome, _one_line(event.label),
+                                     ended_reason(event))
+
+    def warning(self, ended: WorkflowEnded | None) -> str | None:
+        """The ``warning:`` line for the run's end, when its children failed (by its count)."""
+        if ended is None or not ended.agents_failed:
+            return None
+        return warning_text(self.seen, ended.agents_started)
 
 
 @dataclass(eq=False)
@@ -79,19 +150,27 @@ class Tally(RunTally):
 
     log_lines: int = LOG_LINES
     budget: int | None = None
+    budget_usd: float | None = None
 
     def token_text(self) -> str:
-        """``1,234 tokens``, or ``1,234 of 5,000 tokens`` under a budget."""
-        if self.budget is None:
-            return f"{self.tokens:,} tokens"
-        return f"{self.tokens:,} of {self.budget:,} tokens"
+        """``1,234 tokens``, or ``1,234 of 5,000 tokens`` under a budget; followed by the cost
+        (``, $0.0123``; ``$0.0123+`` when some children's cost is unknown; ``of $1.00`` under a
+        dollar budget) once a child's cost is known or a dollar budget is set."""
+        tokens = (f"{self.tokens:,} tokens" if self.budget is None
+                  else f"{self.tokens:,} of {self.budget:,} tokens")
+        cost = cost_text(self.cost_usd, self.unpriced)
+        if self.budget_usd is not None:
+            cost = f"{cost or format_usd(0.0)} of {format_usd(self.budget_usd)}"
+        return tokens if cost is None else f"{tokens}, {cost}"
 
     def summary(self) -> str:
         """``completed in 1.2s, 4 agents, 1,234 tokens`` (the stop reason, elapsed time, agents
         started, tokens spent), with ``, 3 replayed`` after the agents when calls were replayed."""
         reason = self.ended.stop_reason if self.ended else "ended"
         agents = self.ended.agents_started if self.ended else self.started
-        return summary_text(reason, self.elapsed(), agents, self.replayed, self.token_text())
+        failed = self.ended.agents_failed if self.ended else 0
+        return summary_text(reason, self.elapsed(), agents, self.replayed, self.token_text(),
+                            failed)
 
 
 class Progress:
@@ -127,6 +206,14 @@ class QuietProgress(Progress):
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
+        self.failures = Failures()
+
+    def __call__(self, event: WorkflowEvent) -> None:
+        self.failures.record(event)
+        if isinstance(event, WorkflowEnded):
+            warning = self.failures.warning(event)
+            if warning is not None:
+                _write_line(self.stream, warning)
 
     def note(self, text: str) -> None:
         _write_line(self.stream, text)
@@ -143,12 +230,18 @@ class PlainProgress(Progress):
     def __init__(self, stream: IO[str], *, budget: int | None = None) -> None:
         self.stream = stream
         self.tally = Tally(budget=budget)
+        self.failures = Failures()
 
     def __call__(self, event: WorkflowEvent) -> None:
         self.tally.record(event)
+        self.failures.record(event)
         line = self.line(event)
         if line is not None:
             _write_line(self.stream, line)
+        if isinstance(event, WorkflowEnded):
+            warning = self.failures.warning(event)
+            if warning is not None:
+                _write_line(self.stream, warning)
 
     def line(self, event: WorkflowEvent) -> str | None:
         if isinstance(event, WorkflowStarted):
@@ -160,7 +253,7 @@ class PlainProgress(Progress):
         if isinstance(event, AgentStarted):
             return f"[agent {event.seq} started] {event.label}"
         if isinstance(event, AgentEnded):
-            return f"[agent {event.seq} {event.outcome}] {event.label}"
+            return ended_line(event.seq, event.outcome, event.label, ended_reason(event))
         if isinstance(event, AgentReplayed):
             return f"[agent {event.seq} replayed] {event.label}"
         if isinstance(event, WorkflowEnded):
@@ -184,6 +277,7 @@ class RichProgress(Progress):
 
         self.console = console
         self.tally = Tally(budget=budget)
+        self.failures = Failures()
         self.spinner = Spinner("dots", style="cyan")
         self.last_draw = 0.0
         self.live: Live | None = None  # shown from WorkflowStarted to finish()
@@ -191,6 +285,7 @@ class RichProgress(Progress):
 
     def __call__(self, event: WorkflowEvent) -> None:
         self.tally.record(event)
+        self.failures.record(event)
         if isinstance(event, WorkflowStarted) and self.live is None and not self.stopped:
             from rich.live import Live
 
@@ -233,6 +328,9 @@ class RichProgress(Progress):
             self.tally.ended.stop_reason if self.tally.ended else "", "red")
         mark = {"green": "✔", "yellow": "■"}.get(style, "✖")
         self.console.print(Text(f"{mark} {self.tally.name} {self.tally.summary()}", style=f"bold {style}"))
+        warning = self.failures.warning(self.tally.ended)
+        if warning is not None:
+            self.console.print(Text(warning, style="yellow"))
 
     def abort(self) -> None:
         if not self.stopped:
@@ -262,6 +360,8 @@ class RichProgress(Progress):
             shown = ", ".join(_one_line(n) for n in names[:RUNNING_NAMES])
             extra = f", +{len(names) - RUNNING_NAMES} more" if len(names) > RUNNING_NAMES else ""
             grid.add_row("running", Text(shown + extra))
+        if self.failures.latest is not None:
+            grid.add_row("failed", Text(self.failures.latest, style="red"))
         for message in tally.logs:
             grid.add_row("log", Text(_one_line(message)))
         return Group(grid)
@@ -320,19 +420,25 @@ def _utc_now() -> str:
     return stamp.removesuffix("+00:00") + "Z"
 
 
-def make_progress(stream: IO[str], *, quiet: bool, budget: int | None = None) -> Progress:
+def make_progress(stream: IO[str], *, quiet: bool, budget: int | None = None,
+                  budget_usd: float | None = None) -> Progress:
     """The reporter for ``stream``: quiet, a live panel on a terminal, else plain lines.
-    ``budget`` (tokens) is shown beside the tokens spent."""
+    ``budget`` (tokens) is shown beside the tokens spent, ``budget_usd`` beside the cost."""
     if quiet:
         return QuietProgress(stream)
+    progress: PlainProgress | RichProgress
     if not _may_be_terminal(stream):
-        return PlainProgress(stream, budget=budget)
-    from rich.console import Console
+        progress = PlainProgress(stream, budget=budget)
+    else:
+        from rich.console import Console
 
-    console = Console(file=stream, stderr=True)
-    if console.is_terminal and not console.is_dumb_terminal:
-        return RichProgress(console, budget=budget)
-    return PlainProgress(stream, budget=budget)
+        console = Console(file=stream, stderr=True)
+        if console.is_terminal and not console.is_dumb_terminal:
+            progress = RichProgress(console, budget=budget)
+        else:
+            progress = PlainProgress(stream, budget=budget)
+    progress.tally.budget_usd = budget_usd
+    return progress
 
 
 def _may_be_terminal(stream: IO[str]) -> bool:

@@ -5,12 +5,12 @@ Contract:
 - every command takes ``--store PATH`` (default: see :mod:`.stores`); the reading commands
   never create a store file;
 - ``runs [--status S] [--limit N] [--json]`` lists runs newest first: id, name, status, agents,
-  replayed, tokens, started, duration (``--json``: one JSON array, with ``failed`` too: the
-  children that ended failed); a run that is
+  replayed, failed, tokens, started, duration (``--json``: one JSON array); a run that is
   running or interrupted has no recorded totals yet, so its counts come from its stored
   events, as the viewer counts them;
 - ``show RUN_ID [--json]`` prints meta, status, times, the result (value or error) and a
-  per-agent table (seq, label, phase, outcome, tokens, replayed) built from the stored events;
+  per-agent table (seq, label, phase, outcome, tokens, replayed, reason) built from the stored
+  events (the reason of each child that did not complete);
   ``--json`` prints the whole record and that table as one JSON document;
 - ``logs RUN_ID [--follow]`` prints the stored events, one line each, like the live plain
   progress; ``--follow`` polls for new events every :data:`POLL_S` seconds until the run is no
@@ -42,6 +42,7 @@ from .errors import EXIT_OK, CliError
 from .options import count
 from .output import write_stdout
 from .plan import add_run_options, args_value, meta_option_value, plan_options, script_parts
+from .resume import resume_provider, seq_list
 from .stores import add_store_option, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the commands must stay cheap (start-up time)
@@ -104,9 +105,13 @@ def add_parsers(commands: Any) -> None:
                         help="the script's `args` (default: the stored args)")
     resume.add_argument("--meta", metavar="JSON|@FILE", help="meta object (default: the "
                         "script file's, else the stored meta)")
+    resume.add_argument("--rerun", type=seq_list, metavar="SEQ[,SEQ...]", default=frozenset(),
+                        help="run these agent() calls (by seq, see `show`) live again instead "
+                             "of replaying them; calls that depend on their answers follow")
     add_run_options(resume)
     add_store_option(resume)
-    resume.set_defaults(handler=command_resume)
+    # No provider option given: the run's recorded provider options apply (see resume_provider).
+    resume.set_defaults(handler=command_resume, provider=None)
 
 
 # -- store access ----------------------------------------------------------------------------------
@@ -171,25 +176,24 @@ async def _record(store: SQLiteRunStore, ns: argparse.Namespace, run_id: str) ->
 def command_runs(ns: argparse.Namespace) -> int:
     from dsh_workflow import RunStoreError
 
-    from .history import EventCounts, event_counts, run_summary, runs_table, with_counts
+    from .history import UNSETTLED, event_counts, run_summary, runs_table, with_counts
 
-    async def reader(store: SQLiteRunStore) -> list[tuple[RunRecord, int]]:
-        counted = []
+    async def reader(store: SQLiteRunStore) -> list[RunRecord]:
+        records = []
         for record in await store.list_runs(limit=ns.limit, status=ns.status):
-            counts = EventCounts()
-            if record.problem is None:  # a broken row is listed as it is
+            # Only a run without recorded totals (running, interrupted) is counted from its
+            # events; a broken row is listed as it is.
+            if record.problem is None and record.status in UNSETTLED:
                 try:
-                    counts = event_counts(await store.events(record.id))
+                    record = with_counts(record, event_counts(await store.events(record.id)))
                 except RunStoreError:  # its events cannot be read: show says why
                     pass
-            counted.append((with_counts(record, counts), counts.failed))
-        return counted
+            records.append(record)
+        return records
 
-    counted: list[tuple[RunRecord, int]] = _read(ns, reader, [])
-    records = [record for record, _ in counted]
-    failed = {record.id: failures for record, failures in counted}
+    records: list[RunRecord] = _read(ns, reader, [])
     if ns.json:
-        write_stdout(json.dumps([run_summary(r, failed[r.id]) for r in records], indent=2,
+        write_stdout(json.dumps([run_summary(r) for r in records], indent=2,
                                 ensure_ascii=False) + "\n")
     elif records:
         # A row that cannot be read is listed as broken, and what is wrong follows the table.
@@ -260,18 +264,22 @@ def _stored_meta(record: RunRecord) -> dict[str, Any]:
 def command_resume(ns: argparse.Namespace) -> int:
     from .execute import run_plan
 
-    async def reader(store: SQLiteRunStore) -> RunRecord:
+    async def reader(store: SQLiteRunStore) -> tuple[RunRecord, dict[str, Any] | None, set[int]]:
         record = await _record(store, ns, ns.run_id)
-        await store.journal(record.id)  # one that cannot be read is named here, before a start
-        return record
+        # the journal is read here, so one that cannot be read is named before a start
+        completed = {entry.seq for entry in await store.journal(record.id)
+                     if entry.kind == "agent"}
+        return record, await store.provider(record.id), completed
 
-    record = _read(ns, reader, None)
-    if record is None:
+    found = _read(ns, reader, None)
+    if found is None:
         raise _unknown(ns, ns.run_id)
+    record, recorded_provider, completed = found
     if record.status == "running":
         from .._engines.journal import still_running
 
         raise CliError(still_running(record))
+    resume_provider(ns, recorded_provider, completed)
     if ns.script is not None:
         meta, body = script_parts(ns.script, ns.meta, fallback_meta=_stored_meta(record))
     else:
@@ -283,5 +291,6 @@ def command_resume(ns: argparse.Namespace) -> int:
     args = args_value(ns.args) if ns.args is not None else record.args
     plan = plan_options(ns, meta=meta, body=body, args=args, store=store_path(ns),
                         resume_from=record.id)
+    plan.rerun = ns.rerun
     return run_plan(plan, ns)
 

@@ -174,7 +174,8 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                              script=admission.script, args=admission.args,
                              resumed_from=admission.resume_from,
                              identity=provider_identity(admission.provider),
-                             provider=admission.provider, rerun=admission.rerun)
+                             provider=admission.provider, rerun=admission.rerun,
+                             model_aliases=config.model_aliases)
         listener.journals[run_id] = journal
     provider = admission.provider
     if journal is not None and journal.calls is not None:

@@ -74,7 +74,8 @@ class RunJournal:
 
     def __init__(self, store: RunStore, run_id: str, *, meta: Mapping[str, Any], script: str,
                  args: Any, resumed_from: str | None, identity: str,
-                 provider: object = None, rerun: frozenset[int] = frozenset()) -> None:
+                 provider: object = None, rerun: frozenset[int] = frozenset(),
+                 model_aliases: Mapping[str, str] | None = None) -> None:
         self.store = store
         self.run_id = run_id
         self.identity = identity
@@ -92,6 +93,9 @@ class RunJournal:
         #: What each call was asked and answered (stores that keep calls), else None.
         self.calls = None if post_calls is None else CallLog(post_calls, run_id, provider)
         self._provider_options = None if provider is None else provider_options(provider)
+        if self._provider_options is not None and model_aliases:
+            # aliases decide a call's model, so its key: a resume needs them as much
+            self._provider_options["model_aliases"] = dict(model_aliases)
 
     async def begin(self) -> None:
         """Record the run as ``running``; for a resumed run, load the earlier journal."""

@@ -34,7 +34,7 @@ from .wire import ScriptRuntime, SettleEntry, agent_failure, answer, refusal, sp
 if TYPE_CHECKING:
     from .journal_writer import JournalWriter
 
-__all__ = ["ChildCall", "ChildScheduler"]
+__all__ = ["ChildCall", "ChildScheduler", "structured_problems"]
 
 logger = logging.getLogger("dsh_workflow.engine")
 
@@ -73,10 +73,11 @@ def _render(exc: BaseException) -> str:
         return "[unrenderable exception]"
 
 
-def _structured_problems(schema: dict[str, Any], value: object,
-                         limits: SchemaLimits) -> list[str]:
+def structured_problems(schema: dict[str, Any], value: object,
+                        limits: SchemaLimits) -> list[str]:
     """Why a child's structured ``value`` is rejected (``[]``: accepted), each with its JSON
-    pointer; for a worker thread."""
+    pointer; for a worker thread. A replayed answer goes through the same check
+    (``serving.py``)."""
     from .._schema import value_violations  # jsonschema loads only for runs with schemas
 
     try:
@@ -144,7 +145,7 @@ class ChildScheduler:
         call.started = True
         self.started += 1
         spend = self._spend
-        if spend.budget is not None:
+        if spend.budget is not None:  # a token budget only: dollars do not limit a response
             call.request = call.request.model_copy(
                 update={"max_output_tokens": spend.remaining()})
         self._events.emit(AgentStarted(
@@ -311,7 +312,7 @@ class ChildScheduler:
                          value: object) -> tuple[SettleEntry, AgentOutcome]:
         """The reply and outcome for a completed child's structured ``value``, validated on a
         worker thread (bounded by the schema limits; cancellation waits for it and drops it)."""
-        problems = await anyio.to_thread.run_sync(_structured_problems, schema, value,
+        problems = await anyio.to_thread.run_sync(structured_problems, schema, value,
                                                   self._limits)
         if problems:
             logger.info("dsh-workflow: %s#%d structured value rejected: %s", self._id,
@@ -363,7 +364,7 @@ class ChildScheduler:
         if runtime is not None and not closed and call.reply is not None:
             if call.spent:
                 # The script's budget.spent() is current before it sees this child's value.
-                runtime.settle(spent(self._spend.total))
+                runtime.settle(spent(self._spend.total, self._spend.cost_usd))
             runtime.settle(call.reply)
         if not self.live and self.children_gone is not None:
             self.children_gone.set()

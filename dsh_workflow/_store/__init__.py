@@ -14,11 +14,12 @@ for by another process. Scripts, prompts' answers and args are
 stored in clear: the file is as sensitive as the workflows run against it.
 """
 
-from .calls import CallRecord, CallRow
+from .calls import CallBrief, CallRecord, CallRow
 from .models import JournalEntry, JournalKind, RunRecord, RunStatus, RunStoreError, StoredEvent
-from .protocol import RunStore
+from .protocol import RunControlStore, RunStore
 from .schema import SCHEMA_VERSION, migrate
 from .sqlite import SQLiteRunStore
 
-__all__ = ["SCHEMA_VERSION", "CallRecord", "CallRow", "JournalEntry", "JournalKind", "RunRecord",
-           "RunStatus", "RunStore", "RunStoreError", "SQLiteRunStore", "StoredEvent", "migrate"]
+__all__ = ["SCHEMA_VERSION", "CallBrief", "CallRecord", "CallRow", "JournalEntry", "JournalKind",
+           "RunControlStore", "RunRecord", "RunStatus", "RunStore", "RunStoreError",
+           "SQLiteRunStore", "StoredEvent", "migrate"]

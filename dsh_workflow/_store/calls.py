@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._subagent import Usage
 from .bulk import insert_rows
 
-__all__ = ["CALL_COLUMNS", "CallRecord", "CallRow", "cancel_requested", "insert_calls",
-           "read_call", "read_calls", "read_provider", "request_cancel", "write_provider"]
+__all__ = ["CALL_COLUMNS", "CallBrief", "CallRecord", "CallRow", "cancel_requested",
+           "insert_calls", "read_briefs", "read_call", "read_calls", "read_provider",
+           "request_cancel", "write_provider"]
 
 CALL_COLUMNS = ("run_id", "seq", "label", "phase", "request", "started_at", "ended_at",
                 "outcome", "text", "structured", "failure", "usage", "replayed")
@@ -92,6 +93,44 @@ class CallRecord(BaseModel):
         return used if isinstance(used, str) and used else None
 
     @property
+    def requested_model(self) -> str | None:
+        """The model the call (or its agent definition) named, after aliases; None: the
+        provider's default."""
+        return self._option("model")
+
+    @property
+    def schema(self) -> dict[str, Any] | None:  # type: ignore[override]  # BaseModel.schema() is deprecated
+        """The call's JSON Schema (None for a text call)."""
+        value = self.options.get("schema")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def effort(self) -> str | None:
+        return self._option("effort")
+
+    @property
+    def agent_type(self) -> str | None:
+        return self._option("agent_type")
+
+    @property
+    def isolation(self) -> str | None:
+        return self._option("isolation")
+
+    @property
+    def route(self) -> str | None:
+        """The script's ``provider`` option (a route name), if any."""
+        return self._option("route")
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """The whole stored request: ``prompt`` and :attr:`options`."""
+        return {"prompt": self.prompt, **self.options}
+
+    def _option(self, key: str) -> str | None:
+        value = self.options.get(key)
+        return value if isinstance(value, str) else None
+
+    @property
     def system_prompt(self) -> str | None:
         """The agent definition's system prompt (None without an agent type)."""
         agent = self.options.get("agent")
@@ -99,6 +138,16 @@ class CallRecord(BaseModel):
             prompt = agent.get("system_prompt")
             return prompt if isinstance(prompt, str) else None
         return None
+
+
+class CallBrief(NamedTuple):
+    """What a run's overview needs of a call, without its long texts: the model it ran on, its
+    outcome and its failure reason."""
+
+    seq: int
+    model: str | None
+    outcome: str | None
+    failure: dict[str, Any] | None
 
 
 def _untext(value: str | bytes | None) -> str | None:
@@ -157,6 +206,23 @@ def read_calls(conn: sqlite3.Connection, run_id: str, *, after: int = 0,
         sql += " LIMIT ?"
         params += (limit,)
     return [_record(run_id, row) for row in conn.execute(sql, params)]
+
+
+def read_briefs(conn: sqlite3.Connection, run_id: str) -> list[CallBrief]:
+    """Every call of the run, briefly (the request's JSON is read by SQLite, not loaded)."""
+    rows = conn.execute(
+        "SELECT seq, CASE WHEN typeof(request) = 'text' AND json_valid(request) THEN "
+        "coalesce(json_extract(request, '$.model_used'), json_extract(request, '$.model')) END, "
+        "outcome, failure FROM calls WHERE run_id = ? ORDER BY seq", (run_id,))
+    briefs = []
+    for seq, model, outcome, failure in rows:
+        try:
+            failed = _json(failure)
+        except ValueError:
+            failed = None
+        briefs.append(CallBrief(seq, model if isinstance(model, str) and model else None,
+                                outcome, failed if isinstance(failed, dict) else None))
+    return briefs
 
 
 def read_call(conn: sqlite3.Connection, run_id: str, seq: int) -> CallRecord | None:

@@ -23,9 +23,10 @@ from .._result import with_error_code
 from .._subagent import Usage
 from . import owners
 from .bulk import insert_rows
-from .calls import CallRecord, CallRow
+from .calls import CallBrief, CallRecord, CallRow
 from .calls import cancel_requested as _cancel_requested
 from .calls import insert_calls as _insert_calls
+from .calls import read_briefs as _read_briefs
 from .calls import read_call as _read_call
 from .calls import read_calls as _read_calls
 from .calls import read_provider as _read_provider
@@ -56,12 +57,19 @@ Synchronous = Literal["NORMAL", "FULL"]
 _FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 _RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
                 "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, "
-                "agents_failed")
+                "agents_failed, cost_usd")
 _EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
 _JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
-                    "input_tokens", "output_tokens")
+                    "input_tokens", "output_tokens", "cost_usd", "cache_read_tokens",
+                    "cache_write_tokens")
 _READ_POOL = 4
 _MAX_INTEGER = 2**63 - 1  # SQLite's INTEGER is 64-bit signed
+
+
+def _bound(value: int) -> int:
+    """An integer query parameter within SQLite's range (any ``after`` or ``limit`` a caller
+    passes reads as the nearest value SQLite can compare with, instead of raising)."""
+    return max(-_MAX_INTEGER, min(int(value), _MAX_INTEGER))
 
 
 def _count(value: int) -> int:
@@ -320,12 +328,13 @@ class SQLiteRunStore:
         values = (status, None if result is None else _dumps(dict(result)),
                   time.time() if ended_at is None else ended_at, _count(agents),
                   _count(replayed), _count(usage.input_tokens), _count(usage.output_tokens),
-                  _count(agents_failed), run_id)
+                  _count(agents_failed), usage.cost_usd, run_id)
 
         def job(conn: sqlite3.Connection) -> RunRecord:
             cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
                                   "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ?, "
-                                  "agents_failed = ? WHERE id = ? AND status = 'running'", values)
+                                  "agents_failed = ?, cost_usd = ? "
+                                  "WHERE id = ? AND status = 'running'", values)
             row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
                                (run_id,)).fetchone()
             if row is None:
@@ -377,7 +386,7 @@ class SQLiteRunStore:
             sql += " ORDER BY created_at DESC, n DESC"
             if limit is not None and status not in ("running", "interrupted", "broken"):
                 sql += " LIMIT ?"
-                params += (limit,)
+                params += (_bound(limit),)
             records = self._reconcile(conn.execute(sql, params).fetchall())
             if status is not None:
                 records = [record for record in records if record.status == status]
@@ -395,7 +404,7 @@ class SQLiteRunStore:
         def read(conn: sqlite3.Connection) -> list[StoredEvent]:
             found: list[StoredEvent] = []
             rows = conn.execute("SELECT first_seq, data FROM events WHERE run_id = ? "
-                                "AND last_seq > ? ORDER BY first_seq", (run_id, after))
+                                "AND last_seq > ? ORDER BY first_seq", (run_id, _bound(after)))
             for first_seq, data in rows:
                 try:
                     pairs = _event_pairs(first_seq, data)
@@ -420,8 +429,8 @@ class SQLiteRunStore:
         await self.open()
 
         def read(conn: sqlite3.Connection) -> list[JournalEntry]:
-            sql = ("SELECT kind, seq, key, text, structured, number, input_tokens, output_tokens "
-                   "FROM journal WHERE run_id = ?")
+            sql = ("SELECT kind, seq, key, text, structured, number, input_tokens, output_tokens, "
+                   "cost_usd, cache_read_tokens, cache_write_tokens FROM journal WHERE run_id = ?")
             params: tuple[Any, ...] = (run_id,)
             if kind is not None:
                 sql += " AND kind = ?"
@@ -446,6 +455,7 @@ class SQLiteRunStore:
     def post_provider(self, run_id: str, options: Mapping[str, Any]) -> None:
         """Queue the run's provider options (JSON data free of secrets: the caller's duty)."""
         text = _dumps(dict(options))
+        self._seal()  # after whatever was posted before it
         self._writer.submit(lambda conn: _write_provider(conn, run_id, _untext(text)))
 
     async def calls(self, run_id: str, *, after: int = 0,
@@ -454,6 +464,12 @@ class SQLiteRunStore:
         await self.open()
         return await self._read_async(
             lambda conn: _read_calls(conn, run_id, after=after, limit=limit))
+
+    async def call_briefs(self, run_id: str) -> list[CallBrief]:
+        """Every call of the run without its texts: seq, the model it ran on, outcome, failure
+        (bounded work for an overview, however long the prompts and answers are)."""
+        await self.open()
+        return await self._read_async(lambda conn: _read_briefs(conn, run_id))
 
     async def call(self, run_id: str, seq: int) -> CallRecord | None:
         """Call ``seq`` of the run, or None."""
@@ -709,8 +725,8 @@ class SQLiteRunStore:
             raise store_error(self._path, exc, busy_timeout_s=self._busy_timeout_s) from exc
         except Exception as exc:  # a row nothing above foresaw: still the store's error
             keep = True
-            raise RunStoreError(self._path, f"a stored row cannot be read ({type(exc).__name__}: "
-                                            f"{_short(exc)})") from exc
+            raise RunStoreError(self._path, f"the read failed ({type(exc).__name__}: "
+                                            f"{_short(exc)}); is a row corrupt?") from exc
         finally:
             if conn is not None:
                 with self._readers_lock:
@@ -750,7 +766,12 @@ def _journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[Any, ...]]:
     return [(e.run_id, e.kind, e.seq, e.key, None if e.text is None else _text(e.text),
              None if e.structured is None else _dumps(e.structured), e.number,
              None if e.usage is None else _count(e.usage.input_tokens),
-             None if e.usage is None else _count(e.usage.output_tokens)) for e in entries]
+             None if e.usage is None else _count(e.usage.output_tokens),
+             None if e.usage is None else e.usage.cost_usd,
+             None if e.usage is None or not e.usage.cache_read_tokens
+             else _count(e.usage.cache_read_tokens),
+             None if e.usage is None or not e.usage.cache_write_tokens
+             else _count(e.usage.cache_write_tokens)) for e in entries]
 
 
 def _event_pairs(first_seq: Any, data: Any) -> list[tuple[int, float, dict[str, Any]]]:
@@ -771,7 +792,7 @@ def _event_pairs(first_seq: Any, data: Any) -> list[tuple[int, float, dict[str, 
 
 
 def _journal_entry(run_id: str, row: tuple[Any, ...]) -> JournalEntry:
-    kind, seq, key, text, structured, number, tin, tout = row
+    kind, seq, key, text, structured, number, tin, tout, cost, cread, cwrite = row
     try:
         return JournalEntry(
             run_id=run_id, kind=kind, seq=seq, key=key,
@@ -779,7 +800,9 @@ def _journal_entry(run_id: str, row: tuple[Any, ...]) -> JournalEntry:
             structured=None if structured is None
             else _column_json(f"journal entry {kind} {seq}", structured),
             number=number,
-            usage=None if tin is None else Usage(input_tokens=tin, output_tokens=tout or 0))
+            usage=None if tin is None else Usage(
+                input_tokens=tin, output_tokens=tout or 0, cost_usd=cost,
+                cache_read_tokens=cread or 0, cache_write_tokens=cwrite or 0))
     except ValidationError as exc:
         raise _BadRow(f"journal entry {kind} {seq}: {_invalid(exc)}") from None
 
@@ -849,7 +872,8 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
 
 def _whole_record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
-     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, agents_failed) = row
+     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, agents_failed,
+     cost_usd) = row
     meta = _column_json("meta", meta)
     if not isinstance(meta, dict):
         raise _BadRow(f"its meta is not a JSON object (it is {type(meta).__name__})")
@@ -862,7 +886,8 @@ def _whole_record(row: tuple[Any, ...]) -> RunRecord:
                      result=None if loaded is None else _stored_result(loaded),
                      resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
                      agents=agents, replayed=replayed,
-                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens),
+                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens,
+                                 cost_usd=cost_usd),
                      agents_failed=agents_failed)
 
 

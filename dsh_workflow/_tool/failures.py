@@ -16,7 +16,8 @@ from typing import Any
 from .._events import AgentEnded, WorkflowEvent
 from .._failure import AgentFailure
 
-__all__ = ["MAX_LISTED_FAILURES", "FailureLog", "failures_data", "failures_line"]
+__all__ = ["MAX_LISTED_FAILURES", "FailureLog", "failure_reason", "failures_data",
+           "failures_line", "group_failures"]
 
 #: Most failures listed in a result's ``data`` (the count is always whole).
 MAX_LISTED_FAILURES = 100
@@ -58,14 +59,31 @@ class FailureLog:
                      "outcome": event.outcome, **failure.model_dump(mode="json")})
 
 
-def _reason(failure: dict[str, Any]) -> str:
-    """What a failure's group says after its kind: its first detail or message line, without
-    the offending value, bounded."""
+def failure_reason(failure: dict[str, Any], *, keep_value: bool = False,
+                   limit: int = _MAX_REASON_CHARS) -> str:
+    """What a failure says after its kind: its first detail or message line (without the
+    offending value unless ``keep_value``), bounded to ``limit`` characters."""
     details = failure.get("details") or []
     text = details[0] if details else str(failure.get("message", ""))
     text = text.split("\n", 1)[0]
-    text = _VALUE.sub(r"\g<path>: ", text)
-    return text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "…"
+    if not keep_value:
+        text = _VALUE.sub(r"\g<path>: ", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _reason(failure: dict[str, Any]) -> str:
+    return failure_reason(failure)
+
+
+def group_failures(failures: list[dict[str, Any]], *,
+                   kinds: tuple[str, ...] = _EXPLAINED) -> list[tuple[int, str, str]]:
+    """``(count, kind, reason)`` groups, most frequent first (first seen first among equals);
+    the reason is empty for kinds not in ``kinds``."""
+    groups: Counter[tuple[str, str]] = Counter()
+    for failure in failures:
+        kind = str(failure.get("kind"))
+        groups[(kind, _reason(failure) if kind in kinds else "")] += 1
+    return [(count, kind, reason) for (kind, reason), count in groups.most_common()]
 
 
 def failures_line(failures: list[dict[str, Any]], started: int) -> str | None:
@@ -74,12 +92,8 @@ def failures_line(failures: list[dict[str, Any]], started: int) -> str | None:
     kind); None when no child failed. Bounded to 600 characters."""
     if not failures:
         return None
-    groups: Counter[tuple[str, str]] = Counter()
-    for failure in failures:
-        kind = str(failure.get("kind"))
-        groups[(kind, _reason(failure) if kind in _EXPLAINED else "")] += 1
     parts = [f"{count} {kind}" + (f" ({reason})" if reason else "")
-             for (kind, reason), count in groups.most_common()]
+             for count, kind, reason in group_failures(failures)]
     head = f"Agents failed: {len(failures)} of {max(started, len(failures))} — "
     line = head + ", ".join(parts) + "."
     if len(line) > _MAX_LINE_CHARS:

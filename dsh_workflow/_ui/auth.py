@@ -5,11 +5,12 @@ Contract of :class:`ViewerGuard` (an ASGI middleware, SECURITY.md "Local servers
 - **The token.** A request is let in when it carries the viewer's token: the cookie
   :func:`cookie_name` (set by the viewer itself), an ``Authorization: Bearer <token>`` header
   (for scripts), or a ``?token=`` query parameter. Every comparison is constant-time.
-- **The exchange.** A ``GET``/``HEAD`` with a valid ``?token=`` is answered ``303`` to the same
-  address without ``token`` (other parameters kept), setting the cookie ``HttpOnly;
-  SameSite=Strict; Path=/`` — so the token leaves the address bar and the history, and the
-  page's own script never sees it. The cookie holds :func:`cookie_value` (a keyed digest of
-  the token, always cookie-safe), not the token itself.
+- **The exchange.** A request with a valid ``?token=`` is answered as usual (so the printed
+  link opens its page at once, ``200``), and the answer sets the cookie ``HttpOnly;
+  SameSite=Strict; Path=/``; the page's own script (``static/token.js``) then takes the token
+  out of the address bar and the history (``history.replaceState``). The cookie holds
+  :func:`cookie_value` (a keyed digest of the token, always cookie-safe), not the token.
+  Every answer carries ``Referrer-Policy: no-referrer``.
 - **Refused.** Any other request gets ``401`` and reaches nothing (no page, no JSON, no event
   stream), except :data:`PUBLIC_PATHS` and ``/static/``: the viewer's own script, style and
   vendored files, which hold no data of any run.
@@ -28,7 +29,7 @@ import hashlib
 import hmac
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 __all__ = ["PUBLIC_PATHS", "SAFE_METHODS", "ViewerGuard", "cookie_name", "cookie_value",
            "token_in"]
@@ -43,6 +44,7 @@ QUERY_PARAM = "token"
 
 _REFUSED = (b"This viewer needs its token: open the address `dsh-workflow ui` printed "
             b"(http://127.0.0.1:PORT/?token=...).\n")
+_NO_REFERRER = (b"referrer-policy", b"no-referrer")
 _CROSS_ORIGIN = b"Refused: this request did not come from the viewer's own pages.\n"
 
 
@@ -145,23 +147,17 @@ class ViewerGuard:
         allowed, from_query = token_in(scope, self.token, self.cookie)
         if not allowed:
             await _answer(send, 401, _REFUSED,
-                          [(b"www-authenticate", b'Bearer realm="dsh-workflow viewer"')])
+                          [(b"www-authenticate", b'Bearer realm="dsh-workflow viewer"'),
+                           _NO_REFERRER])
             return
-        if from_query and method in ("GET", "HEAD"):
-            await _answer(send, 303, b"", [
-                (b"location", self._without_token(scope)),
-                (b"set-cookie", (f"{self.cookie}={cookie_value(self.token)}; HttpOnly; "
-                                 "SameSite=Strict; Path=/").encode())])
-            return
-        await self.app(scope, receive, send)
+        extra = [_NO_REFERRER]
+        if from_query:
+            extra.append((b"set-cookie", (f"{self.cookie}={cookie_value(self.token)}; "
+                                          "HttpOnly; SameSite=Strict; Path=/").encode()))
 
-    @staticmethod
-    def _without_token(scope: dict[str, Any]) -> bytes:
-        """The request's path and query, without the ``token`` parameter (a relative URL)."""
-        query = parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1"),
-                          keep_blank_values=True)
-        rest = urlencode([(k, v) for k, v in query if k != QUERY_PARAM])
-        path = bytes(scope.get("raw_path") or scope.get("path", "/").encode())
-        if not path.startswith(b"/") or path.startswith(b"//"):
-            path = b"/"  # never an address on another host
-        return path + (b"?" + rest.encode("latin-1") if rest else b"")
+        async def send_with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._store import CallRecord, RunRecord, SQLiteRunStore, StoredEvent
+from .._store import CallBrief, RunRecord, SQLiteRunStore, StoredEvent
 from .summary import format_duration
 
 __all__ = ["NO_PHASE", "AgentView", "PageState", "PhaseView", "default_model", "first_paint",
@@ -91,9 +91,18 @@ class PageState:
     agents: int = 0
     replayed: int = 0
     tokens: int = 0
+    cost_usd: float | None = None  # the known costs' sum; None while no child's is known
+    unpriced: int = 0  # children that reported tokens but no cost
     last_seq: int = 0
     log: list[tuple[str, str]] = field(default_factory=list)  # (+elapsed, message)
     now: float = field(default_factory=time.time)
+
+    @property
+    def cost_text(self) -> str:
+        """The cost as the page shows it (``—`` while none is known)."""
+        from .._prices import cost_text
+
+        return cost_text(self.cost_usd, self.unpriced) or "—"
 
 
 def default_model(provider: Mapping[str, Any] | None) -> str | None:
@@ -115,7 +124,7 @@ def _tokens(usage: Any) -> int | None:
 
 
 def page_state(record: RunRecord, events: Iterable[StoredEvent],
-               calls: Mapping[int, CallRecord], *, fallback_model: str | None = None,
+               calls: Mapping[int, CallBrief], *, fallback_model: str | None = None,
                now: float | None = None) -> PageState:
     """The first paint of ``record``'s page from its stored events and call records."""
     state = PageState(phases=[], started_at=record.created_at, ended_at=None)
@@ -169,6 +178,12 @@ def page_state(record: RunRecord, events: Iterable[StoredEvent],
             agent.end = at
             agent.tokens = _tokens(data.get("usage"))
             state.tokens += agent.tokens or 0
+            usage = data.get("usage")
+            child_cost = usage.get("cost_usd") if isinstance(usage, Mapping) else None
+            if isinstance(child_cost, int | float) and not isinstance(child_cost, bool):
+                state.cost_usd = (state.cost_usd or 0.0) + child_cost
+            elif agent.tokens:
+                state.unpriced += 1
             error = data.get("error")
             if error is None and agent.status != "completed":
                 call = calls.get(agent.seq)
@@ -188,7 +203,7 @@ async def first_paint(store: SQLiteRunStore, record: RunRecord) -> dict[str, Any
     """The run page's template values for its first paint: ``state`` (a :class:`PageState`)
     and ``default_model`` (the recorded provider's, for rows the script adds later)."""
     events = await store.events(record.id)
-    calls = {call.seq: call for call in await store.calls(record.id)}
+    calls = {call.seq: call for call in await store.call_briefs(record.id)}
     model = default_model(await store.provider(record.id))
     return {"state": page_state(record, events, calls, fallback_model=model),
             "default_model": model or ""}

@@ -206,6 +206,21 @@ class BoundarySuite(ConformanceBase):
             assert result.warnings[-1] == "... and 30 more"
 
     @pytest.mark.anyio
+    async def test_value_warning_paths_are_cut(self) -> None:
+        script = """
+            const long = 'k'.repeat(100000);
+            const arr = [1]; arr[long] = 2;
+            return {[long]: {[long]: [undefined], arr}};"""
+        async with self.open() as h:
+            result = await h.run(script)
+            assert result.stop_reason == "completed", result
+            assert len(result.warnings) == 2
+            assert all(len(w) < 400 for w in result.warnings), result.warnings
+            assert result.warnings[0].endswith("[0]: undefined became null")
+            assert "…" in result.warnings[0]
+            assert result.warnings[1].endswith("was dropped")
+
+    @pytest.mark.anyio
     @pytest.mark.parametrize("expression", [
         pytest.param("{x: {toJSON() { throw new TypeError('no json'); }}}", id="tojson"),
         pytest.param("{get x() { throw new TypeError('no json'); }}", id="getter"),

@@ -333,6 +333,14 @@ class CombinatorSuite(ConformanceBase):
             assert_run_error(uncaught, fragment, code=code)
 
     @pytest.mark.anyio
+    async def test_options_left_undefined_are_absent(self) -> None:
+        async with self.open() as h:
+            result = await h.run("return [await parallel([() => 1], args?.opts), "
+                                 "await pipeline([1, 2], x => x * 2, args?.opts), "
+                                 "await pipeline([3], x => x + 1, {concurrency: undefined})]")
+            assert result.value == [[1], [2, 4], [4]]
+
+    @pytest.mark.anyio
     async def test_parallel_options_must_be_an_object(self) -> None:
         async with self.open() as h:
             result = await h.run(caught("await parallel([() => 1], 3)"))

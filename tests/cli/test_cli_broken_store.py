@@ -54,7 +54,8 @@ def test_runs_lists_the_rest_and_marks_each_broken_run(store: Path, tmp_path: Pa
     assert {run["id"] for run in json.loads(only.stdout)} == set(CORRUPTIONS)
 
 
-@pytest.mark.parametrize("command", [["show"], ["show", "--json"], ["logs"], ["resume"]])
+@pytest.mark.parametrize("command", [["show"], ["show", "--json"], ["logs"], ["resume"],
+                                     ["save"]])
 @pytest.mark.parametrize("run_id", ["bad-meta", "bad-status", "blob-script"])
 def test_a_command_aimed_at_a_broken_run_exits_2_naming_it(
         store: Path, tmp_path: Path, command: list[str], run_id: str) -> None:
@@ -83,7 +84,9 @@ def test_the_viewer_lists_broken_runs_and_says_what_is_wrong(store: Path) -> Non
 
     from dsh_workflow._ui.app import create_app
 
-    with TestClient(create_app(str(store)), base_url="http://127.0.0.1") as client:
+    app = create_app(str(store), token="a-test-token", port=80)
+    with TestClient(app, base_url="http://127.0.0.1",
+                    headers={"Authorization": "Bearer a-test-token"}) as client:
         for url in ("/", "/runs-table", "/?status=broken"):
             page = client.get(url)
             assert page.status_code == 200, (url, page.text)
@@ -95,3 +98,10 @@ def test_the_viewer_lists_broken_runs_and_says_what_is_wrong(store: Path) -> Non
         assert "broken" in broken.text and "its meta is not valid JSON" in broken.text
         assert client.get(f"/runs/{BROKEN_EVENTS}").status_code == 200
         assert client.get("/api/runs/bad-meta/stream").status_code == 409
+        # a run whose events cannot be read: its stream ends as broken and says why
+        stream = client.get(f"/api/runs/{BROKEN_EVENTS}/stream")
+        assert stream.status_code == 200
+        [end] = [line for line in stream.text.splitlines() if line.startswith("data: {")]
+        payload = json.loads(end.removeprefix("data: "))
+        assert payload["status"] == "broken"
+        assert f"run {BROKEN_EVENTS!r} is broken" in payload["error"]["message"]

@@ -132,6 +132,11 @@ async def test_every_call_is_recorded_with_its_request_and_answer(make_engine: A
         assert typed.system_prompt is not None and "review with care" in typed.system_prompt
         assert typed.model == "model-s" and typed.options["isolation"] == "worktree"
         assert typed.options["schema"] == SCHEMA and typed.structured == {"n": 7}
+        assert (typed.schema, typed.agent_type, typed.isolation) == (SCHEMA, "reviewer",
+                                                                     "worktree")
+        assert (plain.effort, plain.requested_model, plain.schema) == ("high", "model-f", None)
+        assert typed.requested_model == "model-s"  # the definition's, after aliases
+        assert plain.request == {"prompt": "plain question", **plain.options}
         # a structured value that failed validation is kept, with the reason
         assert invalid.outcome == "failed" and invalid.structured == {"n": 1}
         assert invalid.failure is not None and invalid.failure["kind"] == "invalid"
@@ -142,6 +147,11 @@ async def test_every_call_is_recorded_with_its_request_and_answer(make_engine: A
         assert await store.call(run_id, 9) is None
         assert await store.call("no-such-run", 1) is None
         assert [c.seq for c in await store.calls(run_id, after=1, limit=2)] == [2, 3]
+        briefs = await store.call_briefs(run_id)  # the overview: no texts loaded
+        assert [(b.seq, b.model, b.outcome) for b in briefs] == [
+            (1, "model-f", "completed"), (2, "model-s", "completed"), (3, None, "failed"),
+            (4, None, "failed")]
+        assert briefs[3].failure == failing.failure and briefs[0].failure is None
 
 
 @pytest.mark.anyio

@@ -217,3 +217,12 @@ async def test_resuming_a_broken_run_is_refused_at_start(make_engine: Any,
         with pytest.raises(WorkflowError, match=r"bad-meta.*is broken") as caught:
             engine.start(WorkflowStartRequest(meta=META, script=SCRIPT, resume_from="bad-meta"))
         assert caught.value.code == WorkflowErrorCode.INVALID_ARGUMENT
+
+
+async def test_reads_past_sqlite_integer_range_answer_instead_of_raising(tmp_path: Path) -> None:
+    async with SQLiteRunStore(tmp_path / "runs.sqlite3") as store:
+        await store.create_run("r", meta=META, script="")
+        await store.append_events("r", [{"event": "A"}, {"event": "B"}])
+        assert await store.events("r", after=2**64) == []
+        assert [e.seq for e in await store.events("r", after=-(2**70))] == [1, 2]
+        assert [r.id for r in await store.list_runs(limit=2**80)] == ["r"]

@@ -75,10 +75,6 @@ def library(tmp_path: Path) -> WorkflowLibrary:
     write(folder, "fails", "await agent('one'); throw new Error('inner failure');")
     write(folder, "spins", "while (true) {}")
     write(folder, "clock", "return [Date.now(), Math.random(), await agent('c ' + args.n)];")
-    write(folder, "lossy", "return {when: new Date(0), pending: agent('p'), gaps: [1, undefined],"
-                           " f: () => 1};")
-    write(folder, "bigint", "return {n: 1n};")
-    write(folder, "badjson", "return {x: {toJSON() { throw new Error('no json'); }}};")
     return WorkflowLibrary([folder], base_dir=tmp_path)
 
 
@@ -265,7 +261,13 @@ async def test_script_path_refusals_are_one_text_for_missing_and_outside(
 
 @pytest.mark.anyio
 async def test_a_saved_workflows_value_is_json_as_stringify_makes_it(
-        make_engine: Any, library: WorkflowLibrary) -> None:
+        make_engine: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "lossy-workflows"
+    write(folder, "lossy", "return {when: new Date(0), pending: agent('p'), gaps: [1, undefined],"
+                           " f: () => 1};")
+    write(folder, "bigint", "return {n: 1n};")
+    write(folder, "badjson", "return {x: {toJSON() { throw new Error('no json'); }}};")
+    library = WorkflowLibrary([folder], base_dir=tmp_path)
     result, _ = await run(make_engine, library, """
         const inner = await workflow('lossy');
         let big = null, bad = null;

@@ -8,7 +8,10 @@
   ``{kind, message, details}`` (written through the store as an engine would).
 
 Run as a script, ``python _control_runs.py slow STORE SECONDS`` records a run of two agents
-that each take SECONDS, prints its id once it is in the store, then its result as JSON.
+that each take SECONDS, prints its id once it is in the store, then its result as JSON;
+``python _control_runs.py manual STORE`` records a running run whose events it reads from
+stdin (one JSON array of events per line), prints ``ok`` after each committed line, and
+finishes the run at end of input.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import sys
 import time
 
 import anyio
+import anyio.to_thread
 
 from dsh_workflow import (
     EchoProvider,
@@ -111,7 +115,24 @@ async def _slow(path: str, seconds: float) -> None:
         print(json.dumps({"stop_reason": result.stop_reason, "error": result.error}), flush=True)
 
 
+async def _manual(path: str) -> None:
+    async with SQLiteRunStore(path) as store:
+        run_id = "manual-" + str(time.time_ns())
+        await store.create_run(run_id, meta=_meta("manual"), script="// by hand")
+        store.post_provider(run_id, {"kind": "openai", "model": "live-default"})
+        await store.flush()
+        print(run_id, flush=True)
+        while line := await anyio.to_thread.run_sync(sys.stdin.readline):
+            await store.append_events(run_id, json.loads(line))
+            print("ok", flush=True)
+        await store.finish_run(run_id, status="completed", result={
+            "value": None, "stop_reason": "completed", "error": None, "agents_started": 0})
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["slow"] or len(sys.argv) != 4:
-        raise SystemExit("usage: _control_runs.py slow STORE SECONDS")
-    anyio.run(_slow, sys.argv[2], float(sys.argv[3]), backend="trio")
+    if sys.argv[1:2] == ["manual"] and len(sys.argv) == 3:
+        anyio.run(_manual, sys.argv[2], backend="trio")
+    elif sys.argv[1:2] == ["slow"] and len(sys.argv) == 4:
+        anyio.run(_slow, sys.argv[2], float(sys.argv[3]), backend="trio")
+    else:
+        raise SystemExit("usage: _control_runs.py slow STORE SECONDS | manual STORE")

@@ -26,10 +26,11 @@ from typing import Any
 import httpx
 import pytest
 
+from dsh_workflow import Usage
 from dsh_workflow._cli.ui import announce_viewer
 from dsh_workflow._store import RunRecord, StoredEvent
 from dsh_workflow._ui import beacon
-from dsh_workflow._ui.summary import Counts, count_events, error_view, format_duration
+from dsh_workflow._ui.summary import Counts, count_events, error_view, format_duration, run_row
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -69,17 +70,18 @@ class Viewer:
         self.token = urllib.parse.unquote(match.group(3))
 
     def enter(self, page: Any) -> None:
-        """Open the printed address in ``page``: the viewer sets its cookie and sends the
-        browser on to the list, without the token in the address."""
-        page.goto(f"{self.url}/?token={urllib.parse.quote(self.token, safe='')}")
-        assert page.url == self.url + "/"
+        """Open the printed address in ``page``: the viewer sets its cookie, and the page takes
+        the token out of its address."""
+        response = page.goto(f"{self.url}/?token={urllib.parse.quote(self.token, safe='')}")
+        assert response is not None and response.status == 200
+        page.wait_for_url(self.url + "/")
 
     @contextlib.contextmanager
     def client(self) -> Iterator[httpx.Client]:
         """An HTTP client holding the viewer's cookie (got the way a browser gets it)."""
         with httpx.Client(base_url=self.url, timeout=10) as client:
             entered = client.get("/", params={"token": self.token})
-            assert entered.status_code == 303, entered.text
+            assert entered.status_code == 200 and "set-cookie" in entered.headers
             yield client
 
     def stop(self, how: int = signal.SIGINT) -> int:
@@ -177,11 +179,12 @@ def test_the_list_shows_finished_runs_newest_first(
     assert ids == [names[n] for n in ("fanout-1000", "research-resumed", "throws",
                                       "bad-option", "research-report")]
     report = page.locator(f'tr.run[data-id="{names["research-report"]}"]')
-    cells = [report.locator("td").nth(i).inner_text() for i in range(7)]
+    cells = [report.locator("td").nth(i).inner_text() for i in range(8)]
     assert cells[0].startswith("research-report")
     assert cells[1:5] == ["completed", "6", "0", str(made[2]["research-report"])]
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", cells[5])
     assert re.match(r"[\d.]+ (ms|s)", cells[6])
+    assert cells[7] == "—"  # echo children have no cost
     resumed = page.locator(f'tr.run[data-id="{names["research-resumed"]}"] td')
     assert resumed.nth(3).inner_text() == "5"  # replayed
     page.screenshot(path=str(tmp_path / "list.png"), full_page=True)
@@ -444,8 +447,7 @@ def _check_the_stream(viewer: Viewer, http: httpx.Client, url: str) -> None:
     assert http.get("/runs/nope").status_code == 404
     assert http.get("/?status=bogus").status_code == 400
     assert httpx.get(viewer.url.replace("127.0.0.1", "localhost") + "/",
-                     params={"token": viewer.token}, follow_redirects=True,
-                     timeout=10).status_code == 200
+                     params={"token": viewer.token}, timeout=10).status_code == 200
     foreign = httpx.get(viewer.url + "/", headers={"Host": "attacker.example"}, timeout=10)
     assert foreign.status_code == 400  # a rebound host name gets nothing
 
@@ -521,11 +523,10 @@ def test_run_prints_the_viewer_address_of_its_run(viewer: Viewer, tmp_path: path
     match = re.search(r"viewer: (\S+)", done.stderr)
     assert match is not None, done.stderr
     assert match.group(1).startswith(viewer.url + "/runs/")
-    # the link works as printed: the viewer trades its token for the cookie, then the page
-    with httpx.Client(timeout=10, follow_redirects=True) as browser_like:
-        opened = browser_like.get(match.group(1))
-    assert opened.status_code == 200 and opened.history[0].status_code == 303
-    assert str(opened.url) == match.group(1).split("?")[0]
+    # the link works as printed: the page, and the viewer's cookie for the next ones
+    opened = httpx.get(match.group(1), timeout=10)
+    assert opened.status_code == 200 and "set-cookie" in opened.headers
+    assert httpx.get(match.group(1).split("?")[0], timeout=10).status_code == 401
 
 
 # -- the command's start errors --------------------------------------------------------------
@@ -630,7 +631,12 @@ def test_counts_so_far_come_from_the_events() -> None:
             {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "cancelled",
              "usage": None}]
     events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d) for i, d in enumerate(data, 1)]
-    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7)
+    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7, unpriced=1)
+    priced = [*data[:4], {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "completed",
+                          "usage": {"input_tokens": 1, "output_tokens": 1, "cost_usd": 0.25}}]
+    events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d)
+              for i, d in enumerate(priced, 1)]
+    assert count_events(events) == Counts(agents=2, replayed=1, tokens=2, cost_usd=0.25)
 
 
 def test_a_run_page_lists_the_return_values_warnings(tmp_path: pathlib.Path) -> None:
@@ -720,8 +726,10 @@ def test_the_token_in_the_address_becomes_an_httponly_strict_cookie(
     with httpx.Client(base_url=viewer.url, timeout=10) as http:
         entered = http.get("/", params={"status": "completed", "token": viewer.token,
                                         "name": "research"})
-        assert entered.status_code == 303
-        assert entered.headers["location"] == "/?status=completed&name=research"  # no token
+        assert entered.status_code == 200  # the printed link opens its page at once
+        assert runs[1]["research-report"] in entered.text  # filtered as asked
+        assert runs[1]["throws"] not in entered.text
+        assert entered.headers["referrer-policy"] == "no-referrer"
         cookie = entered.headers["set-cookie"]
         attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
         assert {"httponly", "samesite=strict", "path=/"} <= attributes, cookie
@@ -734,11 +742,11 @@ def test_the_token_in_the_address_becomes_an_httponly_strict_cookie(
     bearer = httpx.get(viewer.url + "/runs-table", timeout=10,
                        headers={"Authorization": f"Bearer {viewer.token}"})
     assert bearer.status_code == 200 and runs[1]["research-report"] in bearer.text
-    # a run page's address with the token lands on the run page itself
+    # a run page's address with the token opens the run page itself, and sets the cookie
     run_page = f"/runs/{runs[1]['throws']}"
     with httpx.Client(base_url=viewer.url, timeout=10) as http:
         entered = http.get(run_page, params={"token": viewer.token})
-        assert entered.headers["location"] == run_page
+        assert entered.status_code == 200 and "the script gave up" in entered.text
         assert http.get(run_page).status_code == 200
 
 
@@ -828,10 +836,12 @@ def test_the_browser_keeps_the_token_out_of_the_address_and_the_script(
         assert page.evaluate("document.cookie") == ""  # HttpOnly: the page's script cannot read it
         (cookie,) = [c for c in context.cookies() if c["name"].startswith("dsh_workflow_viewer_")]
         assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
-        assert viewer.token not in page.evaluate("history.length + location.href")
+        assert viewer.token not in page.evaluate("location.href")
         page.goto(f"{viewer.url}/runs/{runs[1]['research-report']}")  # the cookie alone
         _ended(page)
         assert page.inner_text("#run-status") == "completed"
+        page.go_back()  # the history keeps the list's address without the token
+        assert page.url == viewer.url + "/"
     finally:
         context.close()
     stranger = browser.new_context()
@@ -840,3 +850,188 @@ def test_the_browser_keeps_the_token_out_of_the_address_and_the_script(
         assert response is not None and response.status == 401
     finally:
         stranger.close()
+
+
+# -- bounded work per request ------------------------------------------------------------------
+
+
+def _record_runs(store: str, *, result_value: Any) -> list[str]:
+    """Record one completed run straight into ``store``, its result's value
+    ``result_value``; returns its id (in a list)."""
+    from dsh_workflow import SQLiteRunStore
+
+    async def write() -> list[str]:
+        run_id = f"big-{time.monotonic_ns()}"
+        async with SQLiteRunStore(store) as opened:
+            await opened.create_run(run_id, meta={"name": "big", "description": "d"},
+                                    script="return 1")
+            await opened.finish_run(run_id, status="completed", result={
+                "value": result_value, "error": None, "stop_reason": "completed"})
+        return [run_id]
+
+    import anyio
+
+    return anyio.run(write, backend="trio")  # Playwright runs an asyncio loop here
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_a_five_megabyte_result_is_folded_and_fetched_in_bounded_chunks(
+        tmp_path: pathlib.Path) -> None:
+    from dsh_workflow._ui.summary import CHUNK_CHARS, SHOWN_CHARS
+
+    store = str(tmp_path / "big.sqlite3")
+    value = {"rows": [{"i": i, "text": "x" * 90} for i in range(50_000)]}  # ~5.5 MB of JSON
+    text = _json_text(value)
+    assert len(text) > 5_000_000
+    (run_id,) = _record_runs(store, result_value=value)
+    big = Viewer(store)
+    try:
+        with big.client() as http:
+            started = time.monotonic()
+            page = http.get(f"/runs/{run_id}")
+            elapsed = time.monotonic() - started
+            assert page.status_code == 200
+            print(f"5 MB result page: {len(page.content)} bytes in {elapsed:.2f} s")
+            assert len(page.content) < 1_000_000 and elapsed < 8
+            assert 'Showing the first <span class="fold-shown">64000</span> characters' in page.text
+            # the end message of the stream is bounded too, and left out when asked
+            ended = _messages(http.get(f"/api/runs/{run_id}/stream").text)[-1]
+            assert ended[0] == "end" and len(ended[2]) < 1_000_000
+            payload = json.loads(ended[2])
+            assert payload["value"]["shown"] == SHOWN_CHARS and payload["value"]["folded"]
+            quiet = _messages(http.get(f"/api/runs/{run_id}/stream?result=0").text)[-1]
+            assert json.loads(quiet[2])["value"] is None and len(quiet[2]) < 10_000
+            # the rest of the text, one bounded chunk per request
+            chunks, offset = [], 0
+            while True:
+                part = http.get(f"/api/runs/{run_id}/text/value", params={"offset": offset})
+                assert part.status_code == 200
+                assert int(part.headers["x-total-chars"]) == len(text)
+                assert len(part.text) <= CHUNK_CHARS
+                if not part.text:
+                    break
+                chunks.append(part.text)
+                offset = int(part.headers["x-next-offset"])
+            assert "".join(chunks) == text
+            assert http.get(f"/api/runs/{run_id}/text/nope").status_code == 404
+            assert http.get(f"/api/runs/{run_id}/text/value?offset=x").status_code == 400
+            assert http.get("/api/runs/nope/text/value").status_code == 404
+        # and the whole of it is behind the token like everything else
+        assert httpx.get(f"{big.url}/api/runs/{run_id}/text/value", timeout=10
+                         ).status_code == 401
+    finally:
+        assert big.stop() == 0
+
+
+@needs_chromium
+def test_show_more_unfolds_a_big_result_on_the_page(tmp_path: pathlib.Path, page: Any) -> None:
+    store = str(tmp_path / "big.sqlite3")
+    value = [f"line {i} " + "y" * 40 for i in range(10_000)]  # ~600 kB of JSON
+    (run_id,) = _record_runs(store, result_value=value)
+    big = Viewer(store)
+    try:
+        big.enter(page)
+        page.goto(f"{big.url}/runs/{run_id}")
+        _ended(page)
+        fold = 'p.folded[data-for="result"]'
+        assert page.is_visible(fold)
+        clicks = 0
+        while page.is_visible(fold):
+            before = page.get_attribute(fold, "data-next")
+            page.click(f"{fold} button.show-more")
+            page.wait_for_function(f"document.querySelector('{fold}').dataset.next !== "
+                                   f"'{before}'")
+            clicks += 1
+            assert clicks < 10
+        assert clicks >= 2
+        assert json.loads(page.inner_text("#result")) == value
+    finally:
+        assert big.stop() == 0
+
+
+@pytest.mark.parametrize("after", ["abc", "1.5", "9223372036854775808",
+                                   "99999999999999999999999999", "0x10", "1e3", "١٢"])
+def test_a_malformed_after_is_400(viewer: Viewer, runs: tuple[str, dict[str, str]],
+                                  after: str) -> None:
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        assert http.get(url, params={"after": after}).status_code == 400
+        assert http.get(url, headers={"Last-Event-ID": after.encode()}
+                        ).status_code == 400
+
+
+def test_after_in_range_is_served(viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        for after in ("9223372036854775807", "-3", "0"):
+            answered = http.get(url, params={"after": after})
+            assert answered.status_code == 200 and "event: end" in answered.text
+
+
+@needs_chromium
+def test_list_refreshes_never_overlap(viewer: Viewer, page: Any) -> None:
+    # every refresh answers only after 3 s (longer than the 2 s period)
+    page.add_init_script("""
+        window.__inflight = 0; window.__most = 0; window.__calls = 0;
+        const original = window.fetch.bind(window);
+        window.fetch = async (...args) => {
+            window.__calls++; window.__inflight++;
+            window.__most = Math.max(window.__most, window.__inflight);
+            try {
+                await new Promise(resolve => setTimeout(resolve, 3000));
+                return await original(...args);
+            } finally { window.__inflight--; }
+        };""")
+    viewer.enter(page)
+    page.fill("#name-filter", "res")  # typing during a refresh asks for one more, not two
+    page.wait_for_timeout(9_000)
+    assert page.evaluate("window.__calls") >= 2
+    assert page.evaluate("window.__most") == 1
+
+
+def test_the_run_row_shows_the_cost_and_marks_a_lower_bound() -> None:
+    record = RunRecord(id="r", meta={"name": "n"}, script="", created_at=1.0, ended_at=2.0,
+                       status="completed", result={"stop_reason": "completed",
+                                                   "agents_unpriced": 1},
+                       usage=Usage(input_tokens=5, output_tokens=5, cost_usd=0.5))
+    assert run_row(record).cost == "$0.5000+"
+    free = record.model_copy(update={"usage": Usage(input_tokens=5, output_tokens=5)})
+    assert run_row(free).cost == "—"
+
+
+# -- cost in money (README, "Cost in money") ----------------------------------------------------
+
+
+@needs_chromium
+def test_the_list_and_the_run_page_show_a_runs_cost(page: Any, tmp_path: pathlib.Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text("import json, sys\nprompt = sys.stdin.read()\n"
+                     "usage = {'input_tokens': 10, 'output_tokens': 5}\n"
+                     "if prompt.startswith('cost:'):\n    usage['cost_usd'] = float(prompt[5:])\n"
+                     "sys.stderr.write('dsh-workflow-usage: ' + json.dumps(usage) + '\\n')\n"
+                     "print('ok')\n")
+    script = tmp_path / "wf.js"
+    script.write_text("export const meta = {name: 'priced', description: 'costs'};\n"
+                      "return [await agent('cost:0.125'), await agent('cost:0.5'), "
+                      "await agent('free')];\n")
+    store = str(tmp_path / "runs.sqlite3")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(HERE.parents[1]), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", str(script), "--store",
+                           store, "--provider", "command", "--command",
+                           f"{sys.executable} {agent}"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    served = Viewer(store)
+    try:
+        served.enter(page)
+        row = page.locator("tr.run").first
+        assert row.locator("td").nth(7).inner_text() == "$0.6250+"  # one child unpriced
+        page.goto(served.url + row.locator("a").first.get_attribute("href"))
+        _ended(page)
+        assert page.inner_text("#cost-count") == "$0.6250+"
+    finally:
+        assert served.stop() == 0

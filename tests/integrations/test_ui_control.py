@@ -322,3 +322,86 @@ def test_cancel_needs_the_viewers_own_origin(viewer: Viewer,
     assert finished.status_code == 409 and finished.json()["status"] == "completed"
     assert viewer.post("/api/runs/nope/cancel",
                        headers={"Origin": viewer.url}).status_code == 404
+
+
+# -- the same, live ----------------------------------------------------------------------------
+
+
+class Manual:
+    """A running run whose events the test writes (a child process owns it)."""
+
+    def __init__(self, store: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "_control_runs.py"), "manual", store],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.run_id = self.process.stdout.readline().strip()
+        assert self.run_id.startswith("manual-")
+
+    def send(self, *events: dict[str, Any]) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(list(events)) + "\n")
+        self.process.stdin.flush()
+        assert self.process.stdout.readline().strip() == "ok"
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+
+
+@needs_chromium
+def test_live_events_keep_the_same_rules(viewer: Viewer, page: Any,
+                                         runs: tuple[str, dict[str, str]]) -> None:
+    manual = Manual(runs[0])
+    try:
+        manual.send({"event": "WorkflowStarted"}, {"event": "PhaseStarted", "title": "first"},
+                    {"event": "AgentStarted", "seq": 1, "label": "a", "phase": "first"})
+        page.goto(f"{viewer.url}/runs/{manual.run_id}")
+        assert page.inner_text("#agent-count") == "1"  # server-rendered, then live
+        assert page.locator("tr.agent").count() == 1
+        manual.send({"event": "PhaseStarted", "title": "idle"},
+                    {"event": "PhaseStarted", "title": "second"},
+                    {"event": "AgentStarted", "seq": 2, "label": "b", "phase": "second",
+                     "model": "own-model"},
+                    {"event": "AgentEnded", "seq": 1, "label": "a", "phase": "first",
+                     "outcome": "timeout", "usage": None,
+                     "error": {"kind": "timeout", "message": "ran past agent_timeout_s=3",
+                               "details": []}},
+                    {"event": "AgentEnded", "seq": 2, "label": "b", "phase": "second",
+                     "outcome": "failed", "usage": {"input_tokens": 2, "output_tokens": 3},
+                     "error": {"kind": "provider", "message": "401 Incorrect API key",
+                               "details": ["status 401"]}})
+        page.wait_for_function("document.querySelectorAll('tr.agent').length === 2 && "
+                               "document.querySelector('tr.agent[data-seq=\"2\"]')"
+                               ".dataset.status === 'failed'", timeout=10_000)
+        titles = page.locator("details.phase").evaluate_all("ds => ds.map(d => d.dataset.phase)")
+        assert titles == ["first", "second"]  # "idle" started no agent
+        reasons = page.locator("tr.agent td.reason").all_inner_texts()
+        assert reasons == ["timeout: ran past agent_timeout_s=3",
+                           "provider: 401 Incorrect API key (status 401)"]
+        models = page.locator("tr.agent td.model").all_inner_texts()
+        assert models == ["live-default", "own-model"]  # the provider's default, the call's
+        lefts = page.evaluate("""() => Array.from(document.querySelectorAll('details.phase table'))
+            .map(t => Array.from(t.querySelectorAll('th')).map(th => Math.round(th.getBoundingClientRect().left)))""")
+        assert lefts[0] == lefts[1], lefts
+        page.wait_for_function("document.getElementById('timeline').dataset.bars === '2'")
+        tooltip = page.evaluate("""() => {
+            const chart = Chart.getChart(document.getElementById('timeline-canvas'));
+            for (const set of chart.data.datasets) for (const point of set.data)
+                if (point.agent.seq === 2)
+                    return chart.options.plugins.tooltip.callbacks.label({raw: point});
+        }""")
+        assert tooltip[1] == "provider: 401 Incorrect API key (status 401)"
+        assert page.inner_text("#token-count") == "5"
+    finally:
+        manual.close()
+    _ended(page)
+    assert page.inner_text("#run-status") == "completed"

@@ -597,3 +597,16 @@ def test_accessors_and_frozen_results() -> None:
     assert (result.is_error, result.data) == (False, None)
     with pytest.raises(pydantic.ValidationError):
         result.text = "changed"  # type: ignore[misc]  # deliberately writing a frozen result
+
+
+def test_description_lists_exactly_the_failure_kinds_and_the_catchable_codes() -> None:
+    from typing import get_args
+
+    from dsh_workflow._failure import FailureKind
+
+    kinds = "|".join(f'"{kind}"' for kind in get_args(FailureKind))
+    assert f"kind: {kinds}" in texts.DESCRIPTION
+    for code in ("INVALID_ARGUMENT", "UNSUPPORTED_OPTION", "UNSUPPORTED_SCHEMA", "AGENT_CAP",
+                 "ITEM_CAP", "BUDGET_EXCEEDED", "AGENT_FAILED", "CANCELLED"):
+        assert code in WorkflowErrorCode.__members__, code
+        assert code in texts.DESCRIPTION, code

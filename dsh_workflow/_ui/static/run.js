@@ -29,6 +29,9 @@
   let endAt = root.dataset.ended ? Number(root.dataset.ended) : null;
   let tokens = Number($id("token-count").textContent) || 0;
   let replayed = Number($id("replayed-count").textContent) || 0;
+  // the known costs' sum (null: none known yet) and the children without one, as first painted
+  let cost = $id("cost-count").dataset.cost ? Number($id("cost-count").dataset.cost) : null;
+  let unpriced = Number($id("cost-count").dataset.unpriced) || 0;
   let framePending = false, chartDirty = false, lastChart = 0, chartTimer = null;
   let ended = false;
 
@@ -109,6 +112,8 @@
         a.tokens = d.usage ? d.usage.input_tokens + d.usage.output_tokens : null;
         a.reason = d.outcome === "completed" ? "" : reasonText(d.error);
         tokens += a.tokens || 0;
+        if (d.usage && typeof d.usage.cost_usd === "number") cost = (cost || 0) + d.usage.cost_usd;
+        else if (a.tokens) unpriced += 1;
         running.delete(d.seq); touch(a); break;
       }
       case "AgentReplayed": {
@@ -196,6 +201,8 @@
     $("agent-count").textContent = String(agents.size - replayed);
     $("replayed-count").textContent = String(replayed);
     $("token-count").textContent = String(tokens);
+    $("cost-count").textContent = cost === null ? "—"
+      : "$" + (cost >= 1 ? cost.toFixed(2) : cost.toFixed(4)) + (unpriced ? "+" : "");
     if (!ended) $("run-duration").textContent = secs((endAt ?? now()) - startAt);
     if (chartDirty) planChart();
     settle();
@@ -304,8 +311,8 @@
       $("error-message").textContent = payload.error.message;
       $("error-box").hidden = false;
     }
-    if (payload.result_html) $("result").innerHTML = payload.result_html;
-    if (payload.result_full_html) $("result-full").innerHTML = payload.result_full_html;
+    if (payload.value) showBlock("result", payload.value);
+    if (payload.result) showBlock("result-full", payload.result);
     if (payload.warnings && payload.warnings.length) {
       const list = $("warnings");
       list.textContent = "";
@@ -329,6 +336,48 @@
     chartDirty = true;
     schedule();  // the chart drawn after this render marks the page data-live="ended"
   }
+
+  // A folded block (a value past the server's bound) shows its first characters; "Show more"
+  // fetches the next chunk of its text, one request at a time.
+  function foldOf(id) { return document.querySelector('p.folded[data-for="' + id + '"]'); }
+  function showBlock(id, part) {
+    $(id).innerHTML = part.html;
+    const fold = foldOf(id);
+    if (!fold) return;
+    fold.dataset.next = String(part.shown);
+    fold.querySelector(".fold-shown").textContent = String(part.shown);
+    fold.querySelector(".fold-total").textContent = "";
+    fold.hidden = !part.folded;
+  }
+  async function showMore(fold, button) {
+    button.disabled = true;
+    try {
+      const next = Number(fold.dataset.next);
+      const response = await fetch("/api/runs/" + encodeURIComponent(runId) + "/text/" +
+                                   fold.dataset.part + "?offset=" + next);
+      if (!response.ok) return;
+      const text = await response.text();
+      const total = Number(response.headers.get("X-Total-Chars"));
+      const block = $(fold.dataset.for);
+      let more = block.querySelector("pre");  // the highlighted part's: the text goes on in it
+      if (!more) {
+        more = document.createElement("pre");
+        block.appendChild(more);
+      }
+      more.appendChild(document.createTextNode(text));
+      const upTo = next + text.length;
+      fold.dataset.next = String(upTo);
+      fold.querySelector(".fold-shown").textContent = String(upTo);
+      fold.querySelector(".fold-total").textContent = " of " + total;
+      if (upTo >= total || !text.length) fold.hidden = true;
+    } finally {
+      button.disabled = false;
+    }
+  }
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest ? event.target.closest("button.show-more") : null;
+    if (button && !button.disabled) showMore(button.closest("p.folded"), button);
+  });
 
   // ---- the agent detail --------------------------------------------------------------------
 
@@ -459,7 +508,12 @@
   hydrate();
   if (chartDirty) planChart();
   const after = Number(root.dataset.lastSeq) || 0;
-  const source = new EventSource(base + "/stream" + (after ? "?after=" + after : ""));
+  // A page of a run that had ended when it was made shows its result already: the end message
+  // need not carry it again.
+  const query = [];
+  if (after) query.push("after=" + after);
+  if (root.dataset.status !== "running") query.push("result=0");
+  const source = new EventSource(base + "/stream" + (query.length ? "?" + query.join("&") : ""));
   source.addEventListener("events", (message) => {
     for (const event of JSON.parse(message.data)) apply(event);
     schedule();
