@@ -25,7 +25,7 @@ HEAVY = ("pydantic", "pydantic_core", "anyio", "trio", "rich", "httpx", "jsonsch
          "referencing", "quickjs", "yaml", "sqlite3", "asyncio", "tree_sitter")
 #: Packages a trivial offline run (echo provider, no schema, progress on a pipe) does not need.
 NOT_FOR_A_TRIVIAL_RUN = ("httpx", "jsonschema", "referencing", "rich", "yaml", "tree_sitter",
-                         "asyncio", "dsh_workflow._tool", "dsh_workflow._engines.subprocess",
+                         "asyncio", "dsh_workflow._tool.tool", "dsh_workflow._engines.subprocess",
                          "dsh_workflow._providers.openai", "dsh_workflow._providers.command")
 
 
