@@ -252,3 +252,11 @@ def test_refused_credentials_end_the_run_with_the_cause(tmp_path: Path) -> None:
         f"Incorrect API key provided: [REDACTED] ({base})")
     assert "Traceback" not in done.stderr and "sk-wrong-0123456789" not in done.stderr
     assert len(seen) == 1
+
+
+def test_check_knows_the_failure_option() -> None:
+    from dsh_workflow._cli.lint import lint
+
+    assert lint("await agent('a', {failure: 'throw'}); await agent('b', {failure: 'null'})") == []
+    (warning,) = lint("await agent('a', {failure: 'raise'})")
+    assert warning.message == 'agent() option "failure" must be one of "null", "throw" (got "raise")'
