@@ -21,7 +21,9 @@ class WorkflowStartRequest(BaseModel):
     every child of this run (invisible to the script); ``max_total_agents`` may only lower
     the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget (README, "Budgets and usage");
     ``parent`` is passed to every child request untouched. ``resume_from`` names an earlier run
-    of the engine's store whose journal answers the calls that did not change (README, "Durable runs").
+    of the engine's store whose journal answers the calls that did not change (README, "Durable runs");
+    ``rerun`` names calls of that run (by seq) that run live again instead of replaying (README,
+    "Runs under control").
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -34,3 +36,4 @@ class WorkflowStartRequest(BaseModel):
     budget_tokens: int | None = None
     resume_from: str | None = None
     parent: Any = None
+    rerun: frozenset[int] = frozenset()

@@ -18,8 +18,11 @@ from dsh_workflow import RunRecord, StoredEvent
 
 from .progress import ended_line, format_elapsed, summary_text
 
-__all__ = ["AgentRow", "EventLines", "agent_rows", "format_time", "run_document", "run_summary",
-           "runs_table", "show_text", "stored_reason"]
+__all__ = ["UNSETTLED", "AgentRow", "EventCounts", "EventLines", "agent_rows", "event_counts", "format_time",
+           "run_document", "run_summary", "runs_table", "show_text", "stored_reason", "with_counts"]
+
+#: Statuses whose stored totals are not in yet (a run's owner records them when it ends).
+UNSETTLED = ("running", "interrupted")
 
 
 def format_time(seconds: float | None) -> str:
@@ -33,20 +36,71 @@ def _duration(record: RunRecord) -> float | None:
     return None if record.ended_at is None else max(0.0, record.ended_at - record.created_at)
 
 
+def _whole(value: object) -> int:
+    """A count from stored event data (which a foreign writer may have filled with anything)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _tokens(usage: Mapping[str, Any] | None) -> int | None:
     if not isinstance(usage, Mapping):
         return None
-    return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+    return _whole(usage.get("input_tokens")) + _whole(usage.get("output_tokens"))
+
+
+@dataclass(frozen=True)
+class EventCounts:
+    """A run's counts as its stored events tell them: children started, children that did not
+    complete, calls replayed from a journal, and the tokens the children reported."""
+
+    agents: int = 0
+    failed: int = 0
+    replayed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+def event_counts(events: Iterable[StoredEvent]) -> EventCounts:
+    """Count a run's stored events (see :class:`EventCounts`)."""
+    agents = failed = replayed = input_tokens = output_tokens = 0
+    for stored in events:
+        kind = stored.data.get("event")
+        if kind == "AgentStarted":
+            agents += 1
+        elif kind == "AgentReplayed":
+            replayed += 1
+        elif kind == "AgentEnded":
+            failed += stored.data.get("outcome") != "completed"
+            usage = stored.data.get("usage")
+            if isinstance(usage, Mapping):
+                input_tokens += _whole(usage.get("input_tokens"))
+                output_tokens += _whole(usage.get("output_tokens"))
+    return EventCounts(agents, failed, replayed, input_tokens, output_tokens)
+
+
+def with_counts(record: RunRecord, counts: EventCounts) -> RunRecord:
+    """``record`` with its agents, replayed and usage taken from ``counts`` when its owner has
+    not recorded them (a run still running, or interrupted: its totals would read 0), as the
+    viewer counts them; a finished run's recorded totals stand."""
+    if record.status not in UNSETTLED:
+        return record
+    from dsh_workflow import Usage
+
+    return record.model_copy(update={
+        "agents": counts.agents, "replayed": counts.replayed, "agents_failed": counts.failed,
+        "usage": Usage(input_tokens=max(0, counts.input_tokens),
+                       output_tokens=max(0, counts.output_tokens))})
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:
-    """One run as a ``runs --json`` entry (no script, args or result: see ``show``)."""
+    """One run as a ``runs --json`` entry (no script, args or result: see ``show``). A
+    ``broken`` run has ``problem``, what is wrong with its stored row."""
     return {"id": record.id, "name": record.meta.get("name"), "status": record.status,
             "agents": record.agents, "agents_failed": record.agents_failed,
             "replayed": record.replayed,
             "tokens": record.usage.total_tokens, "created_at": record.created_at,
             "ended_at": record.ended_at, "duration_s": _duration(record),
-            "resumed_from": record.resumed_from}
+            "resumed_from": record.resumed_from,
+            **({"problem": record.problem} if record.problem is not None else {})}
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
@@ -82,10 +136,10 @@ class AgentRow:
 
     ``outcome`` is the child's (``completed``, ``failed``, ``cancelled``, ``timeout``),
     ``completed`` for a replayed call, ``running`` for a child of a live run that has not ended,
-    ``unfinished`` for one whose run ended without its end (an interrupted run). ``tokens`` is
-    what the child reported (None when nothing was; replayed calls cost nothing). ``reason``
-    is why a child did not complete (``kind: message``; None when it completed or its run was
-    stored before reasons were).
+    ``interrupted`` for one whose run ended without its end (as the viewer calls it: the run's
+    process died under it). ``tokens`` is what the child reported (None when nothing was;
+    replayed calls cost nothing). ``reason`` is why a child did not complete (``kind:
+    message``; None when it completed or its run was stored before reasons were).
     """
 
     seq: int
@@ -107,7 +161,7 @@ def agent_rows(events: Iterable[StoredEvent], *, running: bool) -> list[AgentRow
             continue
         label, phase = str(data.get("label", "")), data.get("phase")
         if kind == "AgentStarted":
-            rows[seq] = AgentRow(seq, label, phase, "running" if running else "unfinished",
+            rows[seq] = AgentRow(seq, label, phase, "running" if running else "interrupted",
                                  None, replayed=False)
         elif kind == "AgentEnded":
             row = rows.setdefault(seq, AgentRow(seq, label, phase, "", None, replayed=False))
@@ -148,7 +202,7 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     if meta.get("whenToUse"):
         lines.append(f"when to use: {meta['whenToUse']}")
     phases = meta.get("phases") or []
-    if phases:
+    if isinstance(phases, list) and phases:
         lines.append("phases:      " + ", ".join(str(p.get("title", "")) for p in phases
                                                  if isinstance(p, Mapping)))
     duration = _duration(record)
@@ -165,7 +219,8 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     result = record.result
     if result is None:
         lines.append("result:      none yet" if record.status == "running"
-                     else "result:      none (the run was interrupted before it ended)")
+                     else "result:      none (the run was interrupted before it ended: the "
+                          "process running it died)")
     elif result.get("stop_reason") == "completed":
         lines.append("result:\n" + json.dumps(result.get("value"), indent=2, ensure_ascii=False))
     else:
@@ -220,9 +275,9 @@ class EventLines:
             elapsed = 0.0 if self.began is None else max(0.0, stored.at - self.began)
             tokens = _tokens(data.get("usage")) or 0
             return "[done] " + summary_text(str(data.get("stop_reason")), elapsed,
-                                            int(data.get("agents_started") or 0), self.replayed,
+                                            _whole(data.get("agents_started")), self.replayed,
                                             f"{tokens:,} tokens",
-                                            int(data.get("agents_failed") or 0))
+                                            _whole(data.get("agents_failed")))
         rest = {key: value for key, value in data.items() if key != "event"}
         return f"[{kind}] {json.dumps(rest, ensure_ascii=False)}"
 

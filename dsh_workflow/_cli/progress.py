@@ -24,16 +24,12 @@ Listeners run on the event-loop thread, so each does a small bounded amount of w
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
 import time
 from dataclasses import dataclass
-from typing import IO, Any
-
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.table import Table
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, Any
 
 from dsh_workflow import (
     AgentEnded,
@@ -47,6 +43,11 @@ from dsh_workflow import (
 )
 from dsh_workflow._tally import RunTally
 from dsh_workflow._tool.failures import failure_reason, group_failures
+
+if TYPE_CHECKING:  # rich loads only for the live panel (start-up time of plain runs)
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.text import Text
 
 __all__ = ["EventLog", "PlainProgress", "Progress", "QuietProgress", "RichProgress", "make_progress"]
 
@@ -265,6 +266,8 @@ class RichProgress(Progress):
     needs_ticks = True
 
     def __init__(self, console: Console, *, budget: int | None = None) -> None:
+        from rich.spinner import Spinner
+
         self.console = console
         self.tally = Tally(budget=budget)
         self.failures = Failures()
@@ -277,6 +280,8 @@ class RichProgress(Progress):
         self.tally.record(event)
         self.failures.record(event)
         if isinstance(event, WorkflowStarted) and self.live is None and not self.stopped:
+            from rich.live import Live
+
             self.live = Live(self, console=self.console, auto_refresh=False, transient=False,
                              redirect_stdout=False, redirect_stderr=True)
             self.live.start()
@@ -291,14 +296,20 @@ class RichProgress(Progress):
             self.live.refresh()
 
     def note(self, text: str) -> None:
+        from rich.text import Text
+
         self.console.print(Text(text, style="yellow"))
         self.tick()
 
     def info(self, text: str) -> None:
+        from rich.text import Text
+
         self.console.print(Text(text, style="dim"))
         self.tick()
 
     def finish(self) -> None:
+        from rich.text import Text
+
         if self.stopped:
             return
         self.stopped = True
@@ -321,6 +332,10 @@ class RichProgress(Progress):
                 self.live.stop()
 
     def __rich__(self) -> RenderableType:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
         tally = self.tally
         # Lines stop short of the right edge, so the terminal's own "^C" echo cannot wrap one
         # and shift the live region.
@@ -345,6 +360,8 @@ class RichProgress(Progress):
         return Group(grid)
 
     def counts(self) -> Text:
+        from rich.text import Text
+
         tally = self.tally
         text = Text.assemble((f"{len(tally.running)} running", "cyan"), "  ",
                              (f"{tally.outcomes['completed']} completed", "green"), "  ",
@@ -361,8 +378,12 @@ class RichProgress(Progress):
 
 
 class EventLog:
-    """Appends every event to a file as one JSON line: ``{"event": "AgentStarted", ...}``.
+    """Appends every event to a file as one JSON line:
+    ``{"event": "AgentStarted", "ts": "2026-12-06T02:30:00.123Z", "run": {"id": ...}, ...}``.
 
+    ``ts`` is when the event was written (ISO 8601, UTC, milliseconds). The run's meta is
+    written once, on its ``WorkflowStarted`` line; every other line names the run by id only
+    (:func:`dsh_workflow.testing.events_from_records` restores the meta when reading).
     Opened in append mode (UTF-8) at construction, so an unwritable path fails before the run
     starts; each line is flushed as it is written. :meth:`close` is idempotent.
     """
@@ -373,7 +394,10 @@ class EventLog:
     def __call__(self, event: WorkflowEvent) -> None:
         if self.file is None:
             return
-        record: dict[str, Any] = {"event": type(event).__name__, **event.model_dump(mode="json")}
+        record: dict[str, Any] = {"event": type(event).__name__, "ts": _utc_now(),
+                                  **event.model_dump(mode="json")}
+        if not isinstance(event, WorkflowStarted):
+            record["run"] = {"id": event.run.id}  # the meta is on the run's first line
         self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
         self.file.flush()
 
@@ -383,15 +407,37 @@ class EventLog:
             file.close()
 
 
+def _utc_now() -> str:
+    """Now as ISO 8601 in UTC, to the millisecond: ``2026-12-06T02:30:00.123Z``."""
+    stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+    return stamp.removesuffix("+00:00") + "Z"
+
+
 def make_progress(stream: IO[str], *, quiet: bool, budget: int | None = None) -> Progress:
     """The reporter for ``stream``: quiet, a live panel on a terminal, else plain lines.
     ``budget`` (tokens) is shown beside the tokens spent."""
     if quiet:
         return QuietProgress(stream)
+    if not _may_be_terminal(stream):
+        return PlainProgress(stream, budget=budget)
+    from rich.console import Console
+
     console = Console(file=stream, stderr=True)
     if console.is_terminal and not console.is_dumb_terminal:
         return RichProgress(console, budget=budget)
     return PlainProgress(stream, budget=budget)
+
+
+def _may_be_terminal(stream: IO[str]) -> bool:
+    """Whether rich could treat ``stream`` as a terminal (a tty, or forced by the environment
+    variables rich reads); when not, plain lines are chosen without loading rich at all."""
+    if os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):
+        return False
 
 
 def _one_line(text: str) -> str:

@@ -22,7 +22,6 @@ Contract:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import signal
@@ -30,8 +29,6 @@ import sys
 import time
 from datetime import timedelta
 from typing import Any
-
-from dsh_workflow import EngineConfig
 
 __all__ = ["add_worker_parser", "command_worker"]
 
@@ -85,6 +82,10 @@ class _Progress:
 
 def command_worker(ns: argparse.Namespace) -> int:
     """Run the worker until a signal or a failure; return the exit code."""
+    import asyncio  # here, not at the top: `dsh-workflow --help` must not load it
+
+    from dsh_workflow import EngineConfig
+
     from .errors import CliError
     from .options import provider_factory
 
@@ -113,6 +114,8 @@ class _WorkerFailed(Exception):
 
 
 async def _connect(ns: argparse.Namespace) -> Any:
+    import asyncio
+
     from temporalio.client import Client
 
     try:
@@ -126,6 +129,8 @@ async def _connect(ns: argparse.Namespace) -> Any:
 
 
 async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _Progress) -> int:
+    import asyncio
+
     from temporalio.worker import Worker
 
     from dsh_workflow.integrations.temporal import ChildActivity

@@ -32,7 +32,7 @@ from .._library import WorkflowLibrary
 from .._meta import WorkflowMeta
 from .._result import WorkflowResult
 from .._run import WorkflowRun
-from .._schema import SchemaLimits
+from .._schema_limits import SchemaLimits
 from .._store import RunStoreError
 from .._subagent import SubagentProvider
 from .budget import Spend
@@ -396,6 +396,8 @@ class HostedRun(WorkflowRun):
                               text=self._text, config=self._config)
         self._result = result
         self._state = _SETTLED
+        if self._journal is not None:
+            self._journal.settled()  # resumable at once, though its end is recorded just after
         self._events.emit(WorkflowEnded(run=self._info, stop_reason=result.stop_reason,
                                         error=result.error, error_code=result.error_code,
                                         agents_started=result.agents_started,

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from .._errors import WorkflowError, WorkflowErrorCode
-from .._schema import check_agent_schema
 from .._subagent import Effort, Isolation
 
 __all__ = [
@@ -123,6 +122,8 @@ def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptio
                 + f" (got {_shown(values[key])})"))
     schema = values.get("schema")
     if "schema" in values and check_schema:
+        from .._schema import check_agent_schema  # jsonschema loads only for runs with schemas
+
         check_agent_schema(schema)
     return AgentOptions(label=values.get("label"), phase=values.get("phase"), schema=schema,
                         model=values.get("model"), provider=values.get("provider"),

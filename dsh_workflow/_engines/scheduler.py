@@ -25,7 +25,7 @@ from .._depth import deeper_than
 from .._errors import WorkflowErrorCode
 from .._events import AgentEnded, AgentOutcome, AgentStarted, EventHub, RunInfo
 from .._failure import AgentFailure, ProviderUnavailable
-from .._schema import SchemaLimits, value_violations
+from .._schema_limits import SchemaLimits
 from .._store import JournalEntry
 from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 from .budget import Spend
@@ -34,7 +34,7 @@ from .wire import ScriptRuntime, SettleEntry, agent_failure, answer, refusal, sp
 if TYPE_CHECKING:
     from .journal_writer import JournalWriter
 
-__all__ = ["ChildCall", "ChildScheduler"]
+__all__ = ["ChildCall", "ChildScheduler", "structured_problems"]
 
 logger = logging.getLogger("dsh_workflow.engine")
 
@@ -73,10 +73,13 @@ def _render(exc: BaseException) -> str:
         return "[unrenderable exception]"
 
 
-def _structured_problems(schema: dict[str, Any], value: object,
-                         limits: SchemaLimits) -> list[str]:
+def structured_problems(schema: dict[str, Any], value: object,
+                        limits: SchemaLimits) -> list[str]:
     """Why a child's structured ``value`` is rejected (``[]``: accepted), each with its JSON
-    pointer; for a worker thread."""
+    pointer; for a worker thread. A replayed answer goes through the same check
+    (``serving.py``)."""
+    from .._schema import value_violations  # jsonschema loads only for runs with schemas
+
     try:
         json.dumps(value, allow_nan=False)
         return value_violations(schema, value, limits=limits, pointers=True)
@@ -309,7 +312,7 @@ class ChildScheduler:
                          value: object) -> tuple[SettleEntry, AgentOutcome]:
         """The reply and outcome for a completed child's structured ``value``, validated on a
         worker thread (bounded by the schema limits; cancellation waits for it and drops it)."""
-        problems = await anyio.to_thread.run_sync(_structured_problems, schema, value,
+        problems = await anyio.to_thread.run_sync(structured_problems, schema, value,
                                                   self._limits)
         if problems:
             logger.info("dsh-workflow: %s#%d structured value rejected: %s", self._id,

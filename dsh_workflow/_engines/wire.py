@@ -32,10 +32,13 @@ from typing import Any, Literal, NotRequired, Protocol, TypedDict
 __all__ = [
     "AGENT_FAILURE_TAG",
     "COMPLETED_KEYS",
+    "COMPLETED_REQUIRED_KEYS",
     "FAILED_KEYS",
     "FAILED_REQUIRED_KEYS",
     "HOST_MADE_CODES",
     "JS_ONLY_CODES",
+    "MAX_WARNINGS",
+    "MAX_WARNING_CHARS",
     "SPENT_TAG",
     "Completed",
     "Failed",
@@ -51,6 +54,7 @@ __all__ = [
     "failed",
     "refusal",
     "spent",
+    "warnings_of",
 ]
 
 
@@ -116,10 +120,13 @@ class HookKind(StrEnum):
 
 
 class Completed(TypedDict):
-    """The script returned ``value`` (JSON data)."""
+    """The script returned ``value`` (JSON data, as ``JSON.stringify`` made it). ``warnings``
+    (present when there are any): each lossy step of that conversion, with its path, at most
+    ``MAX_WARNINGS`` of them plus one ``... and N more`` line."""
 
     ok: Literal[True]
     value: Any
+    warnings: NotRequired[list[str]]
 
 
 class Failed(TypedDict):
@@ -142,6 +149,12 @@ SettleEntry = list[Any]
 
 #: The keys each outcome may carry (the subprocess protocol refuses any other).
 COMPLETED_KEYS = frozenset(Completed.__annotations__)
+#: The keys every completed outcome carries.
+COMPLETED_REQUIRED_KEYS = frozenset({"ok", "value"})
+#: Warnings a completed outcome keeps (``MAX_WARNINGS`` in boundary.js, spelled identically),
+#: before its ``... and N more`` line; and the longest text one warning may have on the host.
+MAX_WARNINGS = 20
+MAX_WARNING_CHARS = 400
 FAILED_KEYS = frozenset(Failed.__annotations__)
 #: The keys every failed outcome carries (spelled out: with postponed annotations, a TypedDict
 #: cannot tell its NotRequired keys apart at run time).
@@ -190,3 +203,15 @@ class ScriptRuntime(Protocol):
     def stop(self) -> None: ...
 
     def is_alive(self) -> bool: ...
+
+
+def warnings_of(outcome: Completed) -> tuple[str, ...]:
+    """The warnings of a completed outcome, checked again on the host: strings only, at most
+    ``MAX_WARNINGS + 1`` of them (the last may be the ``... and N more`` line), each cut at
+    ``MAX_WARNING_CHARS``."""
+    raw = outcome.get("warnings")
+    if not isinstance(raw, list):
+        return ()
+    kept = [w if len(w) <= MAX_WARNING_CHARS else w[:MAX_WARNING_CHARS - 1] + "…"
+            for w in raw[:MAX_WARNINGS + 1] if isinstance(w, str)]
+    return tuple(kept)

@@ -155,6 +155,17 @@ class CommandProvider:
         return "command " + json.dumps([list(self.argv), None if self.cwd is None
                                         else os.fspath(self.cwd)])
 
+    @property
+    def description(self) -> str:
+        """What its children can do, in one line (README, "The model-facing tool")."""
+        program = (os.path.basename(self.argv[0]) or self.argv[0])[-40:]
+        where = "the host's working folder" if self.cwd is None else os.fspath(self.cwd)
+        if len(where) > 60:
+            where = "…" + where[-59:]
+        return (f"the program {program} once per child (prompt on stdin) in {where}: its own "
+                "model, tools and files; isolation \"worktree\": a fresh git worktree; invalid "
+                "structured answers are not re-asked")
+
     async def run(self, request: SubagentRequest) -> SubagentResult:
         """Run the command for one child; see the module docstring."""
         if request.isolation != "worktree":

@@ -26,10 +26,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from .._schema_instance import minimal_instance, schema_instance
 from .._subagent import SubagentRequest, SubagentResult, Usage
 
-__all__ = ["EchoProvider", "minimal_instance"]
+__all__ = ["EchoProvider"]
 
 
 def _is_number(value: object) -> bool:
@@ -58,6 +57,12 @@ class EchoProvider:
         """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs")."""
         return "echo"
 
+    @property
+    def description(self) -> str:
+        """What its children can do, in one line (README, "The model-facing tool")."""
+        return ("offline stand-in, no model: each child answers with an echo of its prompt (a "
+                "schema call with a minimal valid instance); no tools, no files")
+
     def __repr__(self) -> str:
         return f"EchoProvider(latency_s={self.latency_s!r})"
 
@@ -70,7 +75,10 @@ class EchoProvider:
         if request.schema is None:
             text = "echo: " + request.prompt
         else:
-            # a script's schema: bounded work, but never on the event loop
+            # a script's schema: bounded work, but never on the event loop (jsonschema loads
+            # only for a call with a schema)
+            from .._schema_instance import schema_instance
+
             structured, problems = await anyio.to_thread.run_sync(
                 schema_instance, request.schema, request.prompt)
             text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))

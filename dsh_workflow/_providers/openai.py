@@ -199,6 +199,13 @@ class OpenAIProvider:
         endpoint and the default model (a call's own model is part of its key too)."""
         return f"openai {self.base_url} {self.model}"
 
+    @property
+    def description(self) -> str:
+        """What its children can do, in one line (README, "The model-facing tool")."""
+        return (f"model {self.model} (opts.model picks another), one chat completion per child: "
+                "no tools, no files, it sees only its prompt; an invalid structured answer is "
+                "re-asked once, quoting what was wrong")
+
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"
 

@@ -474,7 +474,7 @@ def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
     assert [r["id"] for r in runs_json(tmp_path, store, "--status", "interrupted")] == [run_id]
     shown = cli("show", run_id, "--store", store, cwd=tmp_path).stdout
     assert "status:      interrupted" in shown and "result:      none (the run was" in shown
-    assert re.search(r"3\s+step 3\s+Steps\s+unfinished", shown) or \
+    assert re.search(r"3\s+step 3\s+Steps\s+interrupted", shown) or \
         re.search(r"3\s+step 3\s+Steps\s+completed", shown)  # step 3 may have ended first
     logs = cli("logs", run_id, "--follow", "--store", store, cwd=tmp_path)
     assert logs.returncode == 0 and "[done]" not in logs.stdout  # it never ended
