@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # the same names, seen statically
     from ._library import WorkflowLibrary as WorkflowLibrary
     from ._meta import PhaseMeta as PhaseMeta
     from ._meta import WorkflowMeta as WorkflowMeta
+    from ._providers import ClaudeCodeProvider as ClaudeCodeProvider
+    from ._providers import CodexProvider as CodexProvider
     from ._providers import CommandProvider as CommandProvider
     from ._providers import EchoProvider as EchoProvider
     from ._providers import OpenAIProvider as OpenAIProvider
@@ -75,6 +77,8 @@ _HOME: dict[str, str] = {
     "AgentReplayed": "._events",
     "AgentStarted": "._events",
     "CallRecord": "._store",
+    "ClaudeCodeProvider": "._providers",
+    "CodexProvider": "._providers",
     "CommandProvider": "._providers",
     "EchoProvider": "._providers",
     "EngineConfig": "._config",
@@ -128,6 +132,8 @@ __all__ = [
     "AgentReplayed",
     "AgentStarted",
     "CallRecord",
+    "ClaudeCodeProvider",
+    "CodexProvider",
     "CommandProvider",
     "EchoProvider",
     "EngineConfig",

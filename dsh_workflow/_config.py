@@ -71,6 +71,12 @@ class EngineConfig(BaseModel):
         "spend; None is unlimited. Once a run's children have reported that many, every later "
         "agent() call, queued ones included, throws fatal BUDGET_EXCEEDED. A start request may "
         "only lower it.")
+    budget_usd: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="US dollars one run may spend, as its "
+        "children's costs say (Usage.cost_usd: reported by the provider or priced from the "
+        "model); None is unlimited. A hard ceiling like budget_tokens: once the known costs "
+        "reach it, every later agent() call throws fatal BUDGET_EXCEEDED naming dollars. "
+        "Children whose cost is unknown add nothing to it.")
     model_aliases: dict[str, str] = Field(
         default_factory=dict, description="Model names to replace before a request reaches the "
         "provider, e.g. {'sonnet': 'gpt-4.1'}: applies to a call's `model` and to an agent "

@@ -85,6 +85,10 @@ class WorkflowResult(BaseModel):
 
     ``agents_failed`` counts started children whose outcome was not ``completed`` (README,
     "Truthful outcomes"): each one's reason is its ``AgentEnded.error``.
+
+    ``agents_unpriced`` counts started children that reported tokens but no known cost: when it
+    is above 0, ``usage.cost_usd`` is the cost of the others only, a lower bound (README, "Cost
+    in money").
     """
 
     model_config = ConfigDict(frozen=True)
@@ -98,6 +102,7 @@ class WorkflowResult(BaseModel):
     agents_replayed: int = Field(0, ge=0)
     warnings: tuple[str, ...] = ()
     agents_failed: int = Field(0, ge=0)
+    agents_unpriced: int = Field(0, ge=0)
 
     @model_validator(mode="before")
     @classmethod

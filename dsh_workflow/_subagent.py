@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "AgentDefinition",
@@ -26,21 +26,60 @@ Isolation = Literal["worktree"]
 
 
 class Usage(BaseModel):
-    """Token usage of one child, when the provider knows it."""
+    """Token usage of one child (or the sum over a run's children), when the provider knows it.
+
+    ``input_tokens`` counts every input token, cached ones included (OpenAI's convention and the
+    price library's); ``cache_read_tokens`` and ``cache_write_tokens`` are the parts of it read
+    from / written to the provider's prompt cache (0 when not reported). ``cost_usd`` is the
+    cost in US dollars: the provider's own figure when it reports one (an agent command line
+    does), else the price of the tokens for the model that answered, from the ``genai-prices``
+    data (:mod:`dsh_workflow._prices`); None when the model is unknown to that data — never a
+    guess.
+
+    In a sum (``a + b``, a run's usage), ``cost_usd`` is the sum of the known costs (None when
+    none is known); a run counts the children whose cost was unknown in
+    ``WorkflowResult.agents_unpriced`` (then its ``cost_usd`` is a lower bound).
+
+    Dumped (``model_dump``, JSON), the cache counts appear only when not 0 and ``cost_usd`` only
+    when known, so a usage without them reads ``{"input_tokens": N, "output_tokens": M}`` as it
+    always did (events, stored results, the tool's ``data``).
+    """
 
     model_config = ConfigDict(frozen=True)
 
     input_tokens: int = Field(0, ge=0)
     output_tokens: int = Field(0, ge=0)
+    cache_read_tokens: int = Field(0, ge=0)
+    cache_write_tokens: int = Field(0, ge=0)
+    cost_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
+
+    @model_serializer(mode="wrap")
+    def _dump_what_is_known(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in ("cache_read_tokens", "cache_write_tokens"):
+            if data.get(key) == 0:
+                del data[key]
+        if data.get("cost_usd", 0) is None:
+            del data["cost_usd"]
+        return data
 
     @property
     def total_tokens(self) -> int:
         """Input and output tokens together: what a budget counts."""
         return self.input_tokens + self.output_tokens
 
+    @property
+    def unpriced(self) -> bool:
+        """True when tokens were reported but their cost is unknown."""
+        return self.cost_usd is None and self.total_tokens > 0
+
     def __add__(self, other: Usage) -> Usage:
+        costs = [u.cost_usd for u in (self, other) if u.cost_usd is not None]
         return Usage(input_tokens=self.input_tokens + other.input_tokens,
-                     output_tokens=self.output_tokens + other.output_tokens)
+                     output_tokens=self.output_tokens + other.output_tokens,
+                     cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+                     cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+                     cost_usd=sum(costs) if costs else None)
 
 
 class AgentDefinition(BaseModel):

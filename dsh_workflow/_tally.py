@@ -29,8 +29,10 @@ __all__ = ["RunTally"]
 class RunTally:
     """Counts of one run's events, fed in order to :meth:`record` (events of one run only).
 
-    ``tokens`` is what the children reported so far; the run's end replaces it with the total
-    the run reports. ``logs`` keeps the last ``log_lines`` log messages (none by default).
+    ``tokens`` is what the children reported so far, ``cost_usd`` the sum of their known costs
+    (None while none is known) and ``unpriced`` how many reported tokens without a known cost;
+    the run's end replaces ``tokens`` and ``cost_usd`` with the totals the run reports. ``logs`` keeps the last
+    ``log_lines`` log messages (none by default).
     Times are ``time.monotonic()`` readings.
     """
 
@@ -43,6 +45,8 @@ class RunTally:
     outcomes: dict[AgentOutcome, int] = field(default_factory=lambda: {
         "completed": 0, "failed": 0, "cancelled": 0, "timeout": 0})
     tokens: int = 0
+    cost_usd: float | None = None
+    unpriced: int = 0
     logs: deque[str] = field(init=False)
     began: float = field(default_factory=time.monotonic)
     ended: WorkflowEnded | None = None
@@ -62,6 +66,9 @@ class RunTally:
             self.outcomes[event.outcome] += 1
             if event.usage is not None:
                 self.tokens += event.usage.total_tokens
+                self.unpriced += event.usage.unpriced
+                if event.usage.cost_usd is not None:
+                    self.cost_usd = (self.cost_usd or 0.0) + event.usage.cost_usd
         elif isinstance(event, PhaseStarted):
             self.phase = event.title
         elif isinstance(event, AgentReplayed):
@@ -69,6 +76,7 @@ class RunTally:
         elif isinstance(event, WorkflowEnded):
             self.ended = event
             self.tokens = event.usage.total_tokens
+            self.cost_usd = event.usage.cost_usd
             self.ended_at = time.monotonic()
         elif isinstance(event, LogEmitted):
             self.logs.append(event.message)

@@ -36,7 +36,8 @@
 //     ["workflow", id, target, args], ["phase", title], ["log", text],
 //     ["numbers", "clock"|"random", first, [n, ...]];
 //   * settle entries (host -> runtime): [id, true, value], [id, false, code, message],
-//     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens];
+//     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens] or
+//     ["spent", tokens, dollars];
 //   * end records (Completed / Failed): {"ok":true,"value":...[,"warnings":[...]]} or
 //     {"ok":false,"code":...,"error":...[,"thrown":true][,"stack":...]}, where code is a public
 //     WorkflowErrorCode, null, or an InternalCode the host translates (dsh_workflow/_engines/
@@ -378,6 +379,8 @@ let pendingCount = 0;
 const pending = _create(null);
 let budgetTotal = null;  // tokens the run may spend; null: unlimited
 let budgetSpent = 0;     // tokens the run's children have reported, as the host last said
+let budgetTotalUsd = null;  // dollars the run may spend; null: unlimited
+let budgetSpentUsd = 0;     // dollars the run's children have cost (known costs), as last said
 
 function post(text) {
   outbox = outbox === '' ? text : outbox + ',' + text;
@@ -798,9 +801,11 @@ const pipeline = function pipeline(items) {
   }
 };
 
-// The `budget` global: the run's token ceiling as the host enforces it (the host refuses every
+// The `budget` global: the run's token and dollar ceilings as the host enforces them (the host
+// refuses every
 // agent() call once it is reached; these functions only let the script see it coming).
 const budgetSpentFn = function spent() { return budgetSpent; };
+const budgetSpentUsdFn = function spentUsd() { return budgetSpentUsd; };
 const budgetRemainingFn = function remaining() {
   if (budgetTotal === null) return Infinity;
   return budgetTotal > budgetSpent ? budgetTotal - budgetSpent : 0;
@@ -811,6 +816,8 @@ function makeBudget() {
   _defineProperty(b, 'total', { value: budgetTotal, enumerable: true });
   _defineProperty(b, 'spent', { value: budgetSpentFn, enumerable: true });
   _defineProperty(b, 'remaining', { value: budgetRemainingFn, enumerable: true });
+  _defineProperty(b, 'totalUsd', { value: budgetTotalUsd, enumerable: true });
+  _defineProperty(b, 'spentUsd', { value: budgetSpentUsdFn, enumerable: true });
   return _freeze(b);
 }
 
@@ -821,6 +828,7 @@ function defineGlobal(name, value) {
 }
 
 for (const fn of [agent, phase, log, parallel, pipeline, budgetSpentFn, budgetRemainingFn,
+  budgetSpentUsdFn,
   workflow, nestedWorkflow]) _freeze(fn);
 defineGlobal('agent', agent);
 defineGlobal('subagent', agent);
@@ -1074,9 +1082,10 @@ return {
   args: function setArgs(text) {
     if (!started) defineGlobal('args', _parse(text));
   },
-  budget: function setBudget(total) {
+  budget: function setBudget(total, totalUsd) {
     if (started) return;
-    budgetTotal = total;
+    budgetTotal = total === undefined ? null : total;
+    budgetTotalUsd = totalUsd === undefined ? null : totalUsd;
     defineGlobal('budget', makeBudget());
   },
   numbers: function setNumbers(text) {
@@ -1114,6 +1123,7 @@ return {
       const entry = batch[i];
       if (entry[0] === 'spent') {
         budgetSpent = entry[1];
+        if (entry.length > 2) budgetSpentUsd = entry[2];
         continue;
       }
       const slot = pending[entry[0]];

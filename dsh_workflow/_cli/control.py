@@ -28,26 +28,21 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
-
-import anyio
-
-from dsh_workflow import (
-    CallRecord,
-    EngineConfig,
-    QuickJSEngine,
-    RunRecord,
-    SQLiteRunStore,
-    SubagentRequest,
-    SubagentResult,
-    WorkflowError,
-    WorkflowStartRequest,
-)
+from typing import TYPE_CHECKING, Any
 
 from .errors import EXIT_ERROR, EXIT_OK, CliError
 from .output import write_stdout
 from .plan import args_value, meta_option_value, script_parts
 from .stores import add_store_option
+
+if TYPE_CHECKING:  # loaded where used: declaring the commands must stay cheap (start-up time)
+    from dsh_workflow import (
+        CallRecord,
+        RunRecord,
+        SQLiteRunStore,
+        SubagentRequest,
+        SubagentResult,
+    )
 
 __all__ = ["CANCEL_TIMEOUT_S", "add_parsers", "command_cancel", "command_replay_check",
            "first_difference"]
@@ -104,6 +99,8 @@ def _alias(text: str) -> tuple[str, str]:
 
 
 def command_cancel(ns: argparse.Namespace) -> int:
+    import anyio
+
     from .runs import _read, _record
 
     async def reader(store: SQLiteRunStore) -> tuple[str, str]:
@@ -193,6 +190,8 @@ class ReadOnlyStore:
     async def create_run(self, run_id: str, *, meta: Any, script: str, args: Any = None,
                          resumed_from: str | None = None,
                          created_at: float | None = None) -> RunRecord:
+        from dsh_workflow import RunRecord
+
         return RunRecord(id=run_id, meta=dict(meta), script=script, args=args,
                          created_at=created_at or 0.0, resumed_from=resumed_from)
 
@@ -212,6 +211,8 @@ class ReadOnlyStore:
         return None
 
     async def finish_run(self, run_id: str, **kwargs: Any) -> RunRecord:
+        from dsh_workflow import RunRecord
+
         return RunRecord(id=run_id, meta={}, script="", created_at=0.0)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
@@ -271,6 +272,8 @@ def _why(recorded: CallRecord | None, new: SubagentRequest) -> str:
 
 
 def command_replay_check(ns: argparse.Namespace) -> int:
+    from dsh_workflow import EngineConfig, QuickJSEngine, WorkflowError, WorkflowStartRequest
+
     from .options import load_agents
     from .resume import recorded_aliases
     from .runs import _read, _record, _stored_meta

@@ -6,7 +6,9 @@ returned.
   :func:`.output.print_result`).
 - Durable runs: a run recorded in a store puts its run id on stderr at start in every progress
   mode (the plain ``[start] name (run <id>)`` line, else a ``run id: <id>`` line, ``--quiet``
-  too); a run stopped by Ctrl-C ends with ``Resume it with: dsh-workflow resume <id>``.
+  too); a run stopped by Ctrl-C ends with ``Resume it with: dsh-workflow resume <id>``, one
+  stopped by ``BUDGET_EXCEEDED`` with ``Raise the budget and resume with: dsh-workflow resume
+  <id> --budget N`` (``--budget-usd`` when the dollar ceiling stopped it).
 - The process exits within a second of printing the result, also when the script's thread
   still spins after a timeout or a cancel (:func:`_disposed_promptly`): the run's end is
   recorded first, then the process ends without waiting for that thread.
@@ -24,6 +26,7 @@ import argparse
 import contextlib
 import functools
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Callable
@@ -38,6 +41,7 @@ from dsh_workflow import (
     RunStoreError,
     SQLiteRunStore,
     WorkflowError,
+    WorkflowErrorCode,
     WorkflowEvent,
     WorkflowResult,
     WorkflowRun,
@@ -52,7 +56,7 @@ from .progress import EventLog, Progress, make_progress
 from .stores import resume_command
 from .ui import announce_viewer
 
-__all__ = ["INTERRUPT_REASON", "execute", "run_plan"]
+__all__ = ["INTERRUPT_REASON", "budget_hint", "execute", "run_plan"]
 
 INTERRUPT_REASON = "interrupted (Ctrl-C)"
 #: How long the run may take to dispose of itself once its result is printed before the
@@ -166,6 +170,23 @@ def _announce(progress: Progress, plan: Plan) -> Callable[[WorkflowEvent], None]
     return announce
 
 
+def budget_hint(run_id: str, plan: Plan, error: str) -> str:
+    """``Raise the budget and resume with: dsh-workflow resume <id> --budget N`` (with
+    ``--budget-usd`` when the dollar ceiling stopped the run), suggesting twice the budget; the
+    resume replays every call the run paid for."""
+    config, extra = plan.config, []
+    dollars = "budget_usd=" in error and config.budget_usd is not None
+    if config.budget_tokens is not None or not dollars:
+        tokens = config.budget_tokens
+        extra += ["--budget", str(tokens * 2 if tokens is not None else 1_000_000)]
+    if dollars and config.budget_usd is not None:
+        extra += ["--budget-usd", f"{config.budget_usd * 2:g}"]
+    assert plan.store_path is not None
+    command = resume_command(run_id, plan.store_path, plan.provider_argv)
+    head = shlex.join(["dsh-workflow", "resume", run_id])  # the budget options right after it
+    return f"Raise the budget and resume with: {head} {shlex.join(extra)}{command[len(head):]}"
+
+
 async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
                  interrupts: Interrupts, *, as_json: bool) -> Outcome:
     async with contextlib.AsyncExitStack() as stack:
@@ -202,6 +223,8 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         if interrupts.count and result.stop_reason == "cancelled" \
                 and interrupts.resume_hint is not None:
             progress.info(interrupts.resume_hint(run.id))
+        if result.error_code == WorkflowErrorCode.BUDGET_EXCEEDED and plan.store_path is not None:
+            progress.info(budget_hint(run.id, plan, result.error or ""))
         if not await _disposed_promptly(run, plan, store):
             _exit_now(_EXIT_FOR[result.stop_reason], progress, event_log)
         return Outcome(result=result)
@@ -249,7 +272,8 @@ def run_plan(plan: Plan, ns: argparse.Namespace) -> int:
         event_log = EventLog(ns.events) if ns.events else None
     except OSError as exc:
         raise CliError(f"cannot open --events file {ns.events!r}: {exc.strerror or exc}") from None
-    progress = make_progress(sys.stderr, quiet=ns.quiet, budget=plan.config.budget_tokens)
+    progress = make_progress(sys.stderr, quiet=ns.quiet, budget=plan.config.budget_tokens,
+                             budget_usd=plan.config.budget_usd)
     previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
     try:
         return anyio.run(functools.partial(execute, plan, progress, event_log, as_json=ns.json),

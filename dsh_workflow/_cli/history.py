@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dsh_workflow import RunRecord, StoredEvent
+from dsh_workflow._prices import cost_text, format_usd
 
 from .progress import ended_line, format_elapsed, summary_text
 
@@ -91,13 +92,20 @@ def with_counts(record: RunRecord, counts: EventCounts) -> RunRecord:
                        output_tokens=max(0, counts.output_tokens))})
 
 
+def _child_cost(usage: object) -> float | None:
+    value = usage.get("cost_usd") if isinstance(usage, Mapping) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else None
+
+
 def run_summary(record: RunRecord) -> dict[str, Any]:
     """One run as a ``runs --json`` entry (no script, args or result: see ``show``). A
     ``broken`` run has ``problem``, what is wrong with its stored row."""
     return {"id": record.id, "name": record.meta.get("name"), "status": record.status,
             "agents": record.agents, "agents_failed": record.agents_failed,
             "replayed": record.replayed,
-            "tokens": record.usage.total_tokens, "created_at": record.created_at,
+            "tokens": record.usage.total_tokens, "cost_usd": record.usage.cost_usd,
+            "created_at": record.created_at,
             "ended_at": record.ended_at, "duration_s": _duration(record),
             "resumed_from": record.resumed_from,
             **({"problem": record.problem} if record.problem is not None else {})}
@@ -118,16 +126,27 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
 
 def runs_table(records: Sequence[RunRecord]) -> str:
     """``runs``: id, name, status, agents, replayed, failed, tokens, started, duration (newest
-    first, as given)."""
+    first, as given), with a COST column after the tokens when some listed run's cost is known
+    (``-`` for a run whose children's cost is unknown)."""
+    priced = any(record.usage.cost_usd is not None for record in records)
     rows = []
     for record in records:
         duration = _duration(record)
         rows.append([record.id, str(record.meta.get("name", "")), record.status,
                      str(record.agents), str(record.replayed), str(record.agents_failed),
-                     f"{record.usage.total_tokens:,}", format_time(record.created_at),
+                     f"{record.usage.total_tokens:,}", *([_cost(record)] if priced else []),
+                     format_time(record.created_at),
                      "-" if duration is None else format_elapsed(duration)])
-    return _table(["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "FAILED", "TOKENS", "STARTED",
-                   "DURATION"], rows, right=frozenset({3, 4, 5, 6}))
+    return _table(["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "FAILED", "TOKENS",
+                   *(["COST"] if priced else []), "STARTED", "DURATION"], rows,
+                  right=frozenset({3, 4, 5, 6, 7} if priced else {3, 4, 5, 6}))
+
+
+def _cost(record: RunRecord) -> str:
+    """A run's cost for a table cell (``-``: no child's cost is known; a ``+`` marks a lower
+    bound: some children's cost is unknown)."""
+    unpriced = (record.result or {}).get("agents_unpriced")
+    return cost_text(record.usage.cost_usd, unpriced if isinstance(unpriced, int) else 0) or "-"
 
 
 @dataclass
@@ -138,8 +157,9 @@ class AgentRow:
     ``completed`` for a replayed call, ``running`` for a child of a live run that has not ended,
     ``interrupted`` for one whose run ended without its end (as the viewer calls it: the run's
     process died under it). ``tokens`` is what the child reported (None when nothing was;
-    replayed calls cost nothing). ``reason`` is why a child did not complete (``kind:
-    message``; None when it completed or its run was stored before reasons were).
+    replayed calls cost nothing), ``cost_usd`` its cost in US dollars (None when unknown).
+    ``reason`` is why a child did not complete (``kind: message``; None when it completed or
+    its run was stored before reasons were).
     """
 
     seq: int
@@ -149,6 +169,7 @@ class AgentRow:
     tokens: int | None
     replayed: bool
     reason: str | None = None
+    cost_usd: float | None = None
 
 
 def agent_rows(events: Iterable[StoredEvent], *, running: bool) -> list[AgentRow]:
@@ -168,6 +189,7 @@ def agent_rows(events: Iterable[StoredEvent], *, running: bool) -> list[AgentRow
             row.outcome = str(data.get("outcome", ""))
             row.tokens = _tokens(data.get("usage"))
             row.reason = stored_reason(data)
+            row.cost_usd = _child_cost(data.get("usage"))
         elif kind == "AgentReplayed":
             rows[seq] = AgentRow(seq, label, phase, "completed", None, replayed=True)
     return [rows[seq] for seq in sorted(rows)]
@@ -211,7 +233,8 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
               f"ended:       {format_time(record.ended_at)}"
               + ("" if duration is None else f" ({format_elapsed(duration)})"),
               f"agents:      {record.agents} started, {record.agents_failed} failed, "
-              f"{record.replayed} replayed, {record.usage.total_tokens:,} tokens"]
+              f"{record.replayed} replayed, {record.usage.total_tokens:,} tokens"
+              + ("" if record.usage.cost_usd is None else f", {_cost(record)}")]
     if record.resumed_from:
         lines.append(f"resumed from {record.resumed_from}")
     if record.args is not None:
@@ -226,13 +249,17 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     else:
         lines.append(f"error:       {result.get('error')}")
     lines.append("")
-    if rows:
+    priced = any(row.cost_usd is not None for row in rows)
+    if rows:  # a COST column when some agent's cost is known
         lines.append(_table(
-            ["SEQ", "LABEL", "PHASE", "OUTCOME", "TOKENS", "REPLAYED", "REASON"],
+            ["SEQ", "LABEL", "PHASE", "OUTCOME", "TOKENS", *(["COST"] if priced else []),
+             "REPLAYED", "REASON"],
             ([str(row.seq), _one_line(row.label), _one_line(row.phase or "-"), row.outcome,
-              "-" if row.tokens is None else f"{row.tokens:,}", "yes" if row.replayed else "no",
-              row.reason or "-"]
-             for row in rows), right=frozenset({0, 4})))
+              "-" if row.tokens is None else f"{row.tokens:,}",
+              *([] if not priced else ["-" if row.cost_usd is None
+                                       else format_usd(row.cost_usd)]),
+              "yes" if row.replayed else "no", row.reason or "-"]
+             for row in rows), right=frozenset({0, 4, 5} if priced else {0, 4})))
     else:
         lines.append("no agent() calls")
     return "\n".join(lines)
@@ -253,6 +280,7 @@ class EventLines:
         self.run_id = record.id
         self.began: float | None = None
         self.replayed = 0
+        self.unpriced = 0  # ended children that reported tokens without a cost
 
     def line(self, stored: StoredEvent) -> str:
         data, kind = stored.data, stored.data.get("event")
@@ -266,6 +294,9 @@ class EventLines:
         if kind == "AgentStarted":
             return f"[agent {data.get('seq')} started] {data.get('label')}"
         if kind == "AgentEnded":
+            usage = data.get("usage")
+            if _tokens(usage) and _child_cost(usage) is None:
+                self.unpriced += 1
             return ended_line(data.get("seq"), data.get("outcome"), data.get("label"),
                               stored_reason(data))
         if kind == "AgentReplayed":
@@ -274,9 +305,12 @@ class EventLines:
         if kind == "WorkflowEnded":
             elapsed = 0.0 if self.began is None else max(0.0, stored.at - self.began)
             tokens = _tokens(data.get("usage")) or 0
+            usage = data.get("usage")
+            cost = None if not isinstance(usage, Mapping) else cost_text(
+                _child_cost(usage), self.unpriced)
             return "[done] " + summary_text(str(data.get("stop_reason")), elapsed,
                                             _whole(data.get("agents_started")), self.replayed,
-                                            f"{tokens:,} tokens",
+                                            f"{tokens:,} tokens" + (f", {cost}" if cost else ""),
                                             _whole(data.get("agents_failed")))
         rest = {key: value for key, value in data.items() if key != "event"}
         return f"[{kind}] {json.dumps(rest, ensure_ascii=False)}"

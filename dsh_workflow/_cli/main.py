@@ -40,6 +40,7 @@ from dsh_workflow import __version__
 
 from . import control, library, runs
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
+from .estimate import add_estimate_options
 from .options import add_agent_options as _agent_options
 from .options import count as _count
 from .options import positive_seconds as _positive_seconds
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's "
                      "`export const meta`")
     add_run_options(run)
+    add_estimate_options(run)
     add_store_option(run, can_disable=True)
     run.set_defaults(handler=command_run)
     check = commands.add_parser("check", help="validate meta and script without running it")
@@ -108,7 +110,18 @@ def command_run(ns: argparse.Namespace) -> int:
     from .execute import run_plan
     from .plan import plan_run
 
-    return run_plan(plan_run(ns), ns)
+    if ns.estimate:  # README, "Cost in money": offline, so nothing is recorded
+        from .estimate import estimate, print_estimate
+
+        ns.no_store = True
+        print_estimate(estimate(plan_run(ns), ns.model), as_json=ns.json)
+        return EXIT_OK
+    plan = plan_run(ns)
+    if ns.confirm_above is not None:
+        from .estimate import confirm, estimate
+
+        confirm(estimate(plan, ns.model), ns.confirm_above, yes=ns.yes)
+    return run_plan(plan, ns)
 
 
 def command_check(ns: argparse.Namespace) -> int:

@@ -34,12 +34,15 @@ if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (s
         WorkflowLibrary,
     )
 
-__all__ = ["LIMIT_FLAGS", "EngineSetup", "add_agent_options", "add_engine_options", "count", "default_config",
-           "echo_factory", "engine_config", "engine_setup", "limit_flags", "load_agents",
-           "name_limit_flags", "positive_seconds", "provider_factory", "seconds"]
+__all__ = ["LIMIT_FLAGS", "EngineSetup", "add_agent_options", "add_engine_options", "count",
+           "default_config", "dollars", "echo_factory", "engine_config", "engine_setup",
+           "limit_flags", "load_agents", "name_limit_flags", "positive_seconds",
+           "provider_factory", "seconds"]
 
 #: Providers every command offers; a command may add its own (``mcp`` adds ``sampling``).
-BASE_PROVIDERS = ("echo", "openai", "command")
+BASE_PROVIDERS = ("echo", "openai", "command", "claude", "codex")
+#: The agent command-line presets (README, "Providers"): --provider NAME -> its executable.
+AGENT_CLIS = {"claude": "claude", "codex": "codex"}
 
 #: The ``EngineConfig`` limit each command-line flag sets: an error about the limit names the
 #: flag that set it (:func:`name_limit_flags`), not only the Python setting.
@@ -102,6 +105,17 @@ def seconds(text: str) -> float:
     return value
 
 
+def dollars(text: str) -> float:
+    """argparse type: a finite amount of US dollars > 0 (a leading ``$`` is allowed)."""
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount of dollars, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite amount > 0, got {text!r}")
+    return value
+
+
 def positive_seconds(text: str) -> float:
     """argparse type: a finite number of seconds > 0."""
     value = seconds(text)
@@ -122,11 +136,12 @@ def add_engine_options(parser: argparse.ArgumentParser, *,
     """Declare the provider, engine, limit and agent-definition options on ``parser``."""
     parser.add_argument("--provider", choices=tuple(providers), default="echo",
                         help="who answers agent() calls (default: echo, offline)")
-    parser.add_argument("--model", help="model name (openai)")
+    parser.add_argument("--model", help="model name (openai, claude, codex)")
     parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible base URL (openai)")
     parser.add_argument("--command", dest="command_line", metavar="ARGV",
                         help='command run per agent, prompt on stdin (command), e.g. '
-                        '"my-agent --json"')
+                        '"my-agent --json"; for claude and codex: the CLI executable and any '
+                        'extra arguments (default: claude / codex on PATH)')
     parser.add_argument("--engine", choices=("quickjs", "subprocess"), default="quickjs",
                         help="quickjs: in-process (default); subprocess: the script runs in a "
                         "locked-down child process, for scripts treated as hostile")
@@ -136,6 +151,9 @@ def add_engine_options(parser: argparse.ArgumentParser, *,
     parser.add_argument("--budget", type=count, metavar="TOKENS",
                         help="tokens (input + output) the run may spend; past it agent() throws "
                              "BUDGET_EXCEEDED")
+    parser.add_argument("--budget-usd", type=dollars, metavar="DOLLARS",
+                        help="US dollars the run may spend (its children's known costs); past "
+                             "it agent() throws BUDGET_EXCEEDED")
     parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                         help="wall-clock limit of the run")
     parser.add_argument("--agent-timeout", type=positive_seconds, metavar="SECONDS",
@@ -240,7 +258,7 @@ def engine_config(ns: argparse.Namespace) -> EngineConfig:
     chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
               "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
               "max_failed_agents": getattr(ns, "max_failed_agents", None),
-              "budget_tokens": ns.budget,
+              "budget_tokens": ns.budget, "budget_usd": ns.budget_usd,
               "model_aliases": dict(ns.model_alias) or None}
     try:
         return EngineConfig(**{key: value for key, value in chosen.items() if value is not None})
@@ -256,11 +274,17 @@ def provider_factory(ns: argparse.Namespace,
     Returns ``None`` for a provider that is not one of :data:`BASE_PROVIDERS` (a command that
     adds its own builds it itself).
     """
-    only = {"--model": ("openai", ns.model), "--base-url": ("openai", ns.base_url),
-            "--command": ("command", ns.command_line), "--echo-latency": ("echo", ns.echo_latency)}
-    for option, (provider, value) in only.items():
-        if value is not None and ns.provider != provider:
-            raise CliError(f"{option} applies only to --provider {provider}")
+    presets = tuple(AGENT_CLIS)
+    only = {"--model": (("openai", *presets), ns.model), "--base-url": (("openai",), ns.base_url),
+            "--command": (("command", *presets), ns.command_line),
+            "--echo-latency": (("echo",), ns.echo_latency)}
+    for option, (providers, value) in only.items():
+        if value is not None and ns.provider not in providers:
+            names = ", ".join(providers[:-1]) + " or " + providers[-1] if len(providers) > 1 \
+                else providers[0]
+            raise CliError(f"{option} applies only to --provider {names}")
+    if ns.provider in AGENT_CLIS:
+        return _agent_cli_factory(ns.provider, ns.command_line, ns.model)
     if ns.provider == "command":
         return _command_factory(ns.command_line)
     if ns.provider == "openai":
@@ -279,6 +303,24 @@ def provider_factory(ns: argparse.Namespace,
         latency = ns.echo_latency or 0.0
         return lambda: EchoProvider(latency_s=latency)
     return None
+
+
+def _agent_cli_factory(kind: str, command_line: str | None,
+                       model: str | None) -> Callable[[], SubagentProvider]:
+    """``--provider claude|codex``: the preset, ``--command`` naming the executable (and extra
+    arguments) when given."""
+    from dsh_workflow import ClaudeCodeProvider, CodexProvider
+
+    preset = ClaudeCodeProvider if kind == "claude" else CodexProvider
+    argv = [AGENT_CLIS[kind]]
+    if command_line:
+        try:
+            argv = shlex.split(command_line)
+        except ValueError as exc:
+            raise CliError(f"--command {command_line!r}: {exc}") from None
+        if not argv:
+            raise CliError("--command needs the program to run")
+    return lambda: preset(argv[0], model=model, extra_args=argv[1:])
 
 
 def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]:

@@ -42,6 +42,7 @@ from dsh_workflow import (
     WorkflowStarted,
 )
 from dsh_workflow._failure import failure_reason, group_failures
+from dsh_workflow._prices import cost_text, format_usd
 from dsh_workflow._tally import RunTally
 
 if TYPE_CHECKING:  # rich loads only for the live panel (start-up time of plain runs)
@@ -149,12 +150,18 @@ class Tally(RunTally):
 
     log_lines: int = LOG_LINES
     budget: int | None = None
+    budget_usd: float | None = None
 
     def token_text(self) -> str:
-        """``1,234 tokens``, or ``1,234 of 5,000 tokens`` under a budget."""
-        if self.budget is None:
-            return f"{self.tokens:,} tokens"
-        return f"{self.tokens:,} of {self.budget:,} tokens"
+        """``1,234 tokens``, or ``1,234 of 5,000 tokens`` under a budget; followed by the cost
+        (``, $0.0123``; ``$0.0123+`` when some children's cost is unknown; ``of $1.00`` under a
+        dollar budget) once a child's cost is known or a dollar budget is set."""
+        tokens = (f"{self.tokens:,} tokens" if self.budget is None
+                  else f"{self.tokens:,} of {self.budget:,} tokens")
+        cost = cost_text(self.cost_usd, self.unpriced)
+        if self.budget_usd is not None:
+            cost = f"{cost or format_usd(0.0)} of {format_usd(self.budget_usd)}"
+        return tokens if cost is None else f"{tokens}, {cost}"
 
     def summary(self) -> str:
         """``completed in 1.2s, 4 agents, 1,234 tokens`` (the stop reason, elapsed time, agents
@@ -413,19 +420,25 @@ def _utc_now() -> str:
     return stamp.removesuffix("+00:00") + "Z"
 
 
-def make_progress(stream: IO[str], *, quiet: bool, budget: int | None = None) -> Progress:
+def make_progress(stream: IO[str], *, quiet: bool, budget: int | None = None,
+                  budget_usd: float | None = None) -> Progress:
     """The reporter for ``stream``: quiet, a live panel on a terminal, else plain lines.
-    ``budget`` (tokens) is shown beside the tokens spent."""
+    ``budget`` (tokens) is shown beside the tokens spent, ``budget_usd`` beside the cost."""
     if quiet:
         return QuietProgress(stream)
+    progress: PlainProgress | RichProgress
     if not _may_be_terminal(stream):
-        return PlainProgress(stream, budget=budget)
-    from rich.console import Console
+        progress = PlainProgress(stream, budget=budget)
+    else:
+        from rich.console import Console
 
-    console = Console(file=stream, stderr=True)
-    if console.is_terminal and not console.is_dumb_terminal:
-        return RichProgress(console, budget=budget)
-    return PlainProgress(stream, budget=budget)
+        console = Console(file=stream, stderr=True)
+        if console.is_terminal and not console.is_dumb_terminal:
+            progress = RichProgress(console, budget=budget)
+        else:
+            progress = PlainProgress(stream, budget=budget)
+    progress.tally.budget_usd = budget_usd
+    return progress
 
 
 def _may_be_terminal(stream: IO[str]) -> bool:

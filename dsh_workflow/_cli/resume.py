@@ -23,7 +23,6 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._engines.provider_options import REDACTED, provider_options
 from .errors import CliError
 from .options import BASE_PROVIDERS, engine_config, provider_factory
 
@@ -62,6 +61,8 @@ def recorded_aliases(recorded: Mapping[str, Any] | None) -> list[tuple[str, str]
 
 def _apply(ns: argparse.Namespace, recorded: Mapping[str, Any]) -> None:
     """Fill the provider options ``ns`` lacks from ``recorded``."""
+    from .._engines.provider_options import REDACTED
+
     kind = recorded.get("kind")
     if kind not in BASE_PROVIDERS:
         ns.provider = "echo"
@@ -104,6 +105,8 @@ def resume_provider(ns: argparse.Namespace, recorded: Mapping[str, Any] | None,
     old = None if recorded is None else recorded.get("identity")
     if not isinstance(old, str):
         return
+    from .._engines.provider_options import provider_options
+
     factory = provider_factory(ns, engine_config(ns))
     if factory is None:  # pragma: no cover - resume offers only the base providers
         return

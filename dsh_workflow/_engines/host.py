@@ -77,7 +77,7 @@ class HostedRun(WorkflowRun):
         self._tg = task_group
         self._info = RunInfo(id=run_id, meta=meta)
         self._journal = journal
-        self._spend = Spend(budget_tokens)
+        self._spend = Spend(budget_tokens, config.budget_usd)
         self._text = ScriptText(meta, body_line_offset, body_header_chars)
         limits = SchemaLimits.of(config)
         self._children = ChildScheduler(
@@ -161,6 +161,11 @@ class HostedRun(WorkflowRun):
     def budget_tokens(self) -> int | None:
         """The run's token budget (None: unlimited), for the runtime's ``budget`` global."""
         return self._spend.budget
+
+    @property
+    def budget_usd(self) -> float | None:
+        """The run's dollar budget (None: unlimited), for the runtime's ``budget`` global."""
+        return self._spend.budget_usd
 
     @property
     def ended(self) -> bool:
@@ -393,7 +398,8 @@ class HostedRun(WorkflowRun):
         result = final_result(self._cause, started=self._children.started,
                               failed=self._children.failed,
                               replayed=self._hooks.replayed, usage=self._spend.usage(),
-                              text=self._text, config=self._config)
+                              text=self._text, config=self._config,
+                              unpriced=self._spend.unpriced)
         self._result = result
         self._state = _SETTLED
         if self._journal is not None:

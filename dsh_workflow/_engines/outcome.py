@@ -144,15 +144,18 @@ def _unbounded_result(cause: StopCause | None, started: int, text: ScriptText,
 
 
 def final_result(cause: StopCause | None, *, started: int, replayed: int, usage: Usage | None,
-                 text: ScriptText, config: EngineConfig, failed: int = 0) -> WorkflowResult:
+                 text: ScriptText, config: EngineConfig, failed: int = 0,
+                 unpriced: int = 0) -> WorkflowResult:
     """The run's one result for its stop cause: ``started`` children (``failed`` of them did
-    not complete), ``replayed`` from the journal, ``usage`` reported (None: none); an error is
-    cut at ``max_error_chars``."""
+    not complete), ``replayed`` from the journal, ``usage`` reported (None: none),
+    ``unpriced`` children whose cost is unknown; an error is cut at ``max_error_chars``."""
     result = _unbounded_result(cause, started, text, config)
     if failed:
         result = result.model_copy(update={"agents_failed": failed})
     if usage is not None:
         result = result.model_copy(update={"usage": usage})
+    if unpriced:
+        result = result.model_copy(update={"agents_unpriced": unpriced})
     if replayed:
         result = result.model_copy(update={"agents_replayed": replayed})
     cap = config.max_error_chars

@@ -121,7 +121,7 @@ class QuickJSEngine(EngineBase[RuntimeThread]):
                        lambda kind, payload: loop.post(run.report, kind, payload),
                        name=f"dsh-workflow-run-{self._seq}",
                        exited=lambda: loop.post(run.runtime_exited),
-                       budget_tokens=admission.budget_tokens,
+                       budget_tokens=admission.budget_tokens, budget_usd=run.budget_usd,
                        numbers=None if journal is None else journal.numbers_text)
         run.attach(runtime, signals_exit=True)
         return runtime

@@ -146,13 +146,13 @@ class _Runtime:
         self.ctx = ctx
 
     def load(self, body: str, args_text: str | None, budget_tokens: int | None = None,
-             numbers_text: str | None = None) -> None:
+             numbers_text: str | None = None, budget_usd: float | None = None) -> None:
         """Install ``args``, ``budget`` and (for a run with a store) the replayable clock and
         randomness, and compile the body (checked beforehand: nothing of it runs)."""
         if args_text is not None:
             self._args(args_text)
-        if budget_tokens is not None:
-            self._budget(budget_tokens)
+        if budget_tokens is not None or budget_usd is not None:
+            self._budget(budget_tokens, budget_usd)
         if numbers_text is not None:
             self._numbers(numbers_text)
         self.ctx.set_time_limit(self.config.slice_cpu_limit_s)
@@ -217,10 +217,12 @@ class _Assignment:
 
     def __init__(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
                  exited: Callable[[], None] | None, budget_tokens: int | None = None,
-                 numbers: Callable[[], str] | None = None) -> None:
+                 numbers: Callable[[], str] | None = None,
+                 budget_usd: float | None = None) -> None:
         self.body = body
         self.args_text = args_text
         self.budget_tokens = budget_tokens
+        self.budget_usd = budget_usd
         self.numbers = numbers
         self.report = report
         self.exited = exited
@@ -299,11 +301,13 @@ class RuntimeThread:
     def assign(self, body: str, args_text: str | None, report: Callable[[str, Any], None],
                *, name: str, exited: Callable[[], None] | None = None,
                budget_tokens: int | None = None,
-               numbers: Callable[[], str] | None = None) -> None:
+               numbers: Callable[[], str] | None = None,
+               budget_usd: float | None = None) -> None:
         """Give the thread its run. ``numbers``, called on the runtime thread when the run
         starts, gives JSON ``{"clock": [...], "random": [...]}`` that makes ``Date`` and
         ``Math.random`` replayable and journaled (runs with a store)."""
-        assignment = _Assignment(body, args_text, report, exited, budget_tokens, numbers)
+        assignment = _Assignment(body, args_text, report, exited, budget_tokens, numbers,
+                                 budget_usd)
         with self._lock:
             self._assignment = assignment
             failed = self._failed
@@ -358,7 +362,8 @@ class RuntimeThread:
                 numbers = self._assignment.numbers
                 runtime.load(self._assignment.body, self._assignment.args_text,
                              self._assignment.budget_tokens,
-                             numbers() if numbers is not None else None)
+                             numbers() if numbers is not None else None,
+                             self._assignment.budget_usd)
                 self._assignment.body = ""
                 outcome = self._drive(runtime)
             except (LimitExceeded, quickjs.JSException) as exc:

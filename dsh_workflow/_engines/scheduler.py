@@ -145,7 +145,7 @@ class ChildScheduler:
         call.started = True
         self.started += 1
         spend = self._spend
-        if spend.budget is not None:
+        if spend.budget is not None:  # a token budget only: dollars do not limit a response
             call.request = call.request.model_copy(
                 update={"max_output_tokens": spend.remaining()})
         self._events.emit(AgentStarted(
@@ -364,7 +364,7 @@ class ChildScheduler:
         if runtime is not None and not closed and call.reply is not None:
             if call.spent:
                 # The script's budget.spent() is current before it sees this child's value.
-                runtime.settle(spent(self._spend.total))
+                runtime.settle(spent(self._spend.total, self._spend.cost_usd))
             runtime.settle(call.reply)
         if not self.live and self.children_gone is not None:
             self.children_gone.set()

@@ -143,8 +143,8 @@ class Failed(TypedDict):
 Outcome = Completed | Failed
 
 #: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]``,
-#: ``[call_id, False, "AgentFailure", message, {kind, message, details}]`` or
-#: ``["spent", tokens]`` (a list: it crosses as a JSON array).
+#: ``[call_id, False, "AgentFailure", message, {kind, message, details}]``,
+#: ``["spent", tokens]`` or ``["spent", tokens, dollars]`` (a list: it crosses as a JSON array).
 SettleEntry = list[Any]
 
 #: The keys each outcome may carry (the subprocess protocol refuses any other).
@@ -187,9 +187,10 @@ def agent_failure(call_id: int, failure: dict[str, Any]) -> SettleEntry:
     return [call_id, False, AGENT_FAILURE_TAG, failure.get("message", ""), failure]
 
 
-def spent(tokens: int) -> SettleEntry:
-    """The entry that tells the script's ``budget`` global the run's tokens spent so far."""
-    return [SPENT_TAG, tokens]
+def spent(tokens: int, dollars: float | None = None) -> SettleEntry:
+    """The entry that tells the script's ``budget`` global the run's tokens and dollars (the
+    children's known costs; left out while none is known) spent so far."""
+    return [SPENT_TAG, tokens] if dollars is None else [SPENT_TAG, tokens, dollars]
 
 
 class ScriptRuntime(Protocol):

@@ -11,15 +11,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .._schema_instance import minimal_instance as minimal_instance
+    from .agent_cli import ClaudeCodeProvider as ClaudeCodeProvider
+    from .agent_cli import CodexProvider as CodexProvider
     from .command import CommandProvider as CommandProvider
     from .echo import EchoProvider as EchoProvider
     from .openai import OpenAIProvider as OpenAIProvider
     from .routing import RoutingProvider as RoutingProvider
 
-__all__ = ["CommandProvider", "EchoProvider", "OpenAIProvider", "RoutingProvider",
-           "minimal_instance"]
+__all__ = ["ClaudeCodeProvider", "CodexProvider", "CommandProvider", "EchoProvider",
+           "OpenAIProvider", "RoutingProvider", "minimal_instance"]
 
-_HOME = {"CommandProvider": ".command", "EchoProvider": ".echo", "minimal_instance": ".._schema_instance",
+_HOME = {"ClaudeCodeProvider": ".agent_cli", "CodexProvider": ".agent_cli",
+         "CommandProvider": ".command", "EchoProvider": ".echo", "minimal_instance": ".._schema_instance",
          "OpenAIProvider": ".openai", "RoutingProvider": ".routing"}
 
 

@@ -17,9 +17,12 @@ Contract of :class:`CommandProvider`:
   Under a token budget, ``DSH_WORKFLOW_MAX_OUTPUT_TOKENS`` is the budget left at the child's
   start (pass it on as the agent's output limit).
 - **Usage.** A command reports its token usage with a line on stderr,
-  ``dsh-workflow-usage: {"input_tokens": N, "output_tokens": M}``; the last such line in the
-  stderr tail becomes the result's ``usage`` (also for a failed child), which budgets count.
-  No such line means no usage reported; a malformed one is ignored.
+  ``dsh-workflow-usage: {"input_tokens": N, "output_tokens": M}`` (optionally also
+  ``cache_read_tokens``, ``cache_write_tokens`` and ``cost_usd``, the cost the agent reports);
+  the last such line in the stderr tail becomes the result's ``usage`` (also for a failed
+  child), which budgets count. No such line means no usage reported; a malformed one is
+  ignored. A usage without a cost is priced for the request's model through ``genai-prices``
+  (no cost when the call names no model, or one the price data does not know).
   (The OS limits one variable's size, 128 KiB on Linux; a larger schema or system prompt makes
   the start fail with ``OSError``.)
 - **Argv placeholders.** In every ``argv`` element the exact texts ``{effort}``, ``{model}``,
@@ -75,6 +78,7 @@ import anyio
 import anyio.abc
 
 from .._failure import ProviderUnavailable
+from .._prices import priced_async
 from .._schema import value_violations
 from .._subagent import SubagentRequest, SubagentResult, Usage
 from .procgroup import terminate_group
@@ -212,7 +216,7 @@ class CommandProvider:
                                 scope.cancel()
                                 return
 
-                    tg.start_soon(_feed_stdin, process, request.prompt)
+                    tg.start_soon(_feed_stdin, process, self._stdin(request))
                     tg.start_soon(read_stdout)
                     tg.start_soon(_read_tail, process, stderr)
                     await process.wait()
@@ -227,8 +231,17 @@ class CommandProvider:
             result = self._result(*args)
         else:
             result = await anyio.to_thread.run_sync(self._result, *args)  # validation: off the loop
-        usage = _reported_usage(stderr)
+        usage = await priced_async(_reported_usage(stderr) or result.usage,
+                                   self._model(request))
         return result if usage is None else result.model_copy(update={"usage": usage})
+
+    def _stdin(self, request: SubagentRequest) -> str:
+        """What the child reads on stdin (a preset may add to the prompt)."""
+        return request.prompt
+
+    def _model(self, request: SubagentRequest) -> str | None:
+        """The model that answers ``request``, for pricing (a preset adds its default)."""
+        return request.model
 
     def _child_env(self, request: SubagentRequest) -> dict[str, str]:
         env = dict(self.env)

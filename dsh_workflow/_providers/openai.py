@@ -52,8 +52,10 @@ Contract of :class:`OpenAIProvider`:
   too (the engine ends the run at once with fatal ``AGENT_FAILED``): HTTP 401/403 (``the
   provider refused its credentials: 401 <message> (<base URL>)``), HTTP 404 (naming the
   model), and an endpoint that cannot be connected to after the retries (connection refused,
-  DNS failure). ``usage`` sums ``prompt_tokens``/``completion_tokens`` over
-  every answered call of the child (``None`` when the server reports none).
+  DNS failure). ``usage`` sums ``prompt_tokens``/``completion_tokens`` (and
+  ``prompt_tokens_details.cached_tokens`` as ``cache_read_tokens``) over every answered call of
+  the child (``None`` when the server reports none), priced for the call's model through
+  ``genai-prices`` (``cost_usd`` None when the price data does not know the model).
 - **Cancellation** propagates unchanged; httpx closes the in-flight connection at once, so the
   server sees the request abandoned, and a pending backoff sleep ends immediately.
 """
@@ -73,6 +75,7 @@ import anyio
 import httpx
 
 from .._failure import ProviderUnavailable, redact
+from .._prices import priced_async
 from .._subagent import SubagentRequest, SubagentResult, Usage
 from .command import parse_structured_reply
 
@@ -107,7 +110,7 @@ class _Tally:
     """Token usage summed over the calls of one child."""
 
     def __init__(self) -> None:
-        self.input = self.output = 0
+        self.input = self.output = self.cached = 0
         self.seen = False
 
     def add(self, usage: Any) -> None:
@@ -115,12 +118,24 @@ class _Tally:
             return
         for key, attr in (("prompt_tokens", "input"), ("completion_tokens", "output")):
             value = usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            if _count(value):
                 setattr(self, attr, getattr(self, attr) + value)
                 self.seen = True
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if isinstance(cached, int) and _count(cached):
+            self.cached += cached
 
     def usage(self) -> Usage | None:
-        return Usage(input_tokens=self.input, output_tokens=self.output) if self.seen else None
+        if not self.seen:
+            return None
+        return Usage(input_tokens=self.input, output_tokens=self.output,
+                     cache_read_tokens=min(self.cached, self.input))
+
+
+def _count(value: object) -> bool:
+    """A token count as JSON carries it: a non-negative integer (not a boolean)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _env(*names: str) -> str | None:
@@ -227,11 +242,19 @@ class OpenAIProvider:
             await client.aclose()
 
     async def run(self, request: SubagentRequest) -> SubagentResult:
-        """Answer one child; failures are returned, never raised (see the module docstring)."""
+        """Answer one child; failures are returned, never raised (see the module docstring).
+        The usage is priced for the model that answered (:mod:`dsh_workflow._prices`)."""
         client = self._client
         if client is None:
             raise RuntimeError("OpenAIProvider.run() called outside its 'async with' block")
         model = request.model or self.model
+        result = await self._answer(client, request, model)
+        if result.usage is None:
+            return result
+        return result.model_copy(update={"usage": await priced_async(result.usage, model)})
+
+    async def _answer(self, client: httpx.AsyncClient, request: SubagentRequest,
+                      model: str) -> SubagentResult:
         schema = request.schema
         messages: list[dict[str, str]] = []
         if request.agent is not None and request.agent.system_prompt:

@@ -57,10 +57,11 @@ Synchronous = Literal["NORMAL", "FULL"]
 _FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 _RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
                 "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, "
-                "agents_failed")
+                "agents_failed, cost_usd")
 _EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
 _JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
-                    "input_tokens", "output_tokens")
+                    "input_tokens", "output_tokens", "cost_usd", "cache_read_tokens",
+                    "cache_write_tokens")
 _READ_POOL = 4
 _MAX_INTEGER = 2**63 - 1  # SQLite's INTEGER is 64-bit signed
 
@@ -327,12 +328,13 @@ class SQLiteRunStore:
         values = (status, None if result is None else _dumps(dict(result)),
                   time.time() if ended_at is None else ended_at, _count(agents),
                   _count(replayed), _count(usage.input_tokens), _count(usage.output_tokens),
-                  _count(agents_failed), run_id)
+                  _count(agents_failed), usage.cost_usd, run_id)
 
         def job(conn: sqlite3.Connection) -> RunRecord:
             cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
                                   "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ?, "
-                                  "agents_failed = ? WHERE id = ? AND status = 'running'", values)
+                                  "agents_failed = ?, cost_usd = ? "
+                                  "WHERE id = ? AND status = 'running'", values)
             row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
                                (run_id,)).fetchone()
             if row is None:
@@ -427,8 +429,8 @@ class SQLiteRunStore:
         await self.open()
 
         def read(conn: sqlite3.Connection) -> list[JournalEntry]:
-            sql = ("SELECT kind, seq, key, text, structured, number, input_tokens, output_tokens "
-                   "FROM journal WHERE run_id = ?")
+            sql = ("SELECT kind, seq, key, text, structured, number, input_tokens, output_tokens, "
+                   "cost_usd, cache_read_tokens, cache_write_tokens FROM journal WHERE run_id = ?")
             params: tuple[Any, ...] = (run_id,)
             if kind is not None:
                 sql += " AND kind = ?"
@@ -764,7 +766,12 @@ def _journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[Any, ...]]:
     return [(e.run_id, e.kind, e.seq, e.key, None if e.text is None else _text(e.text),
              None if e.structured is None else _dumps(e.structured), e.number,
              None if e.usage is None else _count(e.usage.input_tokens),
-             None if e.usage is None else _count(e.usage.output_tokens)) for e in entries]
+             None if e.usage is None else _count(e.usage.output_tokens),
+             None if e.usage is None else e.usage.cost_usd,
+             None if e.usage is None or not e.usage.cache_read_tokens
+             else _count(e.usage.cache_read_tokens),
+             None if e.usage is None or not e.usage.cache_write_tokens
+             else _count(e.usage.cache_write_tokens)) for e in entries]
 
 
 def _event_pairs(first_seq: Any, data: Any) -> list[tuple[int, float, dict[str, Any]]]:
@@ -785,7 +792,7 @@ def _event_pairs(first_seq: Any, data: Any) -> list[tuple[int, float, dict[str, 
 
 
 def _journal_entry(run_id: str, row: tuple[Any, ...]) -> JournalEntry:
-    kind, seq, key, text, structured, number, tin, tout = row
+    kind, seq, key, text, structured, number, tin, tout, cost, cread, cwrite = row
     try:
         return JournalEntry(
             run_id=run_id, kind=kind, seq=seq, key=key,
@@ -793,7 +800,9 @@ def _journal_entry(run_id: str, row: tuple[Any, ...]) -> JournalEntry:
             structured=None if structured is None
             else _column_json(f"journal entry {kind} {seq}", structured),
             number=number,
-            usage=None if tin is None else Usage(input_tokens=tin, output_tokens=tout or 0))
+            usage=None if tin is None else Usage(
+                input_tokens=tin, output_tokens=tout or 0, cost_usd=cost,
+                cache_read_tokens=cread or 0, cache_write_tokens=cwrite or 0))
     except ValidationError as exc:
         raise _BadRow(f"journal entry {kind} {seq}: {_invalid(exc)}") from None
 
@@ -863,7 +872,8 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
 
 def _whole_record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
-     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, agents_failed) = row
+     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, agents_failed,
+     cost_usd) = row
     meta = _column_json("meta", meta)
     if not isinstance(meta, dict):
         raise _BadRow(f"its meta is not a JSON object (it is {type(meta).__name__})")
@@ -876,7 +886,8 @@ def _whole_record(row: tuple[Any, ...]) -> RunRecord:
                      result=None if loaded is None else _stored_result(loaded),
                      resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
                      agents=agents, replayed=replayed,
-                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens),
+                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens,
+                                 cost_usd=cost_usd),
                      agents_failed=agents_failed)
 
 

@@ -45,7 +45,9 @@ class ToolResult(BaseModel):
     errors, and runs that did not complete. ``data`` is machine-readable:
 
     * completed: ``{"run_id", "agents_started", "usage", "result"}`` with the whole value
-      (never cut); ``usage`` is ``{"input_tokens", "output_tokens"}`` summed over the children;
+      (never cut); ``usage`` is the children's usage summed: ``{"input_tokens",
+      "output_tokens"}``, plus the cache counts when not 0 and ``cost_usd`` (US dollars) once a
+      child's cost is known (see :class:`~dsh_workflow.Usage`);
     * run cancelled / failed: ``{"run_id", "agents_started", "usage", "stop_reason", "error",
       "error_code"}``, ``error_code`` the result's :class:`WorkflowErrorCode` value (what to
       branch on, rather than the text's ``CODE:`` prefix);

@@ -23,6 +23,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import JavascriptLexer, JsonLexer
 
 from .._errors import SCRIPT_FAILED
+from .._prices import cost_text
 from .._result import code_in_text, stored_code
 from .._store import RunRecord, StoredEvent
 
@@ -52,6 +53,7 @@ class RunRow:
     agents: int
     replayed: int
     tokens: int
+    cost: str  # ``$0.0123`` (``+``: some children's cost is unknown), ``—`` when none is known
     started: str
     duration: str
     problem: str | None = None  # a broken run: what is wrong with its stored row
@@ -65,12 +67,15 @@ class Counts:
     agents: int = 0
     replayed: int = 0
     tokens: int = 0
+    cost_usd: float | None = None
+    unpriced: int = 0
 
 
 def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Counts:
     """The counts of a run so far, from its stored events (added to ``start``: the counts of
     the events before them)."""
     agents, replayed, tokens = start.agents, start.replayed, start.tokens
+    unpriced, cost = start.unpriced, start.cost_usd
     for event in events:
         kind = event.data.get("event")
         if kind == "AgentStarted":
@@ -79,10 +84,18 @@ def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Cou
             replayed += 1
         elif kind == "AgentEnded":
             usage = event.data.get("usage")
-            if isinstance(usage, dict):  # stored data: anything a foreign writer put there
-                tokens += sum(n for n in (usage.get("input_tokens"), usage.get("output_tokens"))
-                              if isinstance(n, int) and not isinstance(n, bool))
-    return Counts(agents=agents, replayed=replayed, tokens=tokens)
+            if not isinstance(usage, dict):  # stored data: anything a foreign writer put there
+                continue
+            spent = sum(n for n in (usage.get("input_tokens"), usage.get("output_tokens"))
+                        if isinstance(n, int) and not isinstance(n, bool))
+            tokens += spent
+            child_cost = usage.get("cost_usd")
+            if isinstance(child_cost, int | float) and not isinstance(child_cost, bool):
+                cost = (cost or 0.0) + child_cost
+            elif spent:
+                unpriced += 1
+    return Counts(agents=agents, replayed=replayed, tokens=tokens, cost_usd=cost,
+                  unpriced=unpriced)
 
 
 @dataclass(frozen=True)
@@ -116,15 +129,24 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+def unpriced_of(record: RunRecord) -> int:
+    """How many of a finished run's children had no known cost (its result's
+    ``agents_unpriced``; 0 while it runs)."""
+    value = (record.result or {}).get("agents_unpriced")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def run_row(record: RunRecord, *, now: float | None = None,
             so_far: Counts | None = None) -> RunRow:
     """The run-list row of ``record``. A run still going shows its duration so far, and its
     counts so far when ``so_far`` is given (else the store's totals)."""
     ended = record.ended_at if record.ended_at is not None else (now or time.time())
     counts = so_far or Counts(agents=record.agents, replayed=record.replayed,
-                              tokens=record.usage.total_tokens)
+                              tokens=record.usage.total_tokens,
+                              cost_usd=record.usage.cost_usd, unpriced=unpriced_of(record))
     return RunRow(id=record.id, name=run_name(record), status=record.status,
                   agents=counts.agents, replayed=counts.replayed, tokens=counts.tokens,
+                  cost=cost_text(counts.cost_usd, counts.unpriced) or "—",
                   started=format_time(record.created_at),
                   duration=format_duration(ended - record.created_at), problem=record.problem)
 

@@ -91,9 +91,18 @@ class PageState:
     agents: int = 0
     replayed: int = 0
     tokens: int = 0
+    cost_usd: float | None = None  # the known costs' sum; None while no child's is known
+    unpriced: int = 0  # children that reported tokens but no cost
     last_seq: int = 0
     log: list[tuple[str, str]] = field(default_factory=list)  # (+elapsed, message)
     now: float = field(default_factory=time.time)
+
+    @property
+    def cost_text(self) -> str:
+        """The cost as the page shows it (``—`` while none is known)."""
+        from .._prices import cost_text
+
+        return cost_text(self.cost_usd, self.unpriced) or "—"
 
 
 def default_model(provider: Mapping[str, Any] | None) -> str | None:
@@ -169,6 +178,12 @@ def page_state(record: RunRecord, events: Iterable[StoredEvent],
             agent.end = at
             agent.tokens = _tokens(data.get("usage"))
             state.tokens += agent.tokens or 0
+            usage = data.get("usage")
+            child_cost = usage.get("cost_usd") if isinstance(usage, Mapping) else None
+            if isinstance(child_cost, int | float) and not isinstance(child_cost, bool):
+                state.cost_usd = (state.cost_usd or 0.0) + child_cost
+            elif agent.tokens:
+                state.unpriced += 1
             error = data.get("error")
             if error is None and agent.status != "completed":
                 call = calls.get(agent.seq)

@@ -26,10 +26,11 @@ from typing import Any
 import httpx
 import pytest
 
+from dsh_workflow import Usage
 from dsh_workflow._cli.ui import announce_viewer
 from dsh_workflow._store import RunRecord, StoredEvent
 from dsh_workflow._ui import beacon
-from dsh_workflow._ui.summary import Counts, count_events, error_view, format_duration
+from dsh_workflow._ui.summary import Counts, count_events, error_view, format_duration, run_row
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -178,11 +179,12 @@ def test_the_list_shows_finished_runs_newest_first(
     assert ids == [names[n] for n in ("fanout-1000", "research-resumed", "throws",
                                       "bad-option", "research-report")]
     report = page.locator(f'tr.run[data-id="{names["research-report"]}"]')
-    cells = [report.locator("td").nth(i).inner_text() for i in range(7)]
+    cells = [report.locator("td").nth(i).inner_text() for i in range(8)]
     assert cells[0].startswith("research-report")
     assert cells[1:5] == ["completed", "6", "0", str(made[2]["research-report"])]
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", cells[5])
     assert re.match(r"[\d.]+ (ms|s)", cells[6])
+    assert cells[7] == "—"  # echo children have no cost
     resumed = page.locator(f'tr.run[data-id="{names["research-resumed"]}"] td')
     assert resumed.nth(3).inner_text() == "5"  # replayed
     page.screenshot(path=str(tmp_path / "list.png"), full_page=True)
@@ -629,7 +631,12 @@ def test_counts_so_far_come_from_the_events() -> None:
             {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "cancelled",
              "usage": None}]
     events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d) for i, d in enumerate(data, 1)]
-    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7)
+    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7, unpriced=1)
+    priced = [*data[:4], {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "completed",
+                          "usage": {"input_tokens": 1, "output_tokens": 1, "cost_usd": 0.25}}]
+    events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d)
+              for i, d in enumerate(priced, 1)]
+    assert count_events(events) == Counts(agents=2, replayed=1, tokens=2, cost_usd=0.25)
 
 
 def test_a_run_page_lists_the_return_values_warnings(tmp_path: pathlib.Path) -> None:
@@ -983,3 +990,48 @@ def test_list_refreshes_never_overlap(viewer: Viewer, page: Any) -> None:
     page.wait_for_timeout(9_000)
     assert page.evaluate("window.__calls") >= 2
     assert page.evaluate("window.__most") == 1
+
+
+def test_the_run_row_shows_the_cost_and_marks_a_lower_bound() -> None:
+    record = RunRecord(id="r", meta={"name": "n"}, script="", created_at=1.0, ended_at=2.0,
+                       status="completed", result={"stop_reason": "completed",
+                                                   "agents_unpriced": 1},
+                       usage=Usage(input_tokens=5, output_tokens=5, cost_usd=0.5))
+    assert run_row(record).cost == "$0.5000+"
+    free = record.model_copy(update={"usage": Usage(input_tokens=5, output_tokens=5)})
+    assert run_row(free).cost == "—"
+
+
+# -- cost in money (README, "Cost in money") ----------------------------------------------------
+
+
+@needs_chromium
+def test_the_list_and_the_run_page_show_a_runs_cost(page: Any, tmp_path: pathlib.Path) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text("import json, sys\nprompt = sys.stdin.read()\n"
+                     "usage = {'input_tokens': 10, 'output_tokens': 5}\n"
+                     "if prompt.startswith('cost:'):\n    usage['cost_usd'] = float(prompt[5:])\n"
+                     "sys.stderr.write('dsh-workflow-usage: ' + json.dumps(usage) + '\\n')\n"
+                     "print('ok')\n")
+    script = tmp_path / "wf.js"
+    script.write_text("export const meta = {name: 'priced', description: 'costs'};\n"
+                      "return [await agent('cost:0.125'), await agent('cost:0.5'), "
+                      "await agent('free')];\n")
+    store = str(tmp_path / "runs.sqlite3")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(HERE.parents[1]), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", str(script), "--store",
+                           store, "--provider", "command", "--command",
+                           f"{sys.executable} {agent}"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    served = Viewer(store)
+    try:
+        served.enter(page)
+        row = page.locator("tr.run").first
+        assert row.locator("td").nth(7).inner_text() == "$0.6250+"  # one child unpriced
+        page.goto(served.url + row.locator("a").first.get_attribute("href"))
+        _ended(page)
+        assert page.inner_text("#cost-count") == "$0.6250+"
+    finally:
+        assert served.stop() == 0

@@ -811,3 +811,49 @@ async def test_engine_budget_reaches_the_server_as_the_output_limit(server: Fake
     assert result.value == ["echo:p0", "echo:p1", "echo:p2", "BUDGET_EXCEEDED"]
     assert [r["body"]["max_tokens"] for r in server.requests] == [20, 12, 4]
     assert result.usage.total_tokens == 24
+
+
+def _with_cached(content: str, prompt: int, completion_tokens: int, cached: int) -> Action:
+    reply = completion(content, (prompt, completion_tokens))
+    reply["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+    return lambda handler, body: handler.send_json(200, reply)
+
+
+@pytest.mark.anyio
+async def test_usage_is_priced_from_the_price_library_with_cached_tokens(server: FakeOpenAI) -> None:
+    import genai_prices
+
+    server.script = [_with_cached("priced", 2000, 300, 1500)]
+    async with server.provider(model="gpt-4o") as provider:
+        result = await provider.run(request())
+    assert result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (2000, 300)
+    assert result.usage.cache_read_tokens == 1500
+    expected = genai_prices.calc_price(
+        genai_prices.Usage(input_tokens=2000, output_tokens=300, cache_read_tokens=1500),
+        model_ref="gpt-4o").total_price
+    assert result.usage.cost_usd == pytest.approx(float(expected))
+    uncached = genai_prices.calc_price(genai_prices.Usage(input_tokens=2000, output_tokens=300),
+                                       model_ref="gpt-4o").total_price
+    assert result.usage.cost_usd < float(uncached)  # cache reads are cheaper: the rate applied
+
+
+@pytest.mark.anyio
+async def test_an_unknown_model_has_no_cost_never_a_guess(server: FakeOpenAI) -> None:
+    server.script = [chat("x", usage=(100, 10))]
+    async with server.provider(model="no-such-model-anywhere") as provider:
+        result = await provider.run(request())
+    assert result.usage == Usage(input_tokens=100, output_tokens=10)
+    assert result.usage.cost_usd is None
+
+
+@pytest.mark.anyio
+async def test_the_calls_own_model_is_the_one_priced(server: FakeOpenAI) -> None:
+    import genai_prices
+
+    server.script = [chat("x", usage=(1000, 100))]
+    async with server.provider(model="no-such-model-anywhere") as provider:
+        result = await provider.run(request(model="gpt-4o-mini"))
+    expected = genai_prices.calc_price(genai_prices.Usage(input_tokens=1000, output_tokens=100),
+                                       model_ref="gpt-4o-mini").total_price
+    assert result.usage is not None and result.usage.cost_usd == pytest.approx(float(expected))

@@ -392,9 +392,9 @@ def test_limits_the_config_refuses_are_a_cli_error_naming_the_field() -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--model", "m"], "--model applies only to --provider openai"),
+    (["--model", "m"], "--model applies only to --provider openai, claude or codex"),
     (["--base-url", "http://x"], "--base-url applies only to --provider openai"),
-    (["--command", "cat"], "--command applies only to --provider command"),
+    (["--command", "cat"], "--command applies only to --provider command, claude or codex"),
     (["--provider", "openai", "--model", "m", "--echo-latency", "1"],
      "--echo-latency applies only to --provider echo"),
 ])

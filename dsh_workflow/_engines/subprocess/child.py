@@ -155,11 +155,12 @@ def _serve(channel: _Channel, runtime: Any) -> NoReturn:
                 continue
             kind, value = frame
             if kind == protocol.RUN and not started:
-                # [body, args] from protocol version 1, then the optional budget and numbers.
+                # [body, args] from protocol version 1, then the optional budget, numbers and
+                # dollar budget.
                 body, args_text, *optional = value
-                budget_tokens, numbers_text = [*optional, None, None][:2]
+                budget_tokens, numbers_text, budget_usd = [*optional, None, None, None][:3]
                 runtime.assign(body, args_text, _report(channel), name="dsh-workflow-sandbox",
-                               budget_tokens=budget_tokens,
+                               budget_tokens=budget_tokens, budget_usd=budget_usd,
                                numbers=None if numbers_text is None
                                else lambda text=numbers_text: text)
                 started = True

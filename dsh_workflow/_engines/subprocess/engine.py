@@ -87,6 +87,7 @@ class SubprocessEngine(EngineBase[ProcessRuntime]):
                                  config=self.config, policy=self.policy,
                                  process=self._pool.take(), launch=self._launch,
                                  budget_tokens=admission.budget_tokens,
+                                 budget_usd=run.budget_usd,
                                  numbers=None if journal is None else journal.numbers_text)
         run.attach(runtime)
         return runtime

@@ -135,13 +135,15 @@ class ProcessRuntime:
                  policy: SandboxPolicy, process: SandboxProcess | None,
                  launch: Callable[[], Awaitable[SandboxProcess]],
                  budget_tokens: int | None = None,
-                 numbers: Callable[[], str] | None = None) -> None:
+                 numbers: Callable[[], str] | None = None,
+                 budget_usd: float | None = None) -> None:
         self._config = config
         self._policy = policy
         self._process = process
         self._launch = launch
         # Encoded at start(): a resumed run's recorded numbers are loaded after construction.
         self._run_parts: list[Any] | None = [body, args_text, budget_tokens]
+        self._budget_usd = budget_usd
         self._numbers = numbers
         self._frames: deque[bytes] = deque()
         self._writer_wake = anyio.Event()
@@ -167,7 +169,8 @@ class ProcessRuntime:
     def start(self) -> None:
         if self._run_parts is not None:
             numbers = self._numbers() if self._numbers is not None else None
-            self._send(protocol.encode(protocol.RUN, [*self._run_parts, numbers]))
+            self._send(protocol.encode(protocol.RUN, [*self._run_parts, numbers,
+                                                      self._budget_usd]))
             self._run_parts = None
             self._run_sent = True
             self._became_busy()

@@ -10,12 +10,12 @@ parent)::
 
 Parent → child (the parent is trusted by the child):
 
-* ``r`` run    ``[body, args_json_text | null, budget_tokens | null, numbers_json_text | null]``
-  — run the (already checked) body, once (the last: replayable clock and randomness, for a run
-  with a store; the last two may be left out);
+* ``r`` run    ``[body, args_json_text | null, budget_tokens | null, numbers_json_text | null,
+  budget_usd | null]`` — run the (already checked) body, once (numbers: replayable clock and
+  randomness, for a run with a store; the last three may be left out);
 * ``s`` settle — one :data:`~..wire.SettleEntry`: ``[id, true, value]`` or
-  ``[id, false, code, message]`` (one hook call's answer), or ``["spent", tokens]`` (the run's
-  spend so far, for the script's ``budget`` global);
+  ``[id, false, code, message]`` (one hook call's answer), or ``["spent", tokens[, dollars]]``
+  (the run's spend so far, for the script's ``budget`` global);
 * ``x`` stop   ``null`` — stop the script at the next opportunity and exit.
 
 Child → parent (untrusted: everything is validated here, see :func:`parse_child_frame`):

@@ -29,6 +29,9 @@
   let endAt = root.dataset.ended ? Number(root.dataset.ended) : null;
   let tokens = Number($id("token-count").textContent) || 0;
   let replayed = Number($id("replayed-count").textContent) || 0;
+  // the known costs' sum (null: none known yet) and the children without one, as first painted
+  let cost = $id("cost-count").dataset.cost ? Number($id("cost-count").dataset.cost) : null;
+  let unpriced = Number($id("cost-count").dataset.unpriced) || 0;
   let framePending = false, chartDirty = false, lastChart = 0, chartTimer = null;
   let ended = false;
 
@@ -109,6 +112,8 @@
         a.tokens = d.usage ? d.usage.input_tokens + d.usage.output_tokens : null;
         a.reason = d.outcome === "completed" ? "" : reasonText(d.error);
         tokens += a.tokens || 0;
+        if (d.usage && typeof d.usage.cost_usd === "number") cost = (cost || 0) + d.usage.cost_usd;
+        else if (a.tokens) unpriced += 1;
         running.delete(d.seq); touch(a); break;
       }
       case "AgentReplayed": {
@@ -196,6 +201,8 @@
     $("agent-count").textContent = String(agents.size - replayed);
     $("replayed-count").textContent = String(replayed);
     $("token-count").textContent = String(tokens);
+    $("cost-count").textContent = cost === null ? "—"
+      : "$" + (cost >= 1 ? cost.toFixed(2) : cost.toFixed(4)) + (unpriced ? "+" : "");
     if (!ended) $("run-duration").textContent = secs((endAt ?? now()) - startAt);
     if (chartDirty) planChart();
     settle();

@@ -1,0 +1,144 @@
+"""``run --estimate`` and ``run --confirm-above N`` (README, "Cost in money") in real CLI
+processes: the offline projection calls no provider and records nothing; the confirmation asks
+on a real terminal (a pty) and refuses without one unless ``--yes``."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import genai_prices
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = """export const meta = { name: 'estimated', description: 'an estimate test' };
+phase('Research');
+const found = await parallel(args.topics.map(t => () => agent('research ' + t, {model: 'gpt-4o'})));
+phase('Report');
+const report = await agent('write a report on ' + found.length + ' findings',
+                           {model: 'no-such-model'});
+return {report, n: found.length};
+"""
+# Offline calls: 3 in Research (gpt-4o), 1 in Report (unknown model).
+DEAD_URL = "http://127.0.0.1:9/v1"  # nothing listens there: a provider call would fail
+
+
+def env_for(store: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
+           and k not in ("COLUMNS", "FORCE_COLOR")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["TERM"] = "dumb"
+    env["DSH_WORKFLOW_STORE"] = str(store)
+    return env
+
+
+def cli(*argv: str | Path, cwd: Path, store: Path,
+        stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
+                          env=env_for(store), capture_output=True, text=True, encoding="utf-8",
+                          timeout=120, input=stdin)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "wf.js"
+    path.write_text(SCRIPT, encoding="utf-8")
+    return path
+
+
+ARGS = ["--args", json.dumps({"topics": ["alpha", "beta", "gamma"]})]
+
+
+def test_estimate_projects_calls_per_phase_and_model_offline(script: Path,
+                                                              tmp_path: Path) -> None:
+    store = tmp_path / "store" / "runs.sqlite3"
+    done = cli("run", script, *ARGS, "--estimate", "--provider", "openai", "--model", "gpt-4o",
+               "--base-url", DEAD_URL, cwd=tmp_path, store=store)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "agent calls: 4" in text
+    assert "Research  3" in text and "Report    1" in text
+    assert "gpt-4o" in text and "no-such-model" in text and "price unknown" in text
+    assert "(+ 1 call at unknown prices)" in text
+    assert not store.exists() and not store.parent.exists()  # nothing recorded
+
+
+def test_estimate_json_prices_the_projected_tokens(script: Path, tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    done = cli("run", script, *ARGS, "--estimate", "--json", cwd=tmp_path, store=store)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["agents"] == 4 and found["phases"] == {"Research": 3, "Report": 1}
+    gpt = found["models"]["gpt-4o"]
+    assert gpt["agents"] == 3
+    prompts = sum(len("research " + t) for t in ("alpha", "beta", "gamma"))
+    assert gpt["input_tokens"][0] == sum(-(-len("research " + t) // 4)
+                                         for t in ("alpha", "beta", "gamma"))
+    assert gpt["input_tokens"][1] >= prompts // 3
+    assert gpt["output_tokens"] == [300, 6000]
+    for end in (0, 1):
+        expected = genai_prices.calc_price(genai_prices.Usage(
+            input_tokens=gpt["input_tokens"][end], output_tokens=gpt["output_tokens"][end]),
+            model_ref="gpt-4o").total_price
+        assert gpt["cost_usd"][end] == pytest.approx(float(expected))
+    assert found["models"]["no-such-model"]["cost_usd"] is None
+    assert found["cost_usd"] == gpt["cost_usd"] and found["unpriced_agents"] == 1
+    assert not store.exists()
+
+
+def test_confirm_above_refuses_without_a_terminal_unless_yes(script: Path,
+                                                             tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    refused = cli("run", script, *ARGS, "--confirm-above", "2", cwd=tmp_path, store=store,
+                  stdin="y\n")
+    assert refused.returncode == 2
+    assert "agent calls: 4" in refused.stderr  # the estimate is shown first
+    assert "--confirm-above 2" in refused.stderr and "--yes" in refused.stderr
+    assert refused.stdout == "" and not store.exists()  # nothing ran
+    agreed = cli("run", script, *ARGS, "--confirm-above", "2", "--yes", cwd=tmp_path,
+                 store=store)
+    assert agreed.returncode == 0, agreed.stderr
+    assert json.loads(agreed.stdout)["n"] == 3 and store.exists()
+    below = cli("run", script, *ARGS, "--confirm-above", "4", cwd=tmp_path, store=store)
+    assert below.returncode == 0, below.stderr  # 4 calls do not exceed 4: nothing to ask
+
+
+def _on_a_terminal(script: Path, tmp_path: Path, store: Path,
+                   answer: bytes) -> tuple[int, str, str]:
+    """Run with stdin on a pty, answering ``answer`` once the question is on stderr."""
+    master, slave = pty.openpty()
+    err_path = tmp_path / f"err-{answer.strip().decode() or 'empty'}.txt"
+    with err_path.open("wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_workflow", "run", str(script), *ARGS,
+             "--confirm-above", "2"], cwd=tmp_path, env=env_for(store), stdin=slave,
+            stdout=subprocess.PIPE, stderr=err)
+    os.close(slave)
+    try:
+        deadline = time.monotonic() + 60
+        while "[y/N]" not in err_path.read_text(encoding="utf-8", errors="replace"):
+            assert time.monotonic() < deadline, err_path.read_text()
+            assert process.poll() is None, err_path.read_text()
+            time.sleep(0.05)
+        os.write(master, answer)
+        out, _ = process.communicate(timeout=120)
+    finally:
+        os.close(master)
+        if process.poll() is None:
+            process.kill()
+    return process.returncode, out.decode(), err_path.read_text(encoding="utf-8")
+
+
+def test_confirm_above_asks_on_a_terminal(script: Path, tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    code, out, err = _on_a_terminal(script, tmp_path, store, b"n\n")
+    assert code == 2 and "not confirmed" in err and out == "" and not store.exists()
+    code, out, err = _on_a_terminal(script, tmp_path, store, b"y\n")
+    assert code == 0, err
+    assert json.loads(out)["n"] == 3 and store.exists()

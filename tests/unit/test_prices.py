@@ -1,0 +1,112 @@
+"""Prices from the price library: the cost of a usage, per model, and how costs sum."""
+
+from __future__ import annotations
+
+import time
+
+import genai_prices
+import pytest
+
+from dsh_workflow import Usage
+from dsh_workflow._prices import cost_text, cost_usd, format_usd, priced
+
+
+def _library(model: str, **tokens: int) -> float:
+    return float(genai_prices.calc_price(genai_prices.Usage(**tokens), model_ref=model).total_price)
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5", "gpt-5"])
+def test_cost_comes_from_the_price_library(model: str) -> None:
+    usage = Usage(input_tokens=12_000, output_tokens=800)
+    assert cost_usd(usage, model) == pytest.approx(_library(model, input_tokens=12_000,
+                                                             output_tokens=800))
+
+
+def test_cache_tokens_are_priced_at_their_own_rates() -> None:
+    usage = Usage(input_tokens=10_000, output_tokens=100, cache_read_tokens=6_000,
+                  cache_write_tokens=2_000)
+    expected = _library("claude-sonnet-4-5", input_tokens=10_000, output_tokens=100,
+                        cache_read_tokens=6_000, cache_write_tokens=2_000)
+    assert cost_usd(usage, "claude-sonnet-4-5") == pytest.approx(expected)
+    assert expected != pytest.approx(_library("claude-sonnet-4-5", input_tokens=10_000,
+                                              output_tokens=100))
+
+
+def test_unknown_or_missing_model_is_none() -> None:
+    usage = Usage(input_tokens=10, output_tokens=10)
+    assert cost_usd(usage, "echo") is None
+    assert cost_usd(usage, "echo") is None  # the cached miss answers the same
+    assert cost_usd(usage, None) is None
+    assert priced(usage, "echo") == usage
+
+
+def test_a_reported_cost_wins() -> None:
+    reported = Usage(input_tokens=1000, output_tokens=1000, cost_usd=0.5)
+    assert priced(reported, "gpt-4o") == reported
+    computed = priced(Usage(input_tokens=1000, output_tokens=1000), "gpt-4o")
+    assert computed is not None and computed.cost_usd != 0.5
+    assert computed.cost_usd == pytest.approx(_library("gpt-4o", input_tokens=1000,
+                                                         output_tokens=1000))
+
+
+def test_sums_keep_the_known_costs() -> None:
+    a = Usage(input_tokens=1, output_tokens=1, cost_usd=0.25)
+    b = Usage(input_tokens=2, output_tokens=2, cost_usd=0.5)
+    unknown = Usage(input_tokens=3, output_tokens=3)
+    assert (a + b).cost_usd == pytest.approx(0.75)
+    mixed = a + unknown + b
+    assert mixed.cost_usd == pytest.approx(0.75) and mixed.total_tokens == 12
+    assert unknown.unpriced and not a.unpriced and not Usage().unpriced
+    assert (unknown + unknown).cost_usd is None
+    cached = Usage(cache_read_tokens=4) + Usage(cache_read_tokens=1, cache_write_tokens=2)
+    assert (cached.cache_read_tokens, cached.cache_write_tokens) == (5, 2)
+
+
+def test_money_is_shown_with_a_lower_bound_marker() -> None:
+    assert format_usd(0.012345) == "$0.0123"
+    assert format_usd(12.3) == "$12.30"
+    assert cost_text(None) is None
+    assert cost_text(0.5, unpriced=2) == "$0.5000+"
+
+
+def test_usage_refuses_a_negative_or_infinite_cost() -> None:
+    with pytest.raises(ValueError):
+        Usage(cost_usd=-1.0)
+    with pytest.raises(ValueError):
+        Usage(cost_usd=float("inf"))
+
+
+def test_a_dump_shows_cache_counts_and_cost_only_when_known() -> None:
+    assert Usage(input_tokens=1, output_tokens=2).model_dump() == {"input_tokens": 1,
+                                                                    "output_tokens": 2}
+    full = Usage(input_tokens=5, output_tokens=2, cache_read_tokens=3, cost_usd=0.0)
+    assert full.model_dump(mode="json") == {"input_tokens": 5, "output_tokens": 2,
+                                            "cache_read_tokens": 3, "cost_usd": 0.0}
+    assert Usage.model_validate_json(full.model_dump_json()) == full
+
+
+_SIZES = [Usage(input_tokens=1_000, output_tokens=100, cache_read_tokens=10),
+          Usage(input_tokens=300_000, output_tokens=5_000, cache_read_tokens=100_000,
+                cache_write_tokens=2_000),
+          Usage(output_tokens=7)]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4o-mini", "o3", "claude-sonnet-4-5",
+                                   "claude-opus-4-1", "gemini-2.5-pro", "gpt-5"])
+def test_the_cached_rates_agree_with_the_library_at_every_size(model: str) -> None:
+    for usage in _SIZES:  # the second crosses the 200k-token tier where a model has one
+        expected = _library(model, input_tokens=usage.input_tokens,
+                            output_tokens=usage.output_tokens,
+                            cache_read_tokens=usage.cache_read_tokens,
+                            cache_write_tokens=usage.cache_write_tokens)
+        assert cost_usd(usage, model) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_pricing_a_known_model_is_cheap_once_looked_up() -> None:
+    usage = Usage(input_tokens=1_000, output_tokens=100)
+    cost_usd(usage, "gpt-4o")
+    started = time.perf_counter()
+    for _ in range(1_000):
+        cost_usd(usage, "gpt-4o")
+    # The library's own calculation takes about 1.5 ms a call: 1,000 calls would take seconds.
+    assert time.perf_counter() - started < 0.5
