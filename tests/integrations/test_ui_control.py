@@ -414,3 +414,23 @@ def test_live_events_keep_the_same_rules(viewer: Viewer, page: Any,
         manual.close()
     _ended(page)
     assert page.inner_text("#run-status") == "completed"
+
+
+def test_the_detail_of_an_unended_call_of_a_killed_run_reads_interrupted(
+        viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
+    child, run_id = _slow_run(runs[0], 60)
+    try:
+        base = f"/api/runs/{run_id}/calls/1"
+        deadline = time.monotonic() + 20
+        while viewer.get(base).status_code != 200:  # written once open for 0.2 s
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert viewer.get(base).json()["outcome"] is None  # still running
+    finally:
+        child.kill()  # kill -9: the run never ends by itself
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    detail = viewer.get(base).json()
+    assert detail["outcome"] == "interrupted"
+    assert detail["texts"]["prompt"]["text"] == "slow 1"
