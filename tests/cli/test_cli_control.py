@@ -348,3 +348,24 @@ def test_show_agent_of_a_killed_run_says_interrupted(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "outcome:     interrupted" in shown.stdout
     assert "wait for it" in shown.stdout and "no answer: the run ended without it" in shown.stdout
+
+
+def test_replay_check_runs_saved_workflows_from_the_given_folders(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    write(folder, "inner.js", "export const meta = {name: 'inner', description: 'inner'};\n"
+          "return await agent('inner ' + args.x);\n")
+    script = write(tmp_path, "outer.js", HEADER + """
+const r = await workflow('inner', {x: 1});
+return [r, await agent('after ' + r)];
+""")
+    done = cli("run", script, "--store", store, "--workflows", folder, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = run_id_of(done.stderr)
+    check = cli("replay-check", run_id, "--workflows", folder, "--store", store, cwd=tmp_path)
+    assert check.stdout.strip() == "replays fully (2 calls)", check.stdout + check.stderr
+    missing = cli("replay-check", run_id, "--store", store, cwd=tmp_path)
+    assert missing.returncode == 1
+    assert missing.stdout.startswith("does not replay: the script ended error")
+    assert "workflow('inner')" in missing.stdout
