@@ -16,7 +16,9 @@ Contract:
 - ``resume RUN_ID [--script FILE] [--args JSON|@FILE] [--meta JSON|@FILE] [run options]``
   starts a new run that resumes RUN_ID: the stored script, meta and args unless given (a
   ``--script`` file's own ``export const meta`` wins over the stored meta, ``--meta`` over
-  both). Progress, output and exit codes are those of ``run``.
+  both). Progress, output and exit codes are those of ``run``. Without provider options the
+  recorded ones apply, and ``--rerun SEQ[,SEQ...]`` runs chosen calls live again (see
+  :mod:`.resume`); ``show RUN_ID --agent SEQ`` prints one call (:mod:`.calls`).
 - An unknown run id (or a store file that does not exist) is exit code 2 with one
   ``Error: ...`` line; so is a store that cannot be read, a run whose stored row, events or
   journal cannot be read (the line names the run and what is wrong; ``runs`` lists such a
@@ -88,9 +90,9 @@ def add_parsers(commands: Any) -> None:
         "resume", help="run a recorded run again, replaying its completed agents",
         description="Resume a recorded run: a new run of the stored script (or --script) in "
                     "which every agent() call that completed before with the same prompt and "
-                    "options is answered from the journal instead of running again. Give the "
-                    "same provider options as the first run: answers replay only from the "
-                    "same provider and model.")
+                    "options is answered from the journal instead of running again. Without "
+                    "provider options it runs on the provider the run was recorded with; a "
+                    "warning says when the provider differs (its calls then run live).")
     resume.add_argument("run_id", metavar="RUN_ID")
     resume.add_argument("--script", metavar="SCRIPT.js",
                         help="the fixed script (default: the stored one); its `export const "
