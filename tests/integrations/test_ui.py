@@ -736,6 +736,12 @@ def test_the_token_in_the_address_becomes_an_httponly_strict_cookie(
         assert viewer.token not in cookie  # the cookie is derived from it, not the token
         for path in _data_paths(runs)[:-1]:  # the cookie alone opens every page
             assert http.get(path).status_code == 200, path
+        # beside other applications' cookies on 127.0.0.1, however odd they are
+        (value,) = [c.value for c in http.cookies.jar if c.name.startswith("dsh_workflow")]
+        name = f"dsh_workflow_viewer_{viewer.port}"
+        messy = f'app={{"a": "b, c"}}; bad\\cookie; {name}={value}; x="1'
+        assert httpx.get(viewer.url + "/runs-table", headers={"Cookie": messy},
+                         timeout=10).status_code == 200
         assert runs[1]["research-report"] in http.get("/runs-table").text
         assert http.get("/runs/nope").status_code == 404
     # a script may send the token as a bearer header instead
