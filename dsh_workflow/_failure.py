@@ -5,14 +5,17 @@ A child that did not complete carries one :class:`AgentFailure` on its ``AgentEn
 (README, "Truthful outcomes"). Its ``message`` is bounded (:data:`MAX_MESSAGE_CHARS`) and has
 passed :func:`redact`, the one place secrets are taken out of texts that leave a provider:
 bearer tokens, ``sk-...``-style keys, ``api_key=...``-style assignments and any secret the
-caller names (a provider's own API key).
+caller names (a provider's own API key). :func:`group_failures` groups failures by kind and
+reason (the offending value dropped), for every summary of a run's failures (the CLI's
+``warning:`` line, the tool's ``Agents failed:`` line).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -24,6 +27,8 @@ __all__ = [
     "FailureKind",
     "ProviderUnavailable",
     "bounded",
+    "failure_reason",
+    "group_failures",
     "redact",
 ]
 
@@ -120,3 +125,37 @@ class ProviderUnavailable(Exception):
     @property
     def message(self) -> str:
         return str(self.args[0])
+
+
+#: Kinds whose message says something beyond the kind itself.
+_EXPLAINED = ("provider", "invalid", "missing")
+#: A validator message's offending value (``/number: 'INV-12' does not match ...``): dropped in
+#: the summary so that equal reasons of different values group together.
+_VALUE = re.compile(
+    r"^(?P<path>/\S*): (?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d[\w.+-]*|True|False|None"
+    r"|\[.*?\]|\{.*?\}) (?=does not match|is not of type|is not one of|is not valid|is too "
+    r"|is less than|is greater than|is not a |was expected|is not allowed|should not)")
+_MAX_REASON_CHARS = 120
+
+
+def failure_reason(failure: dict[str, Any], *, keep_value: bool = False,
+                   limit: int = _MAX_REASON_CHARS) -> str:
+    """What a failure says after its kind: its first detail or message line (without the
+    offending value unless ``keep_value``), bounded to ``limit`` characters."""
+    details = failure.get("details") or []
+    text = details[0] if details else str(failure.get("message", ""))
+    text = text.split("\n", 1)[0]
+    if not keep_value:
+        text = _VALUE.sub(r"\g<path>: ", text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def group_failures(failures: list[dict[str, Any]], *,
+                   kinds: tuple[str, ...] = _EXPLAINED) -> list[tuple[int, str, str]]:
+    """``(count, kind, reason)`` groups, most frequent first (first seen first among equals);
+    the reason is empty for kinds not in ``kinds``."""
+    groups: Counter[tuple[str, str]] = Counter()
+    for failure in failures:
+        kind = str(failure.get("kind"))
+        groups[(kind, failure_reason(failure) if kind in kinds else "")] += 1
+    return [(count, kind, reason) for (kind, reason), count in groups.most_common()]

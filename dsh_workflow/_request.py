@@ -19,7 +19,8 @@ class WorkflowStartRequest(BaseModel):
     reports every violation as ``META_INVALID``). ``args`` is any JSON value, copied into the
     script's ``args`` global (``None`` leaves the global ``undefined``). ``provider`` routes
     every child of this run (invisible to the script); ``max_total_agents`` may only lower
-    the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget (README, "Budgets and usage");
+    the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget (README, "Budgets and usage"),
+    ``budget_usd`` its dollar budget (README, "Cost in money");
     ``parent`` is passed to every child request untouched. ``resume_from`` names an earlier run
     of the engine's store whose journal answers the calls that did not change (README, "Durable runs");
     ``rerun`` names calls of that run (by seq) that run live again instead of replaying (README,
@@ -34,6 +35,7 @@ class WorkflowStartRequest(BaseModel):
     provider: SubagentProvider | None = None
     max_total_agents: int | None = None
     budget_tokens: int | None = None
+    budget_usd: float | None = None
     resume_from: str | None = None
     parent: Any = None
     rerun: frozenset[int] = frozenset()

@@ -62,10 +62,12 @@ def call_document(run_id: str, call: CallRecord) -> dict[str, Any]:
     return document
 
 
-def call_text(call: CallRecord, *, full: bool = False) -> str:
-    """The call for people (see the module docstring)."""
+def call_text(call: CallRecord, *, full: bool = False, run_running: bool = True) -> str:
+    """The call for people (see the module docstring); ``run_running``: its run is still
+    going (else a call without an end reads ``interrupted``)."""
     options = call.options
-    outcome = call.outcome or ("running" if call.started_at is not None else "queued")
+    outcome = call.outcome or ("interrupted" if not run_running
+                               else "running" if call.started_at is not None else "queued")
     lines = [f"run:         {call.run_id}",
              f"agent:       {call.seq}  {call.label}",
              f"phase:       {call.phase or '-'}",
@@ -115,7 +117,7 @@ def call_text(call: CallRecord, *, full: bool = False) -> str:
         lines.append(_indent(fold(text, full=full)))
     if call.outcome is None:
         lines.append("")
-        lines.append("no answer yet")
+        lines.append("no answer yet" if run_running else "no answer: the run ended without it")
     return "\n".join(lines)
 
 
@@ -123,16 +125,16 @@ def show_call(ns: argparse.Namespace, read: Callable[..., Any],
               record: Callable[..., Any]) -> int:
     """``show RUN_ID --agent SEQ``; ``read`` and ``record`` are the run commands' store access
     (see :mod:`.runs`). An unknown run or call is a :class:`CliError` (exit 2)."""
-    async def reader(store: SQLiteRunStore) -> tuple[str, CallRecord | None, int]:
+    async def reader(store: SQLiteRunStore) -> tuple[str, CallRecord | None, int, bool]:
         run = await record(store, ns, ns.run_id)
         found = await store.call(run.id, ns.agent)
-        known = len(await store.calls(run.id)) if found is None else 0
-        return run.id, found, known
+        known = len(await store.call_briefs(run.id)) if found is None else 0
+        return run.id, found, known, run.status == "running"
 
     got = read(ns, reader, None)
     if got is None:
         raise CliError(f"no run {ns.run_id!r} in the run store {store_path(ns)}")
-    run_id, call, known = got
+    run_id, call, known, running = got
     if call is None:
         which = f"it has calls 1-{known}" if known else "no agent() call of it is recorded"
         raise CliError(f"run {run_id} has no agent() call {ns.agent} ({which})")
@@ -140,5 +142,5 @@ def show_call(ns: argparse.Namespace, read: Callable[..., Any],
         write_stdout(json.dumps(call_document(run_id, call), indent=2, ensure_ascii=False)
                      + "\n")
     else:
-        write_stdout(call_text(call, full=ns.full) + "\n")
+        write_stdout(call_text(call, full=ns.full, run_running=running) + "\n")
     return EXIT_OK

@@ -20,13 +20,15 @@ Contract:
   differ, or that the recorded call did not complete), or the script's error. Nothing is
   recorded (the store is only read) and nothing is spent. The provider identity used for the
   keys is the one the run recorded (echo when none is recorded), and so are its model aliases
-  unless ``--model-alias`` is given.
+  unless ``--model-alias`` is given; ``--agents`` and ``--workflows`` find agent definitions
+  and saved workflows as ``run`` does.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +56,7 @@ _POLL_S = 0.05
 
 def add_parsers(commands: Any) -> None:
     """Add ``cancel`` and ``replay-check`` to the ``dsh-workflow`` subparsers."""
+    from .library import add_library_option
     from .options import add_agent_options, positive_seconds
 
     cancel = commands.add_parser(
@@ -81,6 +84,7 @@ def add_parsers(commands: Any) -> None:
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object (default: the script "
                        "file's, else the stored meta)")
     add_agent_options(check)
+    add_library_option(check)
     check.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
                        type=_alias, help="model aliases (repeatable; default: those the run "
                        "was recorded with)")
@@ -274,11 +278,14 @@ def _why(recorded: CallRecord | None, new: SubagentRequest) -> str:
 def command_replay_check(ns: argparse.Namespace) -> int:
     from dsh_workflow import EngineConfig, QuickJSEngine, WorkflowError, WorkflowStartRequest
 
+    from .library import load_library
     from .options import load_agents
     from .resume import recorded_aliases
     from .runs import _read, _record, _stored_meta
 
     agents = load_agents(ns.agents)
+    library = load_library(ns.workflows, base_dir=None if ns.script is None
+                           else os.path.dirname(os.path.abspath(ns.script)))
 
     async def reader(store: SQLiteRunStore) -> tuple[Any, JournalOnlyProvider,
                                                      CallRecord | None]:
@@ -292,7 +299,7 @@ def command_replay_check(ns: argparse.Namespace) -> int:
         provider = JournalOnlyProvider(identity)
         config = EngineConfig(max_total_agents=100_000, max_concurrent_agents=1,
                               model_aliases=aliases)
-        async with QuickJSEngine(config, provider=provider, agents=agents,
+        async with QuickJSEngine(config, provider=provider, agents=agents, library=library,
                                  store=ReadOnlyStore(store)) as engine:
             try:
                 run = engine.start(WorkflowStartRequest(meta=meta, script=body, args=args,

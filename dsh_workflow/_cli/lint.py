@@ -250,6 +250,9 @@ class _Linter:
             elif key == "isolation" and literal not in ISOLATIONS:
                 self.at(value, f'{hook}() option "isolation" must be one of '
                                + ", ".join(f'"{e}"' for e in ISOLATIONS) + f' (got "{literal}")')
+            elif key == "failure" and literal not in FAILURE_MODES:
+                self.at(value, f'{hook}() option "failure" must be one of '
+                               + ", ".join(f'"{e}"' for e in FAILURE_MODES) + f' (got "{literal}")')
             elif key == "agentType" and self.agents is not None and literal not in self.agents:
                 self.at(value, f'agent type "{literal}" is not defined (known types: '
                                + ", ".join(self.agents.names)

@@ -14,7 +14,8 @@ Contract:
   definition, :mod:`.options`), plus ``--provider sampling``: ``agent()`` calls are answered by
   the MCP client's own model (``sampling/createMessage``), capped at ``--sampling-max-tokens``
   output tokens per reply.
-- Option errors are reported before serving (``Error: <message>``, exit 2). The server runs
+- Option errors are reported before serving (``Error: <message>``, exit 2); so is a port that
+  cannot be listened on (nothing about the token is printed then). The server runs
   until its client closes stdin (stdio) or until SIGINT/SIGTERM (HTTP); it exits 0 then.
 - Needs the ``mcp`` extra (``pip install 'dsh-workflow[mcp]'``); without it the command says
   so and exits 2.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -85,11 +87,31 @@ def command_mcp(ns: argparse.Namespace) -> int:
         from dsh_workflow.integrations.mcp import create_server  # noqa: F401 - fail early
     except ImportError as exc:
         raise CliError(MISSING_EXTRA.format(name=exc.name)) from None
-    anyio.run(_serve, ns, setup, token, backend="asyncio")
+    listener = _listen(ns.http) if ns.http is not None else None
+    try:
+        anyio.run(_serve, ns, setup, token, listener, backend="asyncio")
+    finally:
+        if listener is not None:
+            listener.close()
     return 0
 
 
-async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken | None) -> None:
+def _listen(port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:``port`` (connections wait in its backlog until the
+    server serves them); a port that cannot be had is a start error."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", port))
+        listener.listen(128)
+    except OSError as exc:
+        listener.close()
+        raise CliError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    return listener
+
+
+async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken | None,
+                 listener: socket.socket | None) -> None:
     """Open what the server shares across calls, then serve on the chosen transport."""
     from dsh_workflow import RunStoreError, SQLiteRunStore
 
@@ -103,9 +125,9 @@ async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken 
                 raise CliError(f"cannot open the run store {path!r}: {exc}") from None
         server = _build_server(ns, setup, store)
         handshake_only = ns.provider == SAMPLING
-        if ns.http is not None:
+        if listener is not None:
             assert token is not None  # made with --http
-            await _serve_http(server, ns.http, token, handshake_only)
+            await _serve_http(server, listener, token, handshake_only)
         else:
             await _serve_stdio(server, handshake_only)
 
@@ -179,7 +201,8 @@ async def _serve_stdio(server: Any, handshake_only: bool) -> None:
                              init_options=server.create_initialization_options())
 
 
-async def _serve_http(server: Any, port: int, token: ServerToken, handshake_only: bool) -> None:
+async def _serve_http(server: Any, listener: socket.socket, token: ServerToken,
+                      handshake_only: bool) -> None:
     """Serve streamable HTTP on 127.0.0.1 until SIGINT/SIGTERM, to clients bearing ``token``
     only (handshake era only with sampling, see :func:`_serve_stdio`)."""
     import uvicorn
@@ -191,6 +214,7 @@ async def _serve_http(server: Any, port: int, token: ServerToken, handshake_only
     if handshake_only:
         app = handshake_only_http(app)
     app = require_bearer(app, token.value)  # outermost: nothing runs before the check
+    port = listener.getsockname()[1]
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")
     http = uvicorn.Server(config)
@@ -198,4 +222,4 @@ async def _serve_http(server: Any, port: int, token: ServerToken, handshake_only
                      f"dsh-workflow mcp: clients must send the header "
                      f"'Authorization: Bearer {token.value}'\n")
     sys.stderr.flush()
-    await http.serve()
+    await http.serve(sockets=[listener])

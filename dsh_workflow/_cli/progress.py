@@ -41,9 +41,9 @@ from dsh_workflow import (
     WorkflowEvent,
     WorkflowStarted,
 )
+from dsh_workflow._failure import failure_reason, group_failures
 from dsh_workflow._prices import cost_text, format_usd
 from dsh_workflow._tally import RunTally
-from dsh_workflow._tool.failures import failure_reason, group_failures
 
 if TYPE_CHECKING:  # rich loads only for the live panel (start-up time of plain runs)
     from rich.console import Console, RenderableType

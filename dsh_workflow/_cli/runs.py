@@ -19,7 +19,9 @@ Contract:
 - ``resume RUN_ID [--script FILE] [--args JSON|@FILE] [--meta JSON|@FILE] [run options]``
   starts a new run that resumes RUN_ID: the stored script, meta and args unless given (a
   ``--script`` file's own ``export const meta`` wins over the stored meta, ``--meta`` over
-  both). Progress, output and exit codes are those of ``run``.
+  both). Progress, output and exit codes are those of ``run``. Without provider options the
+  recorded ones apply, and ``--rerun SEQ[,SEQ...]`` runs chosen calls live again (see
+  :mod:`.resume`); ``show RUN_ID --agent SEQ`` prints one call (:mod:`.calls`).
 - A RUN_ID may be given by any prefix of at least :data:`MIN_PREFIX` characters that only one
   run's id starts with (:func:`find_run`); an ambiguous prefix is exit code 2 with the
   matching runs listed.
@@ -94,9 +96,9 @@ def add_parsers(commands: Any) -> None:
         "resume", help="run a recorded run again, replaying its completed agents",
         description="Resume a recorded run: a new run of the stored script (or --script) in "
                     "which every agent() call that completed before with the same prompt and "
-                    "options is answered from the journal instead of running again. Give the "
-                    "same provider options as the first run: answers replay only from the "
-                    "same provider and model.")
+                    "options is answered from the journal instead of running again. Without "
+                    "provider options it runs on the provider the run was recorded with; a "
+                    "warning says when the provider differs (its calls then run live).")
     resume.add_argument("run_id", metavar="RUN_ID")
     resume.add_argument("--script", metavar="SCRIPT.js",
                         help="the fixed script (default: the stored one); its `export const "

@@ -13,7 +13,14 @@ Contract:
 - SIGTERM or SIGINT: stop taking new children; children already running get
   ``--shutdown-grace`` seconds to finish; those still running then are cancelled (a command
   child is killed) and handed back to the server, which retries them on another worker. The
-  process then exits ``0``.
+  process then exits ``0``. The signals are handled from before the connection to Temporal is
+  made: one that arrives while connecting stops the worker (exit ``0``) before it takes work.
+- Once stopped, the process ends with ``os._exit`` after flushing its output, without
+  finalizing the interpreter: the Temporal SDK's core keeps Rust threads that call back into
+  Python (to resolve its calls' futures) and cannot be stopped from Python, and one that does
+  so while the interpreter finalizes makes CPython abort the process (SIGABRT, exit -6) — a
+  worker that aborts on SIGTERM strands its children. Everything of the worker's own is closed
+  by then (children finished or handed back, provider closed).
 - A service that cannot be reached within ``--connect-timeout`` seconds, or a worker that stops
   for any other reason than a signal: one ``Error: ...`` line on stderr, exit ``1``. Usage
   errors (including the Temporal extra not being installed): exit ``2``.
@@ -24,11 +31,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["add_worker_parser", "command_worker"]
 
@@ -102,11 +110,22 @@ def command_worker(ns: argparse.Namespace) -> int:
     # every child's outcome is on a progress line already; the SDK would add a traceback
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     try:
-        return asyncio.run(_serve(ns, make_provider, progress))
+        code = asyncio.run(_serve(ns, make_provider, progress))
     except _WorkerFailed as exc:
         sys.stderr.write(f"Error: {exc}\n")
-        sys.stderr.flush()
-        return EXIT_ERROR
+        code = EXIT_ERROR
+    _exit_now(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` without finalizing the interpreter (see the module
+    docstring): the SDK's Rust threads may still call into Python, which aborts a finalizing
+    interpreter."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 class _WorkerFailed(Exception):
@@ -135,12 +154,22 @@ async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _Progress
 
     from dsh_workflow.integrations.temporal import ChildActivity
 
-    client = await _connect(ns)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
+        connecting = asyncio.create_task(_connect(ns))
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not connecting.done():
+            connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, _WorkerFailed):
+                await connecting
+            progress("stopped before taking any work")
+            return EXIT_OK
+        client = connecting.result()
         async with contextlib.AsyncExitStack() as stack:
             provider = make_provider()
             if hasattr(provider, "__aenter__"):

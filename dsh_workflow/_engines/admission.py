@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from .runtime import body_line_offset
 
 __all__ = ["Admission", "EngineState", "admit", "check_agents", "check_library", "encode_args",
            "hosted_run",
-           "resolve_budget", "resolve_provider", "resolve_total_cap"]
+           "resolve_budget", "resolve_budget_usd", "resolve_provider", "resolve_total_cap"]
 
 
 class EngineState(enum.Enum):
@@ -48,6 +49,7 @@ class Admission:
     args_text: str | None
     parent: Any
     budget_tokens: int | None = None
+    budget_usd: float | None = None
     args: Any = None
     resume_from: str | None = None
     rerun: frozenset[int] = frozenset()
@@ -88,6 +90,22 @@ def resolve_budget(value: object, ceiling: int | None) -> int | None:
             f"budget_tokens {value} exceeds the engine's budget (budget_tokens={ceiling}); a "
             "run may only lower it"))
     return value
+
+
+def resolve_budget_usd(value: object, ceiling: float | None) -> float | None:
+    """The run's dollar budget: ``value`` if given (it may only lower ``ceiling``; None is
+    unlimited), else ``ceiling``."""
+    if value is None:
+        return ceiling
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value) or value <= 0:
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                            f"budget_usd must be a positive number of dollars (got {value!r})")
+    if ceiling is not None and value > ceiling:
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+            f"budget_usd {value:g} exceeds the engine's budget (budget_usd={ceiling:g}); a run "
+            "may only lower it"))
+    return float(value)
 
 
 def resolve_provider(value: object, default: SubagentProvider) -> SubagentProvider:
@@ -132,6 +150,7 @@ def admit(request: object, *, default_provider: SubagentProvider,
     provider = resolve_provider(request.provider, default_provider)
     max_total = resolve_total_cap(request.max_total_agents, config.max_total_agents)
     budget = resolve_budget(request.budget_tokens, config.budget_tokens)
+    budget_usd = resolve_budget_usd(request.budget_usd, config.budget_usd)
     try:
         resume_from = check_resume(store, request.resume_from)
     except ValueError as exc:
@@ -140,7 +159,8 @@ def admit(request: object, *, default_provider: SubagentProvider,
     return Admission(meta=meta, script=request.script, provider=provider,
                      max_total_agents=max_total,
                      args_text=encode_args(request.args, config.max_value_depth),
-                     parent=request.parent, budget_tokens=budget, args=request.args,
+                     parent=request.parent, budget_tokens=budget, budget_usd=budget_usd,
+                     args=request.args,
                      resume_from=resume_from, rerun=rerun)
 
 
@@ -184,6 +204,7 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                      library=library,
                      provider=provider, max_total_agents=admission.max_total_agents,
                      parent=admission.parent, budget_tokens=admission.budget_tokens,
+                     budget_usd=admission.budget_usd,
                      events=events, task_group=task_group,
                      body_line_offset=body_line_offset(),
                      body_header_chars=len(run_header(admission.script)), agents=agents)

@@ -67,6 +67,7 @@ class HostedRun(WorkflowRun):
     def __init__(self, *, run_id: str, meta: WorkflowMeta, config: EngineConfig,
                  provider: SubagentProvider, max_total_agents: int, parent: Any,
                  events: EventHub, task_group: TaskGroup, budget_tokens: int | None = None,
+                 budget_usd: float | None = None,
                  body_line_offset: int = 0, body_header_chars: int = 0,
                  agents: AgentRegistry | None = None, journal: RunJournal | None = None,
                  library: WorkflowLibrary | None = None) -> None:
@@ -77,7 +78,8 @@ class HostedRun(WorkflowRun):
         self._tg = task_group
         self._info = RunInfo(id=run_id, meta=meta)
         self._journal = journal
-        self._spend = Spend(budget_tokens, config.budget_usd)
+        self._spend = Spend(budget_tokens,
+                            config.budget_usd if budget_usd is None else budget_usd)
         self._text = ScriptText(meta, body_line_offset, body_header_chars)
         limits = SchemaLimits.of(config)
         self._children = ChildScheduler(

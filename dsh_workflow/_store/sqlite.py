@@ -460,10 +460,13 @@ class SQLiteRunStore:
 
     async def calls(self, run_id: str, *, after: int = 0,
                     limit: int | None = None) -> list[CallRecord]:
-        """The run's committed calls with ``seq > after``, in seq order (at most ``limit``)."""
+        """The run's committed calls with ``seq > after``, in seq order (at most ``limit``).
+        A call record that cannot be read raises :class:`RunStoreError` naming the run."""
         await self.open()
-        return await self._read_async(
-            lambda conn: _read_calls(conn, run_id, after=after, limit=limit))
+        bounded = None if limit is None else _bound(limit)
+        return await self._read_async(lambda conn: _naming(
+            self._path, run_id, lambda: _read_calls(conn, run_id, after=_bound(after),
+                                                    limit=bounded)))
 
     async def call_briefs(self, run_id: str) -> list[CallBrief]:
         """Every call of the run without its texts: seq, the model it ran on, outcome, failure
@@ -472,9 +475,10 @@ class SQLiteRunStore:
         return await self._read_async(lambda conn: _read_briefs(conn, run_id))
 
     async def call(self, run_id: str, seq: int) -> CallRecord | None:
-        """Call ``seq`` of the run, or None."""
+        """Call ``seq`` of the run, or None (a record that cannot be read: see :meth:`calls`)."""
         await self.open()
-        return await self._read_async(lambda conn: _read_call(conn, run_id, seq))
+        return await self._read_async(lambda conn: _naming(
+            self._path, run_id, lambda: _read_call(conn, run_id, _bound(seq))))
 
     async def provider(self, run_id: str) -> dict[str, Any] | None:
         """The provider options the run was recorded with, or None."""
@@ -805,6 +809,16 @@ def _journal_entry(run_id: str, row: tuple[Any, ...]) -> JournalEntry:
                 cache_read_tokens=cread or 0, cache_write_tokens=cwrite or 0))
     except ValidationError as exc:
         raise _BadRow(f"journal entry {kind} {seq}: {_invalid(exc)}") from None
+
+
+def _naming(path: str, run_id: str, read: Callable[[], T]) -> T:
+    """``read()``, with a stored call record that cannot be read (corrupt JSON, wrong types)
+    reported as a :class:`RunStoreError` naming the run."""
+    try:
+        return read()
+    except (ValueError, TypeError, RecursionError) as exc:  # ValidationError is a ValueError
+        raise RunStoreError(path, f"run {run_id!r} has a broken call record: "
+                                  f"{type(exc).__name__}: {_short(exc)}") from None
 
 
 def _noop(conn: sqlite3.Connection) -> None:

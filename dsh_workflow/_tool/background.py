@@ -50,6 +50,8 @@ logger = logging.getLogger("dsh_workflow.tool")
 
 #: Statuses of delivered runs kept for ``status(run_id)``.
 _KEPT_STATUSES = 256
+#: How long an async ``on_complete`` may take, shielded from the closing of the tool or engine.
+ON_COMPLETE_GRACE_S = 30.0
 
 
 @dataclass(eq=False)
@@ -217,15 +219,24 @@ class BackgroundRuns:
             await self._call_on_complete(run_id, completion)
 
     async def _call_on_complete(self, run_id: str, completion: Any) -> None:
-        """Hand ``completion`` to ``on_complete``; what it raises is logged, nothing more."""
+        """Hand ``completion`` to ``on_complete``; what it raises is logged, nothing more.
+
+        Shielded for up to :data:`ON_COMPLETE_GRACE_S`: the completions of runs cancelled by
+        the tool's (or the engine's) block ending are delivered while it closes, and an async
+        callback is not cancelled half-way by that; one still running after the grace is
+        cancelled and logged."""
         assert self._on_complete is not None
-        try:
-            returned = self._on_complete(completion)
-            if inspect.isawaitable(returned):
-                await returned
-        except Exception:
-            logger.warning("workflow tool: on_complete raised for background run %s", run_id,
-                           exc_info=True)
+        with anyio.move_on_after(ON_COMPLETE_GRACE_S, shield=True) as bounded:
+            try:
+                returned = self._on_complete(completion)
+                if inspect.isawaitable(returned):
+                    await returned
+            except Exception:
+                logger.warning("workflow tool: on_complete raised for background run %s",
+                               run_id, exc_info=True)
+        if bounded.cancelled_caught:
+            logger.warning("workflow tool: on_complete for background run %s did not finish "
+                           "within %g s and was cancelled", run_id, ON_COMPLETE_GRACE_S)
 
     def _wake(self) -> None:
         if self._changed is not None:

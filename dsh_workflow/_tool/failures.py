@@ -9,28 +9,16 @@ carries.
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from typing import Any
 
 from .._events import AgentEnded, WorkflowEvent
-from .._failure import AgentFailure
+from .._failure import AgentFailure, group_failures
 
-__all__ = ["MAX_LISTED_FAILURES", "FailureLog", "failure_reason", "failures_data",
-           "failures_line", "group_failures"]
+__all__ = ["MAX_LISTED_FAILURES", "FailureLog", "failures_data", "failures_line"]
 
 #: Most failures listed in a result's ``data`` (the count is always whole).
 MAX_LISTED_FAILURES = 100
-_MAX_REASON_CHARS = 120
 _MAX_LINE_CHARS = 600
-#: Kinds whose message says something beyond the kind itself.
-_EXPLAINED = ("provider", "invalid", "missing")
-#: A validator message's offending value (``/number: 'INV-12' does not match ...``): dropped in
-#: the summary so that equal reasons of different values group together.
-_VALUE = re.compile(
-    r"^(?P<path>/\S*): (?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d[\w.+-]*|True|False|None"
-    r"|\[.*?\]|\{.*?\}) (?=does not match|is not of type|is not one of|is not valid|is too "
-    r"|is less than|is greater than|is not a |was expected|is not allowed|should not)")
 
 
 class FailureLog:
@@ -57,33 +45,6 @@ class FailureLog:
                                                  else event.outcome, event.outcome)
         kept.append({"seq": event.seq, "label": event.label, "phase": event.phase,
                      "outcome": event.outcome, **failure.model_dump(mode="json")})
-
-
-def failure_reason(failure: dict[str, Any], *, keep_value: bool = False,
-                   limit: int = _MAX_REASON_CHARS) -> str:
-    """What a failure says after its kind: its first detail or message line (without the
-    offending value unless ``keep_value``), bounded to ``limit`` characters."""
-    details = failure.get("details") or []
-    text = details[0] if details else str(failure.get("message", ""))
-    text = text.split("\n", 1)[0]
-    if not keep_value:
-        text = _VALUE.sub(r"\g<path>: ", text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _reason(failure: dict[str, Any]) -> str:
-    return failure_reason(failure)
-
-
-def group_failures(failures: list[dict[str, Any]], *,
-                   kinds: tuple[str, ...] = _EXPLAINED) -> list[tuple[int, str, str]]:
-    """``(count, kind, reason)`` groups, most frequent first (first seen first among equals);
-    the reason is empty for kinds not in ``kinds``."""
-    groups: Counter[tuple[str, str]] = Counter()
-    for failure in failures:
-        kind = str(failure.get("kind"))
-        groups[(kind, _reason(failure) if kind in kinds else "")] += 1
-    return [(count, kind, reason) for (kind, reason), count in groups.most_common()]
 
 
 def failures_line(failures: list[dict[str, Any]], started: int) -> str | None:

@@ -5,7 +5,8 @@ Routes (added to the application by :func:`call_routes`):
 - ``GET /api/runs/{id}/calls/{seq}`` — the call: ``seq``, ``label``, ``phase``, ``outcome``
   (None while it runs), ``replayed``, ``model`` (the model it ran on), ``options`` (agent type,
   effort, isolation, route, output-token limit), ``started_at``, ``ended_at``, ``usage``,
-  ``failure`` and ``texts``: for each long text it has (``prompt``, ``system_prompt``,
+  ``failure`` and ``texts`` (an unended call of a run that is no longer running reads
+  ``interrupted``): for each long text it has (``prompt``, ``system_prompt``,
   ``schema``, ``text``, ``structured``) its first :data:`DETAIL_CHARS` characters
   (``{"text", "total", "next"}``; ``next`` is the offset to load more from, None when all of
   it was sent). 404 for an unknown run or call, 400 for a seq that is not a whole number.
@@ -89,18 +90,23 @@ def _seq(request: Request) -> int:
 def call_routes(store: SQLiteRunStore) -> list[Route]:
     """The detail routes over ``store``."""
 
-    async def _call(request: Request) -> CallRecord:
+    async def _call(request: Request) -> tuple[CallRecord, str]:
         run_id = request.path_params["run_id"]
         seq = _seq(request)
-        if await store.get_run(run_id) is None:
+        record = await store.get_run(run_id)
+        if record is None:
             raise HTTPException(404, f"no run {run_id!r} in this store")
         call = await store.call(run_id, seq)
         if call is None:
             raise HTTPException(404, f"no record of agent() call {seq} of this run")
-        return call
+        return call, record.status
 
     async def detail(request: Request) -> Response:
-        return JSONResponse(call_payload(await _call(request)))
+        call, status = await _call(request)
+        payload = call_payload(call)
+        if payload["outcome"] is None and status != "running":
+            payload["outcome"] = "interrupted"  # its run ended without the call's end
+        return JSONResponse(payload)
 
     async def more(request: Request) -> Response:
         name = request.path_params["name"]
@@ -112,7 +118,7 @@ def call_routes(store: SQLiteRunStore) -> list[Route]:
             raise HTTPException(400, "offset must be a whole number") from None
         if offset < 0:
             raise HTTPException(400, "offset must not be negative")
-        text = _texts(await _call(request)).get(name)
+        text = _texts((await _call(request))[0]).get(name)
         if text is None:
             raise HTTPException(404, f"this call has no {name}")
         return JSONResponse(text_chunk(text, min(offset, len(text))))

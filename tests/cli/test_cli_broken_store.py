@@ -6,6 +6,7 @@ and the viewer's pages, over a real store file with corrupt rows written by ``sq
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import subprocess
@@ -96,7 +97,9 @@ def test_the_viewer_lists_broken_runs_and_says_what_is_wrong(store: Path) -> Non
         broken = client.get("/runs/bad-meta")
         assert broken.status_code == 200
         assert "broken" in broken.text and "its meta is not valid JSON" in broken.text
-        assert client.get(f"/runs/{BROKEN_EVENTS}").status_code == 200
+        events_page = client.get(f"/runs/{BROKEN_EVENTS}")  # its events cannot be read
+        assert events_page.status_code == 200
+        assert f"run {BROKEN_EVENTS!r} is broken: its events" in html.unescape(events_page.text)
         assert client.get("/api/runs/bad-meta/stream").status_code == 409
         # a run whose events cannot be read: its stream ends as broken and says why
         stream = client.get(f"/api/runs/{BROKEN_EVENTS}/stream")

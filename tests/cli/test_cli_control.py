@@ -317,3 +317,55 @@ return [await agent('a', {model: 'fast'}), await agent('b')];
     other = cli("replay-check", run_id, "--model-alias", "fast=model-g", "--store", store,
                 cwd=tmp_path)
     assert other.returncode == 1 and "model (recorded 'model-f', new 'model-g')" in other.stdout
+
+
+def test_show_agent_of_a_killed_run_says_interrupted(tmp_path: Path) -> None:
+    import signal
+
+    store = tmp_path / "runs.sqlite3"
+    script = write(tmp_path, "slow.js", SLOW)
+    marker = tmp_path / "child-started"
+    child = tmp_path / "child.sh"
+    child.write_text(f"#!/bin/sh\ntouch {marker}\nexec sleep 60\n", encoding="utf-8")
+    child.chmod(0o755)
+    err = tmp_path / "run.err"
+    with err.open("wb") as err_file:
+        running = subprocess.Popen(
+            [sys.executable, "-m", "dsh_workflow", "run", str(script), "--store", str(store),
+             "--provider", "command", "--command", str(child)], cwd=tmp_path, env=env_for(),
+            stdout=subprocess.DEVNULL, stderr=err_file, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert time.monotonic() < deadline, err.read_text()
+            time.sleep(0.02)
+        time.sleep(1.0)  # the call has been open long enough to be written while it runs
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)  # kill -9, its command child with it
+        running.wait()
+    run_id = re.search(UUID, err.read_text()).group(0)  # type: ignore[union-attr]  # printed at start
+    shown = cli("show", run_id, "--agent", "1", "--store", store, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "outcome:     interrupted" in shown.stdout
+    assert "wait for it" in shown.stdout and "no answer: the run ended without it" in shown.stdout
+
+
+def test_replay_check_runs_saved_workflows_from_the_given_folders(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    folder = tmp_path / "flows"
+    folder.mkdir()
+    write(folder, "inner.js", "export const meta = {name: 'inner', description: 'inner'};\n"
+          "return await agent('inner ' + args.x);\n")
+    script = write(tmp_path, "outer.js", HEADER + """
+const r = await workflow('inner', {x: 1});
+return [r, await agent('after ' + r)];
+""")
+    done = cli("run", script, "--store", store, "--workflows", folder, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = run_id_of(done.stderr)
+    check = cli("replay-check", run_id, "--workflows", folder, "--store", store, cwd=tmp_path)
+    assert check.stdout.strip() == "replays fully (2 calls)", check.stdout + check.stderr
+    missing = cli("replay-check", run_id, "--store", store, cwd=tmp_path)
+    assert missing.returncode == 1
+    assert missing.stdout.startswith("does not replay: the script ended error")
+    assert "workflow('inner')" in missing.stdout

@@ -17,12 +17,14 @@ _STORE_DIR = tempfile.TemporaryDirectory(prefix="dsh-cli-failures-")
 STORE = Path(_STORE_DIR.name) / "runs.sqlite3"
 
 
-def cli(*argv: str | Path, timeout: float = 60, store: Path = STORE) -> subprocess.CompletedProcess[str]:
+def cli(*argv: str | Path, timeout: float = 60, store: Path = STORE,
+        extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("COLUMNS", "FORCE_COLOR")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["TERM"] = "dumb"
     env["DSH_WORKFLOW_STORE"] = str(store)
+    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=REPO, env=env,
         capture_output=True, text=True, encoding="utf-8", timeout=timeout)
@@ -207,3 +209,54 @@ def test_the_live_panel_shows_the_latest_reason() -> None:
     assert ("[agent 3 failed] invoice 3 — invalid: /number: 'INV-12' does not match "
             "'^INV-\\d{4}$'") in captured.get()
     progress.abort()
+
+
+def test_refused_credentials_end_the_run_with_the_cause(tmp_path: Path) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Refusing(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.headers.get("Authorization", ""))
+            body = json.dumps({"error": {"message": "Incorrect API key provided: "
+                                                    "sk-wrong-0123456789",
+                                         "type": "invalid_request_error"}}).encode()
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    script = write(tmp_path, "s.js", META_HEADER +
+                   "return await parallel([1, 2, 3, 4, 5].map((i) => () => agent('p' + i)))")
+    try:
+        done = cli("run", script, "--provider", "openai", "--base-url", base, "--model", "m",
+                   "--max-concurrency", "1", extra_env={"OPENAI_API_KEY": "sk-wrong-0123456789",
+                                                        "NO_PROXY": "127.0.0.1"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "Error: workflow run failed: AGENT_FAILED: the provider refused its credentials: 401 "
+        f"Incorrect API key provided: [REDACTED] ({base})")
+    assert "Traceback" not in done.stderr and "sk-wrong-0123456789" not in done.stderr
+    assert len(seen) == 1
+
+
+def test_check_knows_the_failure_option() -> None:
+    from dsh_workflow._cli.lint import lint
+
+    assert lint("await agent('a', {failure: 'throw'}); await agent('b', {failure: 'null'})") == []
+    (warning,) = lint("await agent('a', {failure: 'raise'})")
+    assert warning.message == 'agent() option "failure" must be one of "null", "throw" (got "raise")'

@@ -4,7 +4,9 @@ files; corrupt rows are written with ``sqlite3`` straight into the file."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +228,34 @@ async def test_reads_past_sqlite_integer_range_answer_instead_of_raising(tmp_pat
         assert await store.events("r", after=2**64) == []
         assert [e.seq for e in await store.events("r", after=-(2**70))] == [1, 2]
         assert [r.id for r in await store.list_runs(limit=2**80)] == ["r"]
+
+
+@pytest.mark.parametrize("damage", [
+    "UPDATE calls SET request = '{\"prompt\": '",
+    "UPDATE calls SET structured = '[1,'",
+    "UPDATE calls SET usage = '{\"input_tokens\": -4}'",
+    "UPDATE calls SET started_at = 'noon'",
+])
+async def test_a_broken_call_record_is_a_run_store_error_naming_the_run(
+        tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "runs.sqlite3"
+    run_id, result = await run_script(_quickjs, path, "return await agent('hi')",
+                                      FunctionProvider())
+    assert result.stop_reason == "completed", result.error
+    async with SQLiteRunStore(path) as store:
+        assert [call.seq for call in await store.calls(run_id)] == [1]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute(damage).rowcount == 1
+    async with SQLiteRunStore(path) as store:
+        with pytest.raises(RunStoreError, match=f"run '{run_id}' has a broken call record"):
+            await store.calls(run_id)
+        with pytest.raises(RunStoreError, match=f"run '{run_id}' has a broken call record"):
+            await store.call(run_id, 1)
+        assert await store.calls(run_id, after=2**70) == []
+    done = await anyio.run_process(
+        [sys.executable, "-m", "dsh_workflow", "show", run_id, "--agent", "1", "--store",
+         str(path)], check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    stderr = done.stderr.decode()
+    assert done.returncode == 2 and "Traceback" not in stderr, stderr
+    assert f"run '{run_id}' has a broken call record" in stderr

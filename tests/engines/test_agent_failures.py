@@ -9,6 +9,7 @@ unavailable for every child (the run ends at once), the failure ceiling, and
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -297,3 +298,27 @@ async def test_a_missing_command_ends_the_run_and_a_failing_one_fails_its_child(
         assert end.error == AgentFailure(
             kind="provider", message="command exited with status 4; stderr: quota exhausted")
     assert result.agents_failed == 2
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+async def test_offline_answers_are_valid_or_say_why(factory: Any) -> None:
+    from dsh_workflow import EchoProvider
+
+    script = """
+      const invoices = await parallel([1, 2, 3].map((i) =>
+        () => agent('invoice ' + i, {schema: args.schema})));
+      const impossible = await agent('x', {schema: {type: 'object', required: ['s'],
+        properties: {s: {type: 'string', not: {const: ''}}}}});
+      return {invoices, impossible};
+    """
+    result, events = await _run(factory, script, provider=EchoProvider(), args={"schema": INVOICE})
+    assert result.stop_reason == "completed", result.error
+    numbers = [invoice["number"] for invoice in result.value["invoices"]]
+    assert all(re.fullmatch(r"INV-\d{4}", number) for number in numbers), numbers
+    assert result.value["impossible"] is None
+    end = _ends(events)[-1]
+    assert end.error == AgentFailure(
+        kind="provider", message="the echo provider cannot build a value that satisfies the "
+        "schema: /s: '' should not be valid under {'const': ''}")
+    again, _ = await _run(factory, script, provider=EchoProvider(), args={"schema": INVOICE})
+    assert again.value == result.value  # deterministic

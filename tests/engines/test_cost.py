@@ -22,6 +22,8 @@ from dsh_workflow import (
     SubagentRequest,
     SubagentResult,
     Usage,
+    WorkflowError,
+    WorkflowErrorCode,
     WorkflowEvent,
     WorkflowResult,
     WorkflowStartRequest,
@@ -207,3 +209,22 @@ async def test_the_tools_data_carries_the_cost_once_known() -> None:
         assert free.data is not None
         assert free.data["usage"] == {"input_tokens": 10, "output_tokens": 5}
 
+
+
+@pytest.mark.anyio
+async def test_a_start_request_may_only_lower_the_dollar_budget(make_engine: Any) -> None:
+    script = "return [budget.totalUsd, await agent('cost:0.5'), await agent('cost:0.5')];"
+    _, lowered = await run_script(make_engine, None, script,
+                                  config=EngineConfig(budget_usd=5.0), budget_usd=0.25)
+    assert lowered.error_code is not None and lowered.error_code.value == "BUDGET_EXCEEDED"
+    assert "budget_usd=$0.25" in (lowered.error or "")
+    _, own = await run_script(make_engine, None, "return budget.totalUsd;", budget_usd=1.5)
+    assert own.value == 1.5
+    for bad in (10.0, 0, -1, float("nan"), float("inf")):
+        async with make_engine(EngineConfig(budget_usd=5.0), FunctionProvider(priced_model),
+                               None) as engine:
+            with pytest.raises(WorkflowError) as refused:
+                engine.start(WorkflowStartRequest(meta=META, script="return 1",
+                                                  budget_usd=bad))
+            assert refused.value.code == WorkflowErrorCode.INVALID_ARGUMENT
+            assert "budget_usd" in str(refused.value)

@@ -81,14 +81,10 @@ def mcp_server(tmp_path: Path, *options: str, env_token: str | None = None) -> I
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink, env=env)
     try:
         deadline = time.monotonic() + 30
-        while True:
+        while "Authorization: Bearer" not in log.read_text():  # printed once it listens
             assert process.poll() is None, f"the server exited: {log.read_text()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the server did not listen"
-                time.sleep(0.05)
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
         yield Server(url=f"http://127.0.0.1:{port}/mcp", log=log)
     finally:
         process.send_signal(signal.SIGTERM)
@@ -230,3 +226,16 @@ def test_an_unusable_token_is_a_start_error(options: tuple[str, ...], env_token:
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
     assert "secret-value" not in done.stderr and "has space" not in done.stderr
+
+
+def test_a_busy_port_is_a_start_error_that_prints_no_token() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "dsh_workflow", "mcp", "--http", str(port)],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Bearer" not in done.stderr and "Traceback" not in done.stderr

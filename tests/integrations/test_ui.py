@@ -992,6 +992,63 @@ def test_list_refreshes_never_overlap(viewer: Viewer, page: Any) -> None:
     assert page.evaluate("window.__most") == 1
 
 
+def _unfinished_runs(store: str, runs: int, agents: int, first_seq: int = 1) -> list[str]:
+    """Add ``agents`` started-and-ended agents to each of ``runs`` running runs of ``store``
+    (made on the first call, named ``live-N``); returns their ids."""
+    from dsh_workflow import SQLiteRunStore
+
+    async def write() -> list[str]:
+        ids = [f"live-{n}" for n in range(runs)]
+        async with SQLiteRunStore(store) as opened:
+            for run_id in ids:
+                if first_seq == 1:
+                    await opened.create_run(run_id, meta={"name": run_id, "description": "d"},
+                                            script="return 1")
+                batch: list[dict[str, Any]] = []
+                for seq in range(first_seq, first_seq + agents):
+                    batch.append({"event": "AgentStarted", "seq": seq, "label": f"a{seq}"})
+                    batch.append({"event": "AgentEnded", "seq": seq, "label": f"a{seq}",
+                                  "outcome": "completed",
+                                  "usage": {"input_tokens": 1, "output_tokens": 2}})
+                await opened.append_events(run_id, batch)
+        return ids
+
+    import anyio
+
+    return anyio.run(write, backend="trio")
+
+
+def _list_counts(http: httpx.Client) -> dict[str, tuple[str, int, int]]:
+    table = http.get("/runs-table")
+    assert table.status_code == 200
+    found = {}
+    for run_id, status, agents, tokens in re.findall(
+            r'<tr class="run" data-id="([^"]+)" data-status="([^"]+)">.*?'
+            r'<td class="num">(\d+)</td>\s*<td class="num">\d+</td>\s*<td class="num">(\d+)</td>',
+            table.text, re.S):
+        found[run_id] = (status, int(agents), int(tokens))
+    return found
+
+
+def test_the_list_counts_many_unfinished_runs_and_then_only_what_is_new(
+        tmp_path: pathlib.Path) -> None:
+    store = str(tmp_path / "live.sqlite3")
+    ids = _unfinished_runs(store, runs=8, agents=2_000)  # 32,000 events in all
+    listing = Viewer(store)
+    try:
+        with listing.client() as http:
+            counts = _list_counts(http)
+            assert {run_id: counts[run_id][1:] for run_id in ids} == \
+                {run_id: (2_000, 6_000) for run_id in ids}
+            assert {counts[run_id][0] for run_id in ids} <= {"running", "interrupted"}
+            _unfinished_runs(store, runs=8, agents=5, first_seq=2_001)
+            counts = _list_counts(http)
+            assert {counts[run_id][1] for run_id in ids} == {2_005}
+            assert {counts[run_id][2] for run_id in ids} == {6_015}
+    finally:
+        assert listing.stop() == 0
+
+
 def test_the_run_row_shows_the_cost_and_marks_a_lower_bound() -> None:
     record = RunRecord(id="r", meta={"name": "n"}, script="", created_at=1.0, ended_at=2.0,
                        status="completed", result={"stop_reason": "completed",

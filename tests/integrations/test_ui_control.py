@@ -54,13 +54,18 @@ class Viewer:
         token = parse_qs(urlsplit(self.entry).query).get("token")
         self.params = {"token": token[0]} if token else {}
 
-    def get(self, path: str, params: dict[str, str] | None = None,
-            **kwargs: Any) -> httpx.Response:
-        return httpx.get(self.url + path, params={**self.params, **(params or {})}, timeout=10,
-                         **kwargs)
+    def _headers(self, headers: dict[str, str] | None) -> dict[str, str]:
+        token = self.params.get("token")
+        auth = {"Authorization": f"Bearer {token}"} if token else {}
+        return {**auth, **(headers or {})}
 
-    def post(self, path: str, **kwargs: Any) -> httpx.Response:
-        return httpx.post(self.url + path, params=self.params, timeout=10, **kwargs)
+    def get(self, path: str, params: dict[str, str] | None = None,
+            headers: dict[str, str] | None = None) -> httpx.Response:
+        return httpx.get(self.url + path, params=params, headers=self._headers(headers),
+                         timeout=10)
+
+    def post(self, path: str, headers: dict[str, str] | None = None) -> httpx.Response:
+        return httpx.post(self.url + path, headers=self._headers(headers), timeout=10)
 
     def stop(self) -> int:
         if self.process.poll() is None:
@@ -226,9 +231,13 @@ def test_an_agent_row_opens_its_detail_with_long_texts_in_pieces(
     assert len(prompt.inner_text()) == 8000  # the first piece only
     more = page.locator('#detail-texts .text[data-name="prompt"] button.more')
     assert "more characters" in more.inner_text()
-    while more.count():
-        more.click()
-        page.wait_for_timeout(100)
+    for _ in range(5):  # two more pieces of 8,000 characters at most
+        if not more.count():
+            break
+        more.click()  # disabled until its piece arrived, then enabled again or removed
+        page.wait_for_function(
+            "!document.querySelector('#detail-texts .text[data-name=\"prompt\"] "
+            "button.more[disabled]')")
     assert len(prompt.inner_text()) == len("second question ") + 20000
     answer = page.locator('#detail-texts .text[data-name="text"] pre').inner_text()
     assert answer.startswith("echo: second question yyy")
@@ -405,3 +414,23 @@ def test_live_events_keep_the_same_rules(viewer: Viewer, page: Any,
         manual.close()
     _ended(page)
     assert page.inner_text("#run-status") == "completed"
+
+
+def test_the_detail_of_an_unended_call_of_a_killed_run_reads_interrupted(
+        viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
+    child, run_id = _slow_run(runs[0], 60)
+    try:
+        base = f"/api/runs/{run_id}/calls/1"
+        deadline = time.monotonic() + 20
+        while viewer.get(base).status_code != 200:  # written once open for 0.2 s
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert viewer.get(base).json()["outcome"] is None  # still running
+    finally:
+        child.kill()  # kill -9: the run never ends by itself
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    detail = viewer.get(base).json()
+    assert detail["outcome"] == "interrupted"
+    assert detail["texts"]["prompt"]["text"] == "slow 1"

@@ -209,3 +209,30 @@ async def test_engine_start_soon(make_engine: Any, caplog: pytest.LogCaptureFixt
     assert ran == ["fine"]
     assert not engine.start_soon(fine, name="after")
     assert any("boom" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("entered", [True, False], ids=["entered", "not-entered"])
+@pytest.mark.parametrize("make_engine", both_engines())
+async def test_runs_cancelled_by_closing_are_still_delivered(make_engine: Any,
+                                                             entered: bool) -> None:
+    """Leaving the tool's block (entered) or the engine's (not entered) cancels the runs
+    still going; an async on_complete still receives every one of them, whole."""
+    delivered: list[str] = []
+
+    async def on_complete(completion: ToolResult) -> None:
+        await anyio.lowlevel.checkpoint()
+        await anyio.sleep(0.01)
+        delivered.append(completion.text)
+
+    gate = GatedProvider()
+    async with make_engine(EngineConfig(dispose_grace_s=1.0), gate) as engine:
+        tool = WorkflowTool(engine, background=True, on_complete=on_complete)
+        async with contextlib.AsyncExitStack() as stack:
+            if entered:
+                await stack.enter_async_context(tool)
+            for _ in range(3):
+                assert not (await tool.execute(call("return await agent('held');"))).is_error
+            await wait_for(lambda: len(gate.requests) >= 1)
+    assert len(delivered) == 3, delivered
+    assert all(text.startswith("Error: workflow run was cancelled") for text in delivered)

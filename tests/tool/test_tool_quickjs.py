@@ -78,14 +78,15 @@ return {phases: {findings}, items: [1, 2, undefined], x: () => 1};
     result = await WorkflowTool(engine).execute({"meta": META, "script": script})
     value = {"phases": {"findings": [{}]}, "items": [1, 2, None]}
     assert not result.is_error
-    # the un-awaited child is cancelled when the run ends: the failed-agents line follows
-    assert result.text == (
+    expected = (
         'workflow "e2e" completed (1 agent).\nReturn value:\n' + json.dumps(value, indent=2)
         + "\nWarnings:\n"
         "- return value.phases.findings[0]: a Promise became {} (missing await?)\n"
         "- return value.items[2]: undefined became null\n"
-        "- return value.x: a function was dropped\n"
-        "Agents failed: 1 of 1 — 1 cancelled.")
+        "- return value.x: a function was dropped")
+    # the un-awaited child may still be running when the run ends: then it is cancelled and
+    # the failed-agents line follows the warnings
+    assert result.text in (expected, expected + "\nAgents failed: 1 of 1 — 1 cancelled.")
     assert result.data is not None and result.data["result"] == value
     assert result.data["warnings"] == [
         "return value.phases.findings[0]: a Promise became {} (missing await?)",
