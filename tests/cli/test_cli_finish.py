@@ -229,11 +229,11 @@ return 1;
         run_id = run_id_of(watched.stderr())
         entry = _runs_entry(tmp_path, store, run_id)
         assert entry["status"] == "running"
-        assert (entry["agents"], entry["failed"], entry["replayed"], entry["tokens"]) \
+        assert (entry["agents"], entry["agents_failed"], entry["replayed"], entry["tokens"]) \
             == (3, 1, 0, 24)
         table = cli("runs", "--store", store, cwd=tmp_path).stdout.splitlines()
         row = next(line for line in table if line.startswith(run_id))
-        assert row.split()[2:6] == ["running", "3", "0", "24"]
+        assert row.split()[2:7] == ["running", "3", "0", "1", "24"]  # agents, replayed, failed
         shown = cli("show", run_id, "--store", store, cwd=tmp_path).stdout
         assert "agents:      3 started, 1 failed, 0 replayed, 24 tokens" in shown
         assert re.search(r"3\s+slow\s+Work\s+running", shown), shown
@@ -245,7 +245,7 @@ return 1;
             assert time.monotonic() < deadline, "the killed run never read interrupted"
             time.sleep(0.2)
         entry = _runs_entry(tmp_path, store, run_id)
-        assert (entry["agents"], entry["failed"], entry["tokens"]) == (3, 1, 24)
+        assert (entry["agents"], entry["agents_failed"], entry["tokens"]) == (3, 1, 24)
         shown = cli("show", run_id, "--store", store, cwd=tmp_path).stdout
         assert "status:      interrupted" in shown
         assert "agents:      3 started, 1 failed, 0 replayed, 24 tokens" in shown
@@ -256,7 +256,7 @@ return 1;
         assert "[agent 3 started] slow" in logs
         document = json.loads(cli("show", run_id[:8], "--json", "--store", store,
                                   cwd=tmp_path).stdout)
-        assert (document["agents"], document["failed"]) == (3, 1)
+        assert (document["agents"], document["agents_failed"]) == (3, 1)
         assert document["usage"] == {"input_tokens": 10, "output_tokens": 14}
         assert document["agent_calls"][2]["outcome"] == "interrupted"
     finally:
