@@ -349,3 +349,18 @@ async def test_the_failure_option_is_part_of_no_journal_key(factory: Any, tmp_pa
             await again.dispose()
     assert result.value == "ok:a" and result.agents_replayed == 1
     assert [e.seq for e in events if isinstance(e, AgentReplayed) and e.run.id == again.id] == [1]
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+async def test_a_raising_providers_secret_never_reaches_the_script_or_the_result(
+        factory: Any) -> None:
+    class Leaky:
+        async def run(self, request: SubagentRequest) -> SubagentResult:
+            raise RuntimeError("POST failed with headers {'Authorization': 'Bearer tok-123456789'}")
+
+    result, events = await _run(factory, "return await agent('a')", provider=Leaky())
+    assert result.error_code == WorkflowErrorCode.AGENT_FAILED
+    assert result.error is not None and "tok-123456789" not in result.error
+    assert "Bearer [REDACTED]" in result.error
+    (end,) = _ends(events)
+    assert end.error is not None and "tok-123456789" not in end.error.message
