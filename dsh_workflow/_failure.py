@@ -4,7 +4,7 @@
 A child that did not complete carries one :class:`AgentFailure` on its ``AgentEnded`` event
 (README, "Truthful outcomes"). Its ``message`` is bounded (:data:`MAX_MESSAGE_CHARS`) and has
 passed :func:`redact`, the one place secrets are taken out of texts that leave a provider:
-bearer tokens, ``sk-...``-style keys, ``api_key=...``-style assignments and any secret the
+bearer tokens, ``sk-...``-style keys, URL credentials, ``api_key=...``-style assignments and any secret the
 caller names (a provider's own API key). :func:`group_failures` groups failures by kind and
 reason (the offending value dropped), for every summary of a run's failures (the CLI's
 ``warning:`` line, the tool's ``Agents failed:`` line).
@@ -47,20 +47,23 @@ REDACTED = "[REDACTED]"
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{4,}")
 _SK_KEY = re.compile(r"\bsk-[A-Za-z0-9_-]{6,}")
 _ASSIGNED = re.compile(
-    r"(?i)\b((?:x-)?api[_-]?key|access[_-]?token|auth[_-]?token|secret|password)"
+    r"(?i)\b((?:x-)?api[_-]?key|(?:access[_-]?|auth[_-]?)?token|secret|password)"
     r"(\"?'?\s*[:=]\s*\"?'?)([^\s\"'&,;]{4,})")
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:]+:[^/\s@]+@")
 _MIN_NAMED_SECRET = 4
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with every secret replaced by ``[REDACTED]``: each of ``secrets`` (named
-    secrets of at least 4 characters, wherever they appear), bearer tokens, ``sk-...`` keys
-    and ``api_key=...``-style assignments. The one redaction of the package."""
+    secrets of at least 4 characters, wherever they appear), bearer tokens, ``sk-...`` keys,
+    a URL's ``user:password@`` and ``api_key=...``-style assignments. The one redaction of the
+    package."""
     for secret in secrets:
         if secret and len(secret) >= _MIN_NAMED_SECRET:
             text = text.replace(secret, REDACTED)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
     text = _SK_KEY.sub(REDACTED, text)
+    text = _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
     return _ASSIGNED.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
 
 

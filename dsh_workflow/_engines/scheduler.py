@@ -275,7 +275,8 @@ class ChildScheduler:
             text = f"agent() failed: the subagent provider raised {type(exc).__name__}: " \
                    f"{_render(exc)}"
             call.failure = AgentFailure.of("provider", text)
-            return refusal(call.call_id, _AGENT_FAILED, text), "failed"
+            # The fatal error the script sees is the reason, redacted and bounded likewise.
+            return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
         # Decided on the loop: no coroutine per child unless a structured value needs checking.
         mapped = self._map_result(call, result)
         if mapped is not None:
@@ -292,7 +293,8 @@ class ChildScheduler:
             text = ("agent() failed: the subagent provider returned "
                     f"{type(result).__name__}, not a SubagentResult")
             call.failure = AgentFailure.of("provider", text)
-            return refusal(call.call_id, _AGENT_FAILED, text), "failed"
+            # The fatal error the script sees is the reason, redacted and bounded likewise.
+            return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
         if result.stop_reason != "completed":
             call.failure = AgentFailure.of("provider", result.error or (
                 f"the provider ended the child with stop_reason {result.stop_reason!r} and "

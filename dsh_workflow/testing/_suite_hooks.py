@@ -34,7 +34,7 @@ class AgentSuite(ConformanceBase):
     (``UNSUPPORTED_OPTION`` listing the supported options, ``INVALID_ARGUMENT``,
     ``UNSUPPORTED_SCHEMA`` listing every violation); ``undefined`` options dropped; the default
     and explicit label and phase; model/provider/parent/run_id/seq reaching the provider; the
-    per-run provider route.
+    per-run provider route; each failed child's reason and ``failure: "throw"``.
     """
 
     @pytest.mark.anyio
@@ -312,6 +312,38 @@ class AgentSuite(ConformanceBase):
             second = await h.run("return await agent('c')")
             assert first.value == ["routed", "routed"] and second.value == "default"
             assert routed.prompts == ["a", "b"] and default.prompts == ["c"]
+
+    @pytest.mark.anyio
+    async def test_agent_failures_carry_their_reasons(self) -> None:
+        """README, "Truthful outcomes": every child that did not complete says why
+        (``AgentEnded.error``), the result counts them, and ``failure: "throw"`` rejects with a
+        catchable, non-fatal ``AgentFailure`` error."""
+        def handler(request: SubagentRequest) -> SubagentResult | str:
+            if request.prompt == "broken":
+                return SubagentResult(stop_reason="error", error="the endpoint said no")
+            if request.prompt == "bad":
+                return SubagentResult(structured={"files": [1]})
+            return "fine"
+
+        script = ("const s = {schema: " + json.dumps(FILES_SCHEMA) + "};\n"
+                  "let thrown = null;\n"
+                  "try { await agent('broken', {failure: 'throw'}); }\n"
+                  "catch (e) { thrown = [e.name, e.kind, e.message, e.fatal === true]; }\n"
+                  "return [await agent('broken'), await agent('bad', s), await agent('ok'), "
+                  "thrown];")
+        async with self.open(FunctionProvider(handler)) as h:
+            run = h.start(script)
+            result = await h.result(run)
+            assert result.value == [None, None, "fine",
+                                    ["AgentFailure", "provider", "the endpoint said no", False]]
+            assert result.agents_failed == 3
+            ends = {e.seq: e for e in h.events_of(run, AgentEnded)}
+            assert all((e.error is None) == (e.outcome == "completed") for e in ends.values())
+            assert [(ends[i].error.kind, ends[i].error.message)  # type: ignore[union-attr]
+                    for i in (1, 2)] == [("provider", "the endpoint said no")] * 2
+            invalid = ends[3].error
+            assert invalid is not None and invalid.kind == "invalid"
+            assert invalid.details == ("/files/0: 1 is not of type 'string'",)
 
 
 class NarrationSuite(ConformanceBase):

@@ -322,3 +322,45 @@ async def test_offline_answers_are_valid_or_say_why(factory: Any) -> None:
         "schema: /s: '' should not be valid under {'const': ''}")
     again, _ = await _run(factory, script, provider=EchoProvider(), args={"schema": INVOICE})
     assert again.value == result.value  # deterministic
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+async def test_the_failure_option_is_part_of_no_journal_key(factory: Any, tmp_path: Path) -> None:
+    from dsh_workflow import AgentReplayed
+
+    db = str(tmp_path / "runs.sqlite3")
+    events: list[WorkflowEvent] = []
+    async with SQLiteRunStore(db) as store:
+        if factory is quickjs_factory:
+            engine: Any = QuickJSEngine(TIGHT_CONFIG, provider=_Provider(), store=store)
+        else:
+            from dsh_workflow import SubprocessEngine
+            engine = SubprocessEngine(TIGHT_CONFIG, provider=_Provider(), store=store,
+                                      pool_size=1)
+        async with engine:
+            engine.events.subscribe(events.append)
+            first = engine.start(WorkflowStartRequest(
+                meta=META, script="return await agent('a', {failure: 'throw'})"))
+            assert (await first.result()).value == "ok:a"
+            await first.dispose()
+            again = engine.start(WorkflowStartRequest(
+                meta=META, script="return await agent('a')", resume_from=first.id))
+            result = await again.result()
+            await again.dispose()
+    assert result.value == "ok:a" and result.agents_replayed == 1
+    assert [e.seq for e in events if isinstance(e, AgentReplayed) and e.run.id == again.id] == [1]
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+async def test_a_raising_providers_secret_never_reaches_the_script_or_the_result(
+        factory: Any) -> None:
+    class Leaky:
+        async def run(self, request: SubagentRequest) -> SubagentResult:
+            raise RuntimeError("POST failed with headers {'Authorization': 'Bearer tok-123456789'}")
+
+    result, events = await _run(factory, "return await agent('a')", provider=Leaky())
+    assert result.error_code == WorkflowErrorCode.AGENT_FAILED
+    assert result.error is not None and "tok-123456789" not in result.error
+    assert "Bearer [REDACTED]" in result.error
+    (end,) = _ends(events)
+    assert end.error is not None and "tok-123456789" not in end.error.message

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from _support import TIGHT_CONFIG, both_engines
 
-from dsh_workflow import SubagentRequest, SubagentResult, WorkflowTool
+from dsh_workflow import SubagentRequest, SubagentResult, ToolResult, WorkflowTool
 from dsh_workflow._tool.failures import failures_line
 
 pytestmark = pytest.mark.anyio
@@ -84,3 +84,20 @@ def test_the_line_groups_by_kind_and_reason_most_frequent_first_and_is_bounded()
     long_line = failures_line(many, 50)
     assert long_line is not None and len(long_line) <= 600
     assert long_line.startswith("Agents failed: 50 of 50 — 1 provider (reason 0 ")
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+async def test_a_background_completion_carries_the_failures_too(factory: Any) -> None:
+    delivered: list[Any] = []
+    config = TIGHT_CONFIG.model_copy(update={"agent_timeout_s": 0.5})
+    async with factory(config, _Provider()) as engine:
+        async with WorkflowTool(engine, background=True, on_complete=delivered.append) as tool:
+            started = await tool.execute(_call("return [await agent('hang'), await agent('x')]"))
+            assert (started.data or {}).get("background") is True
+            with anyio.fail_after(20):
+                while not delivered:
+                    await anyio.sleep(0.05)
+    (completion,) = delivered
+    assert isinstance(completion, ToolResult)
+    assert completion.text.split("\n")[-1] == "Agents failed: 1 of 2 — 1 timeout."
+    assert (completion.data or {})["agents_failed"] == 1
