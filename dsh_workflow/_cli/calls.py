@@ -91,8 +91,10 @@ def call_text(call: CallRecord, *, full: bool = False, run_running: bool = True)
     lines.append(f"started:     {format_time(call.started_at)}")
     lines.append(f"ended:       {format_time(call.ended_at)}{elapsed}")
     if call.usage is not None:
+        cost = call.usage.cost_usd
         lines.append(f"usage:       {call.usage.input_tokens:,} input + "
-                     f"{call.usage.output_tokens:,} output tokens")
+                     f"{call.usage.output_tokens:,} output tokens"
+                     + ("" if cost is None else f", ${cost:.4f}"))
     failure = call.failure
     if failure:
         kind = failure.get("kind")

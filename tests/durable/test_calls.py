@@ -29,6 +29,7 @@ from dsh_workflow import (
     WorkflowErrorCode,
     WorkflowStartRequest,
 )
+from dsh_workflow._cli.calls import call_text
 from dsh_workflow._engines.control import CANCEL_REASON
 from dsh_workflow._engines.provider_options import provider_options
 from dsh_workflow._store import CallRow
@@ -70,7 +71,8 @@ def answer(request: SubagentRequest) -> SubagentResult:
     if request.schema is not None:
         n = 1 if "small" in request.prompt else 7
         return SubagentResult(structured={"n": n}, text=f'{{"n": {n}}}', usage=usage)
-    return SubagentResult(text="answer to " + request.prompt, usage=usage)
+    return SubagentResult(text="answer to " + request.prompt,
+                          usage=usage.model_copy(update={"cost_usd": 0.0123}))
 
 
 SCRIPT = """
@@ -123,7 +125,8 @@ async def test_every_call_is_recorded_with_its_request_and_answer(make_engine: A
         assert plain.options["model"] == "model-f" and plain.model == "model-f"  # after aliases
         assert plain.options["effort"] == "high"
         assert plain.outcome == "completed" and plain.text == "answer to plain question"
-        assert plain.usage == Usage(input_tokens=3, output_tokens=4)
+        assert plain.usage == Usage(input_tokens=3, output_tokens=4, cost_usd=0.0123)
+        assert "3 input + 4 output tokens, $0.0123" in call_text(plain)
         assert plain.started_at is not None and plain.ended_at is not None
         assert plain.ended_at >= plain.started_at and not plain.replayed
         assert plain.failure is None
@@ -166,7 +169,8 @@ async def test_replayed_calls_are_recorded_with_the_journal_answer(make_engine: 
     async with SQLiteRunStore(path) as store:
         one, two = await store.calls(second)
     assert one.replayed and one.outcome == "completed" and one.text == "answer to one"
-    assert one.started_at is None and one.usage == Usage(input_tokens=3, output_tokens=4)
+    assert one.started_at is None
+    assert one.usage == Usage(input_tokens=3, output_tokens=4, cost_usd=0.0123)
     assert not two.replayed and two.prompt == "two!" and two.text == "answer to two!"
 
 

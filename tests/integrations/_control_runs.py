@@ -30,6 +30,7 @@ from dsh_workflow import (
     SQLiteRunStore,
     SubagentRequest,
     SubagentResult,
+    Usage,
     WorkflowStartRequest,
 )
 
@@ -54,7 +55,7 @@ return await parallel([1, 2].map(i => () => agent("slow " + i, {label: "slow " +
 
 
 class ModelEcho(EchoProvider):
-    """The echo provider with a default model, as a real provider has."""
+    """The echo provider with a default model and a price, as a real provider has."""
 
     model = "house-model"
 
@@ -63,7 +64,9 @@ class ModelEcho(EchoProvider):
         return "echo house-model"
 
     async def run(self, request: SubagentRequest) -> SubagentResult:
-        return await super().run(request)
+        result = await super().run(request)
+        usage = (result.usage or Usage()).model_copy(update={"cost_usd": 0.0021})
+        return result.model_copy(update={"usage": usage})
 
 
 def _meta(name: str) -> dict[str, str]:

@@ -226,7 +226,7 @@ def test_an_agent_row_opens_its_detail_with_long_texts_in_pieces(
     page.wait_for_selector('#agent-detail[data-loaded="2"]')
     assert "long prompt" in page.inner_text("#detail-title")
     facts = page.inner_text("#detail-facts")
-    assert "completed" in facts and "house-model" in facts
+    assert "completed" in facts and "house-model" in facts and "$0.0021" in facts
     prompt = page.locator('#detail-texts .text[data-name="prompt"] pre')
     assert len(prompt.inner_text()) == 8000  # the first piece only
     more = page.locator('#detail-texts .text[data-name="prompt"] button.more')

@@ -466,6 +466,7 @@
     if (call.started_at) fact(facts, "Started", "+" + secs(call.started_at - startAt));
     if (call.started_at && call.ended_at) fact(facts, "Took", secs(call.ended_at - call.started_at));
     if (call.usage) fact(facts, "Tokens", call.usage.input_tokens + " in, " + call.usage.output_tokens + " out");
+    if (call.usage && call.usage.cost_usd != null) fact(facts, "Cost", "$" + call.usage.cost_usd.toFixed(4));
     if (call.failure) {
       failure.querySelector("pre").textContent = reasonText(call.failure);
       failure.hidden = false;
