@@ -25,7 +25,12 @@ from typing import Any
 import anyio
 
 from .measure import machine_info, stats
-from .scenarios import S7_CASE, SCENARIOS, Ctx, Scenario, engine_kinds
+from .scenarios import S7_CASE, Ctx, Scenario, engine_kinds
+from .scenarios import SCENARIOS as ENGINE_SCENARIOS
+from .startup import S12
+
+#: Every scenario: the engines' (S1–S11) and the command line's start-up (S12).
+SCENARIOS: tuple[Scenario, ...] = (*ENGINE_SCENARIOS, S12)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,65 +1,137 @@
 """dsh-workflow: run model-written JavaScript workflows in a sandboxed QuickJS engine.
 
 The whole public API is importable from here; every other module is private.
+
+The public names load lazily (PEP 562): ``import dsh_workflow`` costs almost nothing, and a
+name's module is imported the first time the name is used, so a command line that only prints
+its help never loads the engine, pydantic or httpx. Every name in :data:`__all__` resolves, and
+each public class reads as ``dsh_workflow.<Name>``.
 """
 
-from ._agents import AgentRegistry as AgentRegistry
-from ._config import EngineConfig as EngineConfig
-from ._engines.quickjs import QuickJSEngine as QuickJSEngine
-from ._engines.subprocess.engine import SubprocessEngine as SubprocessEngine
-from ._engines.subprocess.sandbox import SandboxPolicy as SandboxPolicy
-from ._errors import WorkflowError as WorkflowError
-from ._errors import WorkflowErrorCode as WorkflowErrorCode
-from ._events import AgentEnded as AgentEnded
-from ._events import AgentOutcome as AgentOutcome
-from ._events import AgentReplayed as AgentReplayed
-from ._events import AgentStarted as AgentStarted
-from ._events import EventHub as EventHub
-from ._events import LogEmitted as LogEmitted
-from ._events import PhaseStarted as PhaseStarted
-from ._events import RunInfo as RunInfo
-from ._events import WorkflowEnded as WorkflowEnded
-from ._events import WorkflowEvent as WorkflowEvent
-from ._events import WorkflowStarted as WorkflowStarted
-from ._library import LibraryProblem as LibraryProblem
-from ._library import SavedWorkflow as SavedWorkflow
-from ._library import WorkflowLibrary as WorkflowLibrary
-from ._meta import PhaseMeta as PhaseMeta
-from ._meta import WorkflowMeta as WorkflowMeta
-from ._providers import ClaudeCodeProvider as ClaudeCodeProvider
-from ._providers import CodexProvider as CodexProvider
-from ._providers import CommandProvider as CommandProvider
-from ._providers import EchoProvider as EchoProvider
-from ._providers import OpenAIProvider as OpenAIProvider
-from ._providers import RoutingProvider as RoutingProvider
-from ._request import WorkflowStartRequest as WorkflowStartRequest
-from ._result import StopReason as StopReason
-from ._result import WorkflowResult as WorkflowResult
-from ._run import WorkflowEngine as WorkflowEngine
-from ._run import WorkflowRun as WorkflowRun
-from ._store import JournalEntry as JournalEntry
-from ._store import RunRecord as RunRecord
-from ._store import RunStatus as RunStatus
-from ._store import RunStore as RunStore
-from ._store import RunStoreError as RunStoreError
-from ._store import SQLiteRunStore as SQLiteRunStore
-from ._store import StoredEvent as StoredEvent
-from ._subagent import AgentDefinition as AgentDefinition
-from ._subagent import SubagentProvider as SubagentProvider
-from ._subagent import SubagentRequest as SubagentRequest
-from ._subagent import SubagentResult as SubagentResult
-from ._subagent import Usage as Usage
-from ._tool import ToolCallCard as ToolCallCard
-from ._tool import ToolResult as ToolResult
-from ._tool import WorkflowTool as WorkflowTool
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the same names, seen statically
+    from ._agents import AgentRegistry as AgentRegistry
+    from ._config import EngineConfig as EngineConfig
+    from ._engines.quickjs import QuickJSEngine as QuickJSEngine
+    from ._engines.subprocess.engine import SubprocessEngine as SubprocessEngine
+    from ._engines.subprocess.sandbox import SandboxPolicy as SandboxPolicy
+    from ._errors import WorkflowError as WorkflowError
+    from ._errors import WorkflowErrorCode as WorkflowErrorCode
+    from ._events import AgentEnded as AgentEnded
+    from ._events import AgentOutcome as AgentOutcome
+    from ._events import AgentReplayed as AgentReplayed
+    from ._events import AgentStarted as AgentStarted
+    from ._events import EventHub as EventHub
+    from ._events import LogEmitted as LogEmitted
+    from ._events import PhaseStarted as PhaseStarted
+    from ._events import RunInfo as RunInfo
+    from ._events import WorkflowEnded as WorkflowEnded
+    from ._events import WorkflowEvent as WorkflowEvent
+    from ._events import WorkflowStarted as WorkflowStarted
+    from ._failure import AgentFailure as AgentFailure
+    from ._failure import ProviderUnavailable as ProviderUnavailable
+    from ._library import LibraryProblem as LibraryProblem
+    from ._library import SavedWorkflow as SavedWorkflow
+    from ._library import WorkflowLibrary as WorkflowLibrary
+    from ._meta import PhaseMeta as PhaseMeta
+    from ._meta import WorkflowMeta as WorkflowMeta
+    from ._providers import ClaudeCodeProvider as ClaudeCodeProvider
+    from ._providers import CodexProvider as CodexProvider
+    from ._providers import CommandProvider as CommandProvider
+    from ._providers import EchoProvider as EchoProvider
+    from ._providers import OpenAIProvider as OpenAIProvider
+    from ._providers import RoutingProvider as RoutingProvider
+    from ._request import WorkflowStartRequest as WorkflowStartRequest
+    from ._result import StopReason as StopReason
+    from ._result import WorkflowResult as WorkflowResult
+    from ._run import WorkflowEngine as WorkflowEngine
+    from ._run import WorkflowRun as WorkflowRun
+    from ._store import CallRecord as CallRecord
+    from ._store import JournalEntry as JournalEntry
+    from ._store import RunRecord as RunRecord
+    from ._store import RunStatus as RunStatus
+    from ._store import RunStore as RunStore
+    from ._store import RunStoreError as RunStoreError
+    from ._store import SQLiteRunStore as SQLiteRunStore
+    from ._store import StoredEvent as StoredEvent
+    from ._subagent import AgentDefinition as AgentDefinition
+    from ._subagent import SubagentProvider as SubagentProvider
+    from ._subagent import SubagentRequest as SubagentRequest
+    from ._subagent import SubagentResult as SubagentResult
+    from ._subagent import Usage as Usage
+    from ._tool import ToolCallCard as ToolCallCard
+    from ._tool import ToolResult as ToolResult
+    from ._tool import WorkflowTool as WorkflowTool
+
+#: public name -> the private module that defines it (relative to this package).
+_HOME: dict[str, str] = {
+    "AgentDefinition": "._subagent",
+    "AgentEnded": "._events",
+    "AgentFailure": "._failure",
+    "AgentOutcome": "._events",
+    "AgentRegistry": "._agents",
+    "AgentReplayed": "._events",
+    "AgentStarted": "._events",
+    "CallRecord": "._store",
+    "ClaudeCodeProvider": "._providers",
+    "CodexProvider": "._providers",
+    "CommandProvider": "._providers",
+    "EchoProvider": "._providers",
+    "EngineConfig": "._config",
+    "EventHub": "._events",
+    "JournalEntry": "._store",
+    "LibraryProblem": "._library",
+    "LogEmitted": "._events",
+    "OpenAIProvider": "._providers",
+    "PhaseMeta": "._meta",
+    "PhaseStarted": "._events",
+    "ProviderUnavailable": "._failure",
+    "QuickJSEngine": "._engines.quickjs",
+    "RoutingProvider": "._providers",
+    "RunInfo": "._events",
+    "RunRecord": "._store",
+    "RunStatus": "._store",
+    "RunStore": "._store",
+    "RunStoreError": "._store",
+    "SQLiteRunStore": "._store",
+    "SandboxPolicy": "._engines.subprocess.sandbox",
+    "SavedWorkflow": "._library",
+    "StopReason": "._result",
+    "StoredEvent": "._store",
+    "SubagentProvider": "._subagent",
+    "SubagentRequest": "._subagent",
+    "SubagentResult": "._subagent",
+    "SubprocessEngine": "._engines.subprocess.engine",
+    "ToolCallCard": "._tool",
+    "ToolResult": "._tool",
+    "Usage": "._subagent",
+    "WorkflowEnded": "._events",
+    "WorkflowEngine": "._run",
+    "WorkflowError": "._errors",
+    "WorkflowErrorCode": "._errors",
+    "WorkflowEvent": "._events",
+    "WorkflowLibrary": "._library",
+    "WorkflowMeta": "._meta",
+    "WorkflowResult": "._result",
+    "WorkflowRun": "._run",
+    "WorkflowStartRequest": "._request",
+    "WorkflowStarted": "._events",
+    "WorkflowTool": "._tool",
+}
 
 __all__ = [
     "AgentDefinition",
     "AgentEnded",
+    "AgentFailure",
     "AgentOutcome",
     "AgentRegistry",
     "AgentReplayed",
     "AgentStarted",
+    "CallRecord",
     "ClaudeCodeProvider",
     "CodexProvider",
     "CommandProvider",
@@ -72,6 +144,7 @@ __all__ = [
     "OpenAIProvider",
     "PhaseMeta",
     "PhaseStarted",
+    "ProviderUnavailable",
     "QuickJSEngine",
     "RoutingProvider",
     "RunInfo",
@@ -108,15 +181,20 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def _fix_module_names() -> None:
-    for name in __all__:
-        obj = globals()[name]
-        if isinstance(obj, type) and obj.__module__.startswith("dsh_workflow."):
-            try:
-                obj.__module__ = "dsh_workflow"
-            except (AttributeError, TypeError):  # pragma: no cover
-                pass
+def __getattr__(name: str) -> Any:
+    """Load a public name on first use (PEP 562) and keep it, so later uses are plain lookups."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    if isinstance(value, type) and value.__module__.startswith(f"{__name__}."):
+        try:
+            value.__module__ = __name__  # it reads as dsh_workflow.<Name>
+        except (AttributeError, TypeError):  # pragma: no cover - a type that refuses
+            pass
+    globals()[name] = value
+    return value
 
 
-_fix_module_names()
-del _fix_module_names
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,10 +15,11 @@ The body after the closing ``---`` is the system prompt. :class:`AgentRegistry` 
 order given; the built-in ``general-purpose`` type (no system prompt) always exists unless a file
 defines that name itself.
 
-A file that cannot be used (no front matter, YAML that does not parse, a front matter that is not
-a mapping, a ``name``/``model``/``tools`` of the wrong type) is skipped, logged at WARNING with
-its path and reason, and kept in :attr:`AgentRegistry.problems`; ``strict=True`` raises
-``ValueError`` listing every problem instead. Skipping is the default because the user folder
+A file that cannot be used (no front matter, YAML that does not parse or is nested too deeply
+to parse, a front matter that is not a mapping, a ``name``/``model``/``tools`` of the wrong
+type) is skipped, logged at WARNING with its path and reason, and kept in
+:attr:`AgentRegistry.problems`; ``strict=True`` raises ``ValueError`` listing every problem
+instead. Skipping is the default because the user folder
 (``~/.claude/agents``) is shared with other tools, and one foreign or half-written file there
 must not stop every workflow; the CLI prints the problems as warnings.
 """
@@ -34,9 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ._errors import WorkflowError, WorkflowErrorCode
+from ._library import read_regular_text
 from ._subagent import AgentDefinition
 
 __all__ = ["GENERAL_PURPOSE", "AgentProblem", "AgentRegistry", "parse_agent_file"]
@@ -99,15 +99,45 @@ def _quote_plain_values(head: str) -> str:
 
 
 def _load_front(head: str) -> object:
+    """The front matter as data. YAML nested deeper than the parser's recursion allows
+    (``RecursionError``, raised by PyYAML's recursive-descent parser) is an unusable file like
+    any other, never an error that escapes the registry."""
     if not head.strip():
         return {}
+    if _flow_depth(head) > _MAX_FLOW_DEPTH:
+        raise _Unusable(_TOO_DEEP)  # refused before PyYAML spends seconds on it
+    import yaml  # here: only a definition file with front matter needs it
+
     try:
         return yaml.safe_load(head)
+    except RecursionError:
+        raise _Unusable(_TOO_DEEP) from None
     except yaml.YAMLError as exc:
         try:
             return yaml.safe_load(_quote_plain_values(head))
+        except RecursionError:
+            raise _Unusable(_TOO_DEEP) from None
         except yaml.YAMLError:
             raise _Unusable("the YAML front matter does not parse: " + " ".join(str(exc).split())) from None
+
+
+_TOO_DEEP = "the YAML front matter is nested too deeply to parse"
+#: Flow collections (``[...]``, ``{...}``) nested deeper than this are refused unparsed; no
+#: definition needs more than a few levels, and PyYAML takes seconds to fail on thousands.
+_MAX_FLOW_DEPTH = 100
+
+
+def _flow_depth(head: str) -> int:
+    """The deepest nesting of ``[``/``{`` in ``head``, counting brackets inside quoted text
+    too: an over-estimate, which only matters past :data:`_MAX_FLOW_DEPTH`."""
+    depth = deepest = 0
+    for char in head:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}" and depth:
+            depth -= 1
+    return deepest
 
 
 def _tools(value: object) -> tuple[str, ...] | None:
@@ -170,7 +200,7 @@ class AgentRegistry:
                 if not file.is_file():
                     continue
                 try:
-                    definition = parse_agent_file(file.read_text("utf-8"),
+                    definition = parse_agent_file(read_regular_text(file),  # never blocks
                                                   fallback_name=file.stem)
                 except (OSError, UnicodeDecodeError, ValueError) as exc:
                     problems.append(AgentProblem(str(file), str(exc)))

@@ -38,6 +38,10 @@ class EngineConfig(BaseModel):
     agent_timeout_s: float | None = Field(
         None, gt=0, description="Wall-clock limit of one child; past it the child is cancelled "
         "and agent() resolves null (outcome 'timeout').")
+    max_failed_agents: int | None = Field(
+        None, ge=0, description="Failure ceiling: once more than this many children of a run "
+        "have failed, the run ends with fatal AGENT_FAILED naming the count and the most "
+        "frequent reason; None is no ceiling.")
     dispose_grace_s: float = Field(
         5.0, ge=0, description="How long dispose() and cancellation wait for children and the "
         "script thread before giving up on them.")

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ._errors import WorkflowErrorCode
+from ._failure import AgentFailure
 from ._meta import WorkflowMeta
 from ._result import StopReason
 from ._subagent import Usage
@@ -53,13 +54,15 @@ class WorkflowStarted(_Event):
 
 class WorkflowEnded(_Event):
     """The last event of every run, fired exactly once; mirrors the result without its value
-    (``error_code`` as :attr:`WorkflowResult.error_code <dsh_workflow.WorkflowResult>`)."""
+    (``error_code`` as :attr:`WorkflowResult.error_code <dsh_workflow.WorkflowResult>`;
+    ``agents_failed``: children whose outcome was not ``completed``)."""
 
     stop_reason: StopReason
     error: str | None = None
     error_code: WorkflowErrorCode | None = None
     agents_started: int
     usage: Usage = Usage()
+    agents_failed: int = 0
 
 
 class PhaseStarted(_Event):
@@ -86,13 +89,17 @@ class AgentStarted(_Event):
 
 class AgentEnded(_Event):
     """The end of a started child; exactly one per :class:`AgentStarted`. ``usage`` is what its
-    provider reported (None when it reported nothing, or the child was cancelled or timed out)."""
+    provider reported (None when it reported nothing, or the child was cancelled or timed out).
+    ``error`` says why the child did not complete: the engines set it exactly when ``outcome``
+    is not ``completed`` (README, "Truthful outcomes"); not enforced here, so events stored
+    before reasons existed still load."""
 
     seq: int
     label: str
     phase: str | None = None
     outcome: AgentOutcome
     usage: Usage | None = None
+    error: AgentFailure | None = None
 
 
 class AgentReplayed(_Event):

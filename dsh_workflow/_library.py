@@ -6,7 +6,8 @@ data, never run) followed by the script's body. :class:`WorkflowLibrary` searche
 folders in order; the first file whose meta names a workflow wins. A missing folder is empty. A
 file that cannot be used (no meta, a broken literal, invalid meta, a body that does not parse)
 is never skipped silently: it is listed in :attr:`WorkflowLibrary.problems` with its path and
-the reason, and looking its name up says so.
+the reason, and looking its name up says so. A FIFO, socket or device named ``*.js`` is such a
+file: it is never opened in a way that could block (:func:`read_regular_text`).
 
 Files are read when the library is built (:meth:`WorkflowLibrary.reload` reads them again), so a
 lookup from a running script never touches the disk.
@@ -15,6 +16,7 @@ lookup from a running script never touches the disk.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,14 +62,48 @@ class LibraryProblem(BaseModel):
     reason: str
 
 
-def read_workflow_file(path: Path) -> SavedWorkflow:
-    """Read and check one workflow file; raises ``ValueError`` with the reason."""
+#: How a file in a folder the library reads is opened: never waiting for a writer (a FIFO),
+#: never becoming the controlling terminal (a tty).
+_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+NOT_REGULAR = "not a regular file (a FIFO, socket, device or folder is never read)"
+
+
+def read_regular_text(path: Path, *, max_bytes: int | None = None) -> str:
+    """The UTF-8 text of the regular file at ``path`` (newlines translated as ``read_text``
+    does), never blocking: a FIFO, socket, device or folder raises ``ValueError`` without
+    being read. ``stat`` is checked before opening and ``fstat`` after (opened with
+    ``O_NONBLOCK``, so a FIFO swapped in between cannot block either). Raises ``ValueError``
+    with the reason for anything unreadable, and for a file over ``max_bytes``."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ValueError(f"larger than {MAX_FILE_BYTES} bytes")
-        source = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ValueError(NOT_REGULAR)
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
         raise ValueError(f"cannot be read ({exc})") from None
+    with os.fdopen(fd, "rb") as file:
+        try:
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError(NOT_REGULAR)
+            if max_bytes is not None and info.st_size > max_bytes:
+                raise ValueError(f"larger than {max_bytes} bytes")
+            data = file.read(-1 if max_bytes is None else max_bytes + 1)
+        except OSError as exc:
+            raise ValueError(f"cannot be read ({exc})") from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ValueError(f"larger than {max_bytes} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"cannot be read ({exc})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_workflow_file(path: Path) -> SavedWorkflow:
+    """Read and check one workflow file; raises ``ValueError`` with the reason (a file that is
+    not a regular file is never opened blocking, see :func:`read_regular_text`)."""
+    source = read_regular_text(path, max_bytes=MAX_FILE_BYTES)
     try:
         raw_meta, body = split_meta(source)
     except MetaFileError as exc:
@@ -121,7 +157,9 @@ class WorkflowLibrary:
         problems: list[LibraryProblem] = []
         for folder in self.paths:
             try:
-                files = sorted(p for p in folder.iterdir() if p.suffix == ".js" and p.is_file())
+                # a folder named *.js is not a file; a FIFO, socket or device is listed as a
+                # problem, and never opened blocking
+                files = sorted(p for p in folder.iterdir() if p.suffix == ".js" and not p.is_dir())
             except FileNotFoundError:
                 continue
             except OSError as exc:
@@ -157,18 +195,22 @@ class WorkflowLibrary:
 
     def resolve_script_path(self, script_path: str) -> SavedWorkflow:
         """The workflow file ``script_path`` names (relative to :attr:`base_dir`); raises
-        ``ValueError`` when it is outside the allowed folders, not a ``.js`` file, or unusable.
-        The reason never quotes the file's content."""
+        ``ValueError`` when it is unusable. The reason never quotes the file's content, and a
+        path that does not exist, one outside the allowed folders (after symlinks) and one
+        that is not a ``.js`` file all get one text, so a script cannot learn which host paths
+        exist."""
+        refused = ValueError(f"{script_path!r} is not a .js file inside the workflow folders")
         candidate = Path(script_path)
         if not candidate.is_absolute():
             candidate = self.base_dir / candidate
         try:
             resolved = candidate.resolve(strict=True)
+            roots = [root.resolve() for root in [self.base_dir, *self.paths] if root.exists()]
         except (OSError, RuntimeError):
-            raise ValueError(f"no workflow file at {script_path!r}") from None
-        roots = [root.resolve() for root in [self.base_dir, *self.paths] if root.exists()]
-        if resolved.suffix != ".js" or not any(resolved.is_relative_to(r) for r in roots):
-            raise ValueError(f"{script_path!r} is not a .js file inside the workflow folders")
+            raise refused from None
+        if resolved.suffix != ".js" or not any(resolved.is_relative_to(r) for r in roots) \
+                or not resolved.is_file():
+            raise refused
         return read_workflow_file(resolved)
 
     def describe_names(self) -> str:

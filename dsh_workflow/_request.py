@@ -22,7 +22,9 @@ class WorkflowStartRequest(BaseModel):
     the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget (README, "Budgets and usage"),
     ``budget_usd`` its dollar budget (README, "Cost in money");
     ``parent`` is passed to every child request untouched. ``resume_from`` names an earlier run
-    of the engine's store whose journal answers the calls that did not change (README, "Durable runs").
+    of the engine's store whose journal answers the calls that did not change (README, "Durable runs");
+    ``rerun`` names calls of that run (by seq) that run live again instead of replaying (README,
+    "Runs under control").
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -36,3 +38,4 @@ class WorkflowStartRequest(BaseModel):
     budget_usd: float | None = None
     resume_from: str | None = None
     parent: Any = None
+    rerun: frozenset[int] = frozenset()

@@ -47,7 +47,7 @@ def stored_code(data: Mapping[str, Any]) -> WorkflowErrorCode | None:
     one (a row written before results carried their code)."""
     try:
         return WorkflowErrorCode(data["error_code"])
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):  # TypeError: stored data holding no code at all
         return _derived_code(data.get("stop_reason"), data.get("error"))
 
 
@@ -77,6 +77,15 @@ class WorkflowResult(BaseModel):
     children reported (failed children included; zero when nothing was reported).
     ``agents_replayed`` counts calls of a resumed run answered from the earlier run's journal
     (README, "Durable runs"); they are not in ``agents_started`` or ``usage``.
+
+    ``warnings`` name each lossy step of turning the return value into JSON as
+    ``JSON.stringify`` does (``return value.items[2]: undefined became null``), bounded: at
+    most 20 plus one ``... and N more`` line. Empty when nothing was lost (always, unless the
+    run completed).
+
+    ``agents_failed`` counts started children whose outcome was not ``completed`` (README,
+    "Truthful outcomes"): each one's reason is its ``AgentEnded.error``.
+
     ``agents_unpriced`` counts started children that reported tokens but no known cost: when it
     is above 0, ``usage.cost_usd`` is the cost of the others only, a lower bound (README, "Cost
     in money").
@@ -91,6 +100,8 @@ class WorkflowResult(BaseModel):
     agents_started: int = Field(0, ge=0)
     usage: Usage = Usage()
     agents_replayed: int = Field(0, ge=0)
+    warnings: tuple[str, ...] = ()
+    agents_failed: int = Field(0, ge=0)
     agents_unpriced: int = Field(0, ge=0)
 
     @model_validator(mode="before")

@@ -9,6 +9,7 @@ every run still alive, so nothing a run started outlives the engine.
 from __future__ import annotations
 
 import abc
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 from ._events import EventHub
@@ -68,6 +69,15 @@ class WorkflowEngine(abc.ABC):
         before any run exists and before any event, and ``RuntimeError`` outside the engine's
         ``async with`` block. Emits ``WorkflowStarted`` before returning.
         """
+
+    def start_soon(self, func: Callable[[], Awaitable[object]], *, name: str) -> bool:
+        """Run ``func()`` as a task of the engine's own task group, so work that follows a
+        run (such as delivering a background run's completion) lives exactly as long as the
+        engine. Returns False, running nothing, when the engine cannot: outside its
+        ``async with`` block, or an engine that does not offer it (this default). An
+        exception ``func`` raises is logged and cancels nothing else; leaving the engine's
+        block cancels the tasks still running."""
+        return False
 
     @abc.abstractmethod
     async def __aenter__(self) -> WorkflowEngine: ...

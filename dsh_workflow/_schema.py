@@ -54,6 +54,7 @@ from referencing.jsonschema import DRAFT202012
 
 from ._errors import WorkflowError, WorkflowErrorCode
 from ._patterns import PatternRefused, compile_bounded, pattern_cost
+from ._schema_limits import DEFAULT_LIMITS, SchemaLimits
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -66,6 +67,7 @@ __all__ = [
     "compiled_validator",
     "finish_schema_check",
     "format_path",
+    "json_pointer",
     "prepare_schema_check",
     "schema_violations",
     "unsupported_schema",
@@ -103,36 +105,6 @@ _MAP_KEYWORDS = ("properties", "patternProperties", "$defs", "definitions", "dep
 
 
 
-@dataclass(frozen=True)
-class SchemaLimits:
-    """The bounds every check here works within (``EngineConfig`` fields of the same names).
-
-    The defaults sit far above what models write (their schemas are a few kilobytes: tens of
-    subschemas, a few short patterns). Measured on a loaded 2-core machine, the worst schema
-    within them (1,000 empty subschemas) takes the gate about 0.25 s and the worst value about
-    0.25 s of one worker thread; the event loop only does the size walk (about 2 ms).
-    """
-
-    max_schema_chars: int = 100_000
-    """Longest canonical JSON text (sorted keys, no spaces) of one schema."""
-    max_schema_nodes: int = 1_000
-    """Most JSON values (objects, arrays, strings, numbers, ...) one schema may hold."""
-    max_pattern_cost: int = 20_000
-    """Most compiled-size units (:func:`._patterns.pattern_cost`) of patterns one check
-    compiles: all patterns of a schema at the gate, all ``format: "regex"`` strings of a value."""
-    max_validation_steps: int = 20_000
-    """Most keyword applications one value validation may make."""
-
-    @classmethod
-    def of(cls, config: Any) -> SchemaLimits:
-        """The limits of an ``EngineConfig`` (or anything with these attributes)."""
-        return cls(max_schema_chars=config.max_schema_chars,
-                   max_schema_nodes=config.max_schema_nodes,
-                   max_pattern_cost=config.max_pattern_cost,
-                   max_validation_steps=config.max_validation_steps)
-
-
-DEFAULT_LIMITS = SchemaLimits()
 
 PATTERN_BUDGET_S = 0.05
 """Wall time all pattern matching of one value validation may take."""
@@ -245,11 +217,17 @@ def format_path(root: str, parts: Any) -> str:
     return "".join(out)
 
 
+def json_pointer(parts: Any) -> str:
+    """``parts`` as a JSON pointer (RFC 6901, ``~`` and ``/`` escaped); the root is ``/``."""
+    escaped = [str(part).replace("~", "~0").replace("/", "~1") for part in parts]
+    return "/" + "/".join(escaped)
+
+
 def _short(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 1] + "…"
 
 
-def _describe(error: ValidationError, root: str) -> str:
+def _describe(error: ValidationError, root: str | None) -> str:
     message = error.message
     refused = [sub for sub in (error, *error.context[:_MAX_LISTED])
                if isinstance(sub.cause, PatternRefused)]
@@ -258,7 +236,13 @@ def _describe(error: ValidationError, root: str) -> str:
     elif error.context:
         detail = best_match(error.context)
         message = f"{message} ({detail.message})"
-    return f"{format_path(root, error.absolute_path)}: {_short(message)}"
+    if root is None and error.validator == "pattern" and not refused \
+            and isinstance(error.validator_value, str):
+        # The pattern as written (repr would double its backslashes).
+        message = f"{error.instance!r} does not match '{error.validator_value}'"
+    where = json_pointer(error.absolute_path) if root is None \
+        else format_path(root, error.absolute_path)
+    return f"{where}: {_short(message)}"
 
 
 def _metaschema_problems(schema: dict[str, Any]) -> list[str]:
@@ -828,10 +812,11 @@ def compiled_validator(schema: dict[str, Any]) -> Draft202012Validator:
 
 
 def value_violations(schema: dict[str, Any], value: object, *, limit: int = 10,
-                     limits: SchemaLimits = DEFAULT_LIMITS) -> list[str]:
+                     limits: SchemaLimits = DEFAULT_LIMITS, pointers: bool = False) -> list[str]:
     """Up to ``limit`` reasons ``value`` does not satisfy ``schema``; ``[]`` when it does.
 
-    Lines are ``<path>: <message>`` with paths like ``value.items[2].name``. ``schema`` should
+    Lines are ``<path>: <message>`` with paths like ``value.items[2].name`` (``pointers``:
+    JSON pointers such as ``/items/2/name``, the root ``/``). ``schema`` should
     have passed :func:`schema_violations`; if it cannot be used the problem is reported as a
     ``schema: ...`` line. Lines come in jsonschema's order over the canonical (key-sorted)
     schema, so they are the same for equal schemas. The work is bounded by ``limits``'
@@ -846,7 +831,7 @@ def value_violations(schema: dict[str, Any], value: object, *, limit: int = 10,
     try:
         with validation_budget(limits):
             errors = list(islice(validator.iter_errors(value), max(limit, 0)))
-            return [_describe(error, "value") for error in errors]
+            return [_describe(error, None if pointers else "value") for error in errors]
     except _OutOfSteps:
         steps = limits.max_validation_steps
         return [f"value: validation stopped after {steps} steps (max_validation_steps={steps}); "

@@ -1,5 +1,10 @@
 """``minimal_instance``: a small value meant to satisfy a JSON Schema (for ``EchoProvider``).
 
+A string with a ``pattern`` is generated from the pattern with ``rstr`` (seeded, so the same
+seed gives the same value), after a size estimate of the pattern refuses the ones whose strings
+could be huge; :func:`schema_instance` also says what is still wrong with the value when no
+valid one could be built.
+
 The schema comes from a script, so generation is bounded like the engine's own checks: it
 validates candidates with the engine's step-counting validator inside one
 :func:`~._schema.validation_budget`, matches ``patternProperties`` with the same bounded
@@ -11,15 +16,24 @@ from __future__ import annotations
 
 import copy
 import math
+import random
+import re._parser as sre_parse  # type: ignore[import-not-found]  # no stub; rstr reads patterns with it too
 import time
 from typing import Any, TypeGuard
 
+import rstr
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from ._schema import SchemaLimits, bounded_search, compiled_validator, validation_budget
+from ._schema import (
+    SchemaLimits,
+    bounded_search,
+    compiled_validator,
+    validation_budget,
+    value_violations,
+)
 
-__all__ = ["GENERATION_LIMITS", "GENERATION_MATCH_S", "minimal_instance"]
+__all__ = ["GENERATION_LIMITS", "GENERATION_MATCH_S", "minimal_instance", "schema_instance"]
 
 GENERATION_LIMITS = SchemaLimits(max_validation_steps=50_000)
 """The budget of one generation: every candidate validation together."""
@@ -32,6 +46,9 @@ _MAX_STEPS = 20_000  # builds plus validations per call; beyond it the builder a
 _MAX_BRANCHES = 32  # anyOf/oneOf branches tried per list
 _BASE_URI = "https://dsh-workflow.invalid/echo-schema.json"
 _MISSING = object()
+_PATTERN_TRIES = 8  # strings generated per pattern before giving up on it
+_MAX_PATTERN_STRING = 4096  # longest string a pattern may generate (by the estimate)
+_UNBOUNDED_REPEAT = 100  # what rstr generates at most for "*", "+" and "{n,}"
 
 _FORMAT_SAMPLES = {
     "date": "1970-01-01",
@@ -49,7 +66,7 @@ _FORMAT_SAMPLES = {
     "iri": "https://example.com/",
     "iri-reference": "https://example.com/",
     "uri-template": "https://example.com/",
-    "uuid": "00000000-0000-0000-0000-000000000000",
+    "uuid": "00000000-0000-4000-8000-000000000000",
     "json-pointer": "",
     "relative-json-pointer": "0",
     "regex": "",
@@ -129,10 +146,52 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class _Builder:
-    """One :func:`minimal_instance` call: the root schema, its resolver and a step budget."""
+def _longest(parsed: Any) -> int:
+    """The longest string rstr can generate for a parsed pattern (an estimate that errs long;
+    unknown constructs count as long)."""
+    total = 0
+    for op, arg in parsed:
+        if op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT, sre_parse.POSSESSIVE_REPEAT):
+            low, high, sub = arg
+            times = min(high, _UNBOUNDED_REPEAT) if high != sre_parse.MAXREPEAT else _UNBOUNDED_REPEAT
+            total += max(low, times) * _longest(sub)
+        elif op is sre_parse.SUBPATTERN:
+            total += _longest(arg[-1])
+        elif op is sre_parse.BRANCH:
+            total += max((_longest(branch) for branch in arg[1]), default=0)
+        elif op in (sre_parse.AT, sre_parse.ASSERT, sre_parse.ASSERT_NOT):
+            continue
+        elif op in (sre_parse.LITERAL, sre_parse.NOT_LITERAL, sre_parse.ANY,
+                    sre_parse.IN, sre_parse.CATEGORY, sre_parse.RANGE):
+            total += 1
+        else:  # a group reference, a conditional, ...: too unknown to bound
+            total += _MAX_PATTERN_STRING + 1
+        if total > _MAX_PATTERN_STRING:
+            break
+    return total
 
-    def __init__(self, root: dict[str, Any]) -> None:
+
+def _pattern_strings(pattern: str, rng: random.Random) -> list[str]:
+    """Up to :data:`_PATTERN_TRIES` strings generated from ``pattern``, shortest first (Python's reading of it;
+    JSON Schema's ECMA-262 patterns mostly agree), or none when it cannot be read or its
+    strings could be longer than :data:`_MAX_PATTERN_STRING`."""
+    try:
+        if _longest(sre_parse.parse(pattern)) > _MAX_PATTERN_STRING:
+            return []
+        generator = rstr.Rstr(rng)
+        # The shortest first: the smallest answer, and the least matching time to check it.
+        return sorted((generator.xeger(pattern) for _ in range(_PATTERN_TRIES)), key=len)
+    except Exception:  # noqa: BLE001 - a pattern Python cannot generate from gives nothing
+        return []
+
+
+class _Builder:
+    """One :func:`minimal_instance` call: the root schema, its resolver, a step budget and the
+    seeded random source pattern strings are drawn from."""
+
+    def __init__(self, root: dict[str, Any], seed: str = "") -> None:
+        self._random = random.Random(seed)
+        self._generated: dict[str, list[str]] = {}  # strings drawn per pattern, drawn once
         self._steps = 0
         try:
             self._validator: Any = compiled_validator(root)
@@ -312,7 +371,7 @@ class _Builder:
         if kind == "array":
             return self._array(base, depth, active)
         if kind == "string":
-            return _string(base)
+            return self._string(base)
         if kind in ("number", "integer"):
             return _number(base, integer=kind == "integer")
         if kind == "boolean":
@@ -320,6 +379,23 @@ class _Builder:
         if kind == "null":
             return None
         return _MISSING
+
+    def _string(self, base: dict[str, Any]) -> str:
+        """The format's sample (padded to ``minLength``, cut to ``maxLength``); with a
+        ``pattern``, the first string generated from it (padded likewise) that satisfies
+        every keyword of ``base``, else that sample."""
+        sample = _string(base)
+        pattern = base.get("pattern")
+        if not isinstance(pattern, str) or self._valid(base, sample):
+            return sample
+        texts = self._generated.get(pattern)
+        if texts is None:
+            texts = self._generated[pattern] = _pattern_strings(pattern, self._random)
+        for text in texts:
+            for candidate in _fitted(base, text):
+                if self._valid(base, candidate):
+                    return candidate
+        return sample
 
     def _property(self, base: dict[str, Any], name: str, depth: int, active: frozenset[int]) -> object:
         properties = base.get("properties")
@@ -453,18 +529,40 @@ def _number(base: dict[str, Any], *, integer: bool) -> int | float:
     return value
 
 
-def _string(base: dict[str, Any]) -> str:
-    fmt = base.get("format")
-    text = _FORMAT_SAMPLES.get(fmt, "") if isinstance(fmt, str) else ""
+def _padded(base: dict[str, Any], text: str) -> str:
+    """``text`` padded with ``"x"`` to ``minLength`` (in front for an e-mail address)."""
     wanted = base.get("minLength")
     if _is_number(wanted) and len(text) < wanted:
         pad = "x" * min(math.ceil(wanted) - len(text), 1_000_000)
-        text = pad + text if fmt in _PAD_FRONT else text + pad
+        text = pad + text if base.get("format") in _PAD_FRONT else text + pad
     return text
 
 
-def minimal_instance(schema: object) -> object:
-    """A small value meant to satisfy ``schema`` (Draft 2020-12), deterministic.
+def _fitted(base: dict[str, Any], text: str) -> list[str]:
+    """``text`` and its variants fitted to ``minLength``/``maxLength``: cut to the maximum,
+    repeated up to the minimum, padded with ``"x"``."""
+    most, least = base.get("maxLength"), base.get("minLength")
+    variants = [text]
+    if _is_number(most) and len(text) > most:
+        variants.append(text[: max(0, math.floor(most))])
+    if _is_number(least) and 0 < len(text) < least and least <= 1_000_000:
+        variants.append((text * math.ceil(least / len(text)))[: math.ceil(least)])
+        variants.append(_padded(base, text))
+    return variants
+
+
+def _string(base: dict[str, Any]) -> str:
+    fmt = base.get("format")
+    text = _padded(base, _FORMAT_SAMPLES.get(fmt, "") if isinstance(fmt, str) else "")
+    most = base.get("maxLength")
+    if _is_number(most) and len(text) > most and fmt not in _FORMAT_SAMPLES:
+        text = text[: max(0, math.floor(most))]
+    return text
+
+
+def minimal_instance(schema: object, seed: str = "") -> object:
+    """A small value meant to satisfy ``schema`` (Draft 2020-12), deterministic for a given
+    ``seed`` (the strings generated from patterns are drawn from it).
 
     Honours types (the first non-null type of a list; null first under a recursive
     reference), required properties, ``enum`` (first member that fits), ``const``,
@@ -472,8 +570,11 @@ def minimal_instance(schema: object) -> object:
     exactly one branch matches), ``allOf`` and ``$ref`` (merged), ``if``/``then``/``else``,
     numeric bounds and ``multipleOf``, ``minLength`` (padded with ``"x"``), ``minItems``,
     ``contains``, ``uniqueItems`` for simple items, ``minProperties``, ``dependentRequired`` and
-    common ``format`` values. Best effort beyond that: ``pattern`` and the like may be left
-    unsatisfied. Recursive references stop at a depth guard. Never raises.
+    common ``format`` values (``date``, ``date-time``, ``time``, ``duration``, ``email``,
+    ``hostname``, ``ipv4``, ``ipv6``, ``uri``, ``uuid``, ...), ``maxLength`` and ``pattern``
+    (strings generated from it with ``rstr``, seeded by ``seed``). Best effort beyond that:
+    ``not``, contradictions and patterns Python cannot read may be left unsatisfied (see
+    :func:`schema_instance`). Recursive references stop at a depth guard. Never raises.
 
     Bounded: at most ``_MAX_STEPS`` builds and validations, :data:`GENERATION_LIMITS`' keyword
     applications and pattern compilation over all its validations, and
@@ -485,6 +586,14 @@ def minimal_instance(schema: object) -> object:
         return None
     try:
         with validation_budget(GENERATION_LIMITS, seconds=GENERATION_MATCH_S):
-            return _Builder(schema).build(schema, 0, frozenset())
+            return _Builder(schema, seed).build(schema, 0, frozenset())
     except RecursionError:
         return {}
+
+
+def schema_instance(schema: dict[str, Any], seed: str = "") -> tuple[object, list[str]]:
+    """:func:`minimal_instance` of ``schema`` and what is still wrong with it: up to 5
+    validator messages with JSON pointers (``[]``: the value is valid). Never raises; call it
+    off the event loop."""
+    value = minimal_instance(schema, seed)
+    return value, value_violations(schema, value, limit=5, pointers=True)

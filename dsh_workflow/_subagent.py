@@ -14,6 +14,7 @@ __all__ = [
     "SubagentRequest",
     "SubagentResult",
     "Usage",
+    "provider_description",
     "provider_identity",
 ]
 
@@ -172,3 +173,19 @@ def provider_identity(provider: object) -> str:
         return identity
     kind = type(provider)
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+#: Longest provider description the tool's text keeps (it is sent with every request).
+MAX_DESCRIPTION_CHARS = 240
+
+
+def provider_description(provider: object) -> str | None:
+    """What a provider's children can do, in one line for the tool's description (README, "The
+    model-facing tool"): its ``description`` string (the built-in providers have one: the
+    model, tools or none, files or none), newlines folded and cut at
+    :data:`MAX_DESCRIPTION_CHARS`; None when it has none."""
+    text = getattr(provider, "description", None)
+    if not isinstance(text, str) or not text.strip():
+        return None
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_DESCRIPTION_CHARS else line[:MAX_DESCRIPTION_CHARS - 1] + "…"

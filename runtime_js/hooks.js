@@ -36,8 +36,9 @@
 //     ["workflow", id, target, args], ["phase", title], ["log", text],
 //     ["numbers", "clock"|"random", first, [n, ...]];
 //   * settle entries (host -> runtime): [id, true, value], [id, false, code, message],
-//     ["spent", tokens] or ["spent", tokens, dollars];
-//   * end records (Completed / Failed): {"ok":true,"value":...} or
+//     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens] or
+//     ["spent", tokens, dollars];
+//   * end records (Completed / Failed): {"ok":true,"value":...[,"warnings":[...]]} or
 //     {"ok":false,"code":...,"error":...[,"thrown":true][,"stack":...]}, where code is a public
 //     WorkflowErrorCode, null, or an InternalCode the host translates (dsh_workflow/_engines/
 //     limits.py translate_end): MEMORY, STACK, INTERRUPTED, THROWN_NOTHING, MEMORY_IF_FULL,
@@ -158,6 +159,8 @@ const maxItems = config.maxItemsPerCall;
 const maxDepth = config.maxValueDepth;
 const maxPromptChars = config.maxPromptChars;
 const maxLogChars = config.maxLogChars;
+// Lossy steps of the return value's conversion to JSON (and of workflow() return values).
+const runWarnings = newWarnings();
 
 // ---- fatal errors --------------------------------------------------------------------------
 
@@ -347,6 +350,16 @@ function makeError(code, message, site) {
   return e;
 }
 
+// A failed child of an agent(prompt, {failure: "throw"}) call: an ordinary (never fatal) error
+// {name: "AgentFailure", kind, message, details} that parallel()/pipeline() turn into null.
+function agentFailure(failure) {
+  const e = new _Error(_String(failure.message));
+  _defineProperty(e, 'name', { value: 'AgentFailure', writable: true, enumerable: false, configurable: true });
+  _defineProperty(e, 'kind', { value: _String(failure.kind), writable: true, enumerable: true, configurable: true });
+  _defineProperty(e, 'details', { value: failure.details, writable: true, enumerable: true, configurable: true });
+  return e;
+}
+
 function fatalRecord(e) {
   if (e === null || (typeof e !== 'object' && typeof e !== 'function')) return undefined;
   return _apply(_weakMapGet, fatal, [e]);
@@ -408,7 +421,7 @@ const agent = async function agent(prompt, opts) {
   if (opts !== undefined) {
     if (opts === null || typeof opts !== 'object' || _isArray(opts)) {
       throw makeError('INVALID_ARGUMENT', 'agent() options must be an object such as '
-        + '{label, phase, schema, model, provider, effort, agentType, isolation} (got '
+        + '{label, phase, schema, model, provider, effort, agentType, isolation, failure} (got '
         + describeKind(opts) + ')');
     }
     try {
@@ -433,6 +446,7 @@ const agent = async function agent(prompt, opts) {
   pendingCount++;
   await waiter;
   if (slot.ok === true) return slot.value;
+  if (slot.failure !== undefined) throw agentFailure(slot.failure);
   const code = _String(slot.code);
   throw makeError(code, _String(slot.message), misuse[code] === true && slot.site !== undefined ? slot.site : null);
 };
@@ -505,8 +519,13 @@ const workflow = async function workflow(target, args) {
   }
   let text;
   try {
-    text = materialize(value, 'workflow("' + name + '") return value', maxDepth);
+    text = jsonText(value, 'workflow("' + name + '") return value', maxDepth, runWarnings);
   } catch (e) {
+    if (isScriptThrow(e)) {
+      if (isFatal(e.error)) throw e.error;
+      throw makeError('AGENT_FAILED', 'workflow("' + name + '") failed: ' + renderBrief(e.error)
+        + ' (thrown while ' + e.path + ' was converted to JSON)');
+    }
     if (!isBoundaryError(e)) throw e;
     throw makeError('RESULT_UNSERIALIZABLE', 'workflow("' + name + '") returned a value that is '
       + 'not plain JSON data — ' + e.path + ': ' + e.reason);
@@ -571,6 +590,10 @@ function newJoin(count, stages, stageCount) {
   const join = _create(null);
   join.out = [];
   join.remaining = count;
+  join.count = count;
+  join.next = count;   // the next item to start once a running one ends ({concurrency})
+  join.works = null;   // the items not started yet, by index ({concurrency})
+  join.failed = false; // a fatal error rejected the join: start no more items
   join.stages = stages;  // pipeline(): the stage functions; parallel(): null
   join.stageCount = stageCount;
   join.promise = own(new _Promise(captureBoth));
@@ -585,6 +608,12 @@ function newJoin(count, stages, stageCount) {
 // `work`; an ordinary throw makes the item null, a fatal one rejects the join. The item is put
 // in two jobs after its value (or error) is known, the turn at which a then() on a per-item
 // promise used to put it, so scripts see their callbacks in the same order as before.
+//
+// Out of memory is not an ordinary throw: an item that ran out of memory rejects the join as a
+// fatal error does (the run is out of memory, not the item), and when the join's own
+// bookkeeping fails (it runs no script code, so that is the engine running out of memory or
+// stack) the barrier can no longer be kept and the run ends at once with that limit
+// (bookkeepingFailed), instead of waiting forever on an item that will never be put.
 async function runItem(join, index, work) {
   let value;
   try {
@@ -596,17 +625,92 @@ async function runItem(join, index, work) {
       for (let s = 0; s < join.stageCount; s++) value = await stages[s](value, work, index);
     }
   } catch (e) {
-    if (isFatal(e)) {
-      await undefined;
-      join.reject(e);
+    if (isFatal(e) || isOutOfMemory(e)) {
+      try {
+        join.failed = true;
+        await undefined;
+        join.reject(e);
+      } catch (failure) {
+        bookkeepingFailed(failure);
+      }
       return;
     }
     value = null;
   }
-  await undefined;
-  setItem(join.out, index, value);
-  join.remaining -= 1;
-  if (join.remaining === 0) join.resolve(join.out);
+  try {
+    if (join.next < join.count && !join.failed) startNext(join);
+    await undefined;
+    setItem(join.out, index, value);
+    join.remaining -= 1;
+    if (join.remaining === 0) join.resolve(join.out);
+  } catch (failure) {
+    bookkeepingFailed(failure);
+  }
+}
+
+// True for the engine's own out-of-memory error, or a bare null met while the heap is full.
+function isOutOfMemory(e) {
+  if (e === null) {
+    noteNull();
+    return nullWasOutOfMemory;
+  }
+  return limitKind(e) === 'MEMORY';
+}
+
+// The runtime's own code failed where no script code runs: end the run with the limit it hit.
+function bookkeepingFailed(failure) {
+  finish(limitKind(failure) === 'STACK' ? END_STACK : END_MEMORY);
+}
+
+// Starts a combinator's items: all of them, or the first `limit` (a {concurrency} option; 0:
+// none), the rest one by one as running items end.
+function startItems(join, works, limit) {
+  const count = join.count;
+  const first = limit === 0 || limit >= count ? count : limit;
+  if (first < count) {
+    join.works = works;
+    join.next = first;
+  }
+  for (let i = 0; i < first; i++) runItem(join, i, works[i]);
+}
+
+function startNext(join) {
+  const i = join.next++;
+  const work = join.works[i];
+  join.works[i] = undefined;
+  runItem(join, i, work);
+}
+
+// The item limit of a parallel()/pipeline() options object (0: none given). Strict: an options
+// value that is not a plain object, a key other than `concurrency` (whose value is not
+// undefined) or a concurrency that is not a whole number >= 1 is fatal.
+function concurrencyOption(hook, options) {
+  if (options === undefined) return 0;
+  if (options === null || typeof options !== 'object' || _isArray(options)) {
+    throw makeError('INVALID_ARGUMENT', hook + ' options must be an object such as '
+      + '{concurrency: 4} (got ' + describeKind(options) + ')');
+  }
+  const proto = _getPrototypeOf(options);
+  if (proto !== _ObjectPrototype && proto !== null) {
+    throw makeError('INVALID_ARGUMENT', hook + ' options must be a plain object such as '
+      + '{concurrency: 4}');
+  }
+  const keys = _keys(options);
+  for (let i = 0; i < keys.length; i++) {
+    if (keys[i] !== 'concurrency' && options[keys[i]] !== undefined) {
+      throw makeError('UNSUPPORTED_OPTION', hook + ' option ' + _stringify(keys[i])
+        + ' is not recognized (supported: concurrency)');
+    }
+  }
+  const n = options.concurrency;
+  if (n === undefined) return 0;
+  if (typeof n !== 'number' || !(n >= 1) || n % 1 !== 0 || n > 9007199254740991) {
+    throw makeError('INVALID_ARGUMENT', hook + ' option concurrency must be a whole number of at '
+      + 'least 1 (got ' + (typeof n === 'number' ? _String(n) : typeof n === 'string' && n.length <= 40
+        ? 'the string ' + _stringify(n) : describeKind(n)) + '); leave it '
+      + 'out to run every item at once (the engine\'s max_concurrent_agents still applies)');
+  }
+  return n;
 }
 
 // The item count of an array argument, read once (a Proxy may answer each read differently) and
@@ -631,7 +735,7 @@ function rejected(error) {
 
 // parallel() and pipeline() are plain functions returning the join's promise itself: an async
 // function would resolve its result through the script-visible Promise.prototype.then.
-const parallel = function parallel(thunks) {
+const parallel = function parallel(thunks, options) {
   try {
     if (isRevoked(thunks) || !_ArrayIsArray(thunks)) {
       throw makeError('INVALID_ARGUMENT', 'parallel() requires an array of zero-argument functions, '
@@ -647,8 +751,9 @@ const parallel = function parallel(thunks) {
       }
       fns[i] = fn;
     }
+    const limit = concurrencyOption('parallel()', options);
     const join = newJoin(count, null, 0);
-    for (let i = 0; i < count; i++) runItem(join, i, fns[i]);
+    startItems(join, fns, limit);
     return join.promise;
   } catch (e) {
     return rejected(e);
@@ -662,10 +767,20 @@ const pipeline = function pipeline(items) {
         + describeKind(items) + ')');
     }
     const count = itemCount('pipeline()', items);
-    const stageCount = arguments.length - 1;
+    let stageCount = arguments.length - 1;
+    // A last argument that is an object (not a function, an array or null) is the options; a
+    // last undefined after a stage is options left out, as for parallel(thunks, undefined).
+    let limit = 0;
+    const last = arguments[arguments.length - 1];
+    if (stageCount >= 1 && last !== null && typeof last === 'object' && !_isArray(last)) {
+      limit = concurrencyOption('pipeline()', last);
+      stageCount--;
+    } else if (stageCount >= 2 && last === undefined) {
+      stageCount--;
+    }
     if (stageCount < 1) {
       throw makeError('INVALID_ARGUMENT', 'pipeline() requires at least one stage function after the '
-        + 'items array: pipeline(items, (prev, item, index) => ...)');
+        + 'items array: pipeline(items, (prev, item, index) => ..., {concurrency}?)');
     }
     const stages = _create(null);
     for (let s = 0; s < stageCount; s++) {
@@ -679,7 +794,7 @@ const pipeline = function pipeline(items) {
     const values = _create(null);
     for (let i = 0; i < count; i++) values[i] = items[i];
     const join = newJoin(count, stages, stageCount);
-    for (let i = 0; i < count; i++) runItem(join, i, values[i]);
+    startItems(join, values, limit);
     return join.promise;
   } catch (e) {
     return rejected(e);
@@ -820,6 +935,8 @@ function finish(text) {
 // The fallback end record, built before any script code runs: recording it allocates nothing.
 // The host turns it into a fixed text (or a memory verdict when the heap is full).
 const END_UNRENDERABLE = '{"ok":false,"code":"UNRENDERABLE","error":""}';
+const END_MEMORY = '{"ok":false,"code":"MEMORY","error":""}';
+const END_STACK = '{"ok":false,"code":"STACK","error":""}';
 let bodySettled = false;
 // What the body threw, as its own catch saw it (see run_header in _script.py): with a full heap
 // the engine can lose the value on the way out of the body and reject with a bare null instead.
@@ -860,8 +977,12 @@ function onReturn(value) {
   bodySettled = true;
   let text;
   try {
-    text = materialize(value, 'return value', maxDepth);
+    text = jsonText(value, 'return value', maxDepth, runWarnings);
   } catch (e) {
+    if (isScriptThrow(e)) {
+      record(e.error, e.path);
+      return;
+    }
     if (isBoundaryError(e)) {
       try {
         finish('{"ok":false,"code":"RESULT_UNSERIALIZABLE","error":' + _stringify(
@@ -876,7 +997,9 @@ function onReturn(value) {
     return;
   }
   try {
-    finish('{"ok":true,"value":' + (text === undefined ? 'null' : text) + '}');
+    const warnings = warningsText(runWarnings);
+    finish('{"ok":true,"value":' + (text === undefined ? 'null' : text)
+      + (warnings === '' ? '' : ',"warnings":' + warnings) + '}');
   } catch (e) {
     record(e);
   }
@@ -888,11 +1011,17 @@ function onThrow(e) {
   record(e);
 }
 
-function record(e) {
+// `where`: the path whose conversion to JSON ran the script code that threw (a getter, toJSON),
+// or undefined. Rendering what the script threw runs script code only under try (textOf,
+// quietRead), so a failure escaping thrownRecord is the runtime's own code failing: out of
+// memory (the engine's error, or a bare null it could not even allocate) or stack ends the run
+// with that limit; the fixed unrenderable text is left for anything else.
+function record(e, where) {
   try {
-    finish(thrownRecord(e));
-  } catch (_) {
-    finish(END_UNRENDERABLE);
+    finish(thrownRecord(e, where));
+  } catch (failure) {
+    const kind = failure === null ? 'MEMORY' : limitKind(failure);
+    finish(kind === 'MEMORY' ? END_MEMORY : kind === 'STACK' ? END_STACK : END_UNRENDERABLE);
   }
 }
 
@@ -914,7 +1043,7 @@ function lostRecord(e) {
 // the host confirms INTERRUPTED with the CPU time it measured), THROWN_NOTHING for null and
 // undefined and MEMORY_IF_FULL for a bare null met while rendering (the host looks at the heap
 // for both), or null. A thrown non-Error is named as such.
-function thrownRecord(e) {
+function thrownRecord(e, where) {
   const fatalError = fatalRecord(e);
   if (fatalError !== undefined) {
     return '{"ok":false,"code":' + _stringify(fatalError.code) + ',"error":'
@@ -944,6 +1073,7 @@ function thrownRecord(e) {
   // Rendering ran the script's own code (toString, getters): a limit it hit there is the
   // run's verdict; a bare null there is out of memory only if the host finds the heap full.
   if (kind === null && renderLimit !== null) kind = renderLimit === 'NULL' ? 'MEMORY_IF_FULL' : renderLimit;
+  if (where !== undefined) head = head + ' (thrown while ' + where + ' was converted to JSON)';
   return '{"ok":false,"thrown":true,"code":' + (kind === null ? 'null' : _stringify(kind)) + ',"error":'
     + _stringify(head) + (stack === '' ? '' : ',"stack":' + _stringify(stack)) + '}';
 }
@@ -1004,6 +1134,9 @@ return {
       if (entry[1] === true) {
         slot.ok = true;
         slot.value = entry[2];
+      } else if (entry[2] === 'AgentFailure') {
+        slot.ok = false;
+        slot.failure = entry[4];
       } else {
         slot.ok = false;
         slot.code = entry[2];

@@ -28,23 +28,14 @@ import math
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
-
-import anyio
-
-from dsh_workflow import (
-    AgentStarted,
-    EchoProvider,
-    SubagentRequest,
-    SubagentResult,
-    Usage,
-    WorkflowError,
-    WorkflowEvent,
-    WorkflowStartRequest,
-)
+from typing import TYPE_CHECKING, Any
 
 from .errors import CliError
-from .plan import Plan
+
+if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
+    from dsh_workflow import AgentStarted, SubagentRequest, SubagentResult, WorkflowEvent
+
+    from .plan import Plan
 
 __all__ = ["OUTPUT_TOKENS", "Estimate", "add_estimate_options", "confirm", "estimate",
            "estimate_text", "print_estimate"]
@@ -133,6 +124,8 @@ class _Recorder:
     """Echo, noting each request's model and input size (runs on the event loop)."""
 
     def __init__(self, default_model: str | None) -> None:
+        from dsh_workflow import EchoProvider
+
         self.echo = EchoProvider()
         self.default_model = default_model
         self.calls: dict[tuple[str, int], tuple[str, int]] = {}  # (run, seq) -> model, chars
@@ -155,10 +148,14 @@ class _Recorder:
 def estimate(plan: Plan, default_model: str | None) -> Estimate:
     """Run ``plan``'s script offline and project its calls (see the module docstring).
     A start error (bad meta or script) raises :class:`CliError`."""
+    import anyio
+
     return anyio.run(_estimate, plan, default_model, backend="trio")
 
 
 async def _estimate(plan: Plan, default_model: str | None) -> Estimate:
+    from dsh_workflow import AgentStarted, WorkflowError, WorkflowStartRequest
+
     config = plan.config.model_copy(update={"budget_tokens": None, "budget_usd": None,
                                             "run_timeout_s": None, "agent_timeout_s": None})
     recorder = _Recorder(default_model)
@@ -194,6 +191,7 @@ async def _estimate(plan: Plan, default_model: str | None) -> Estimate:
 
 
 def _price(model: str, line: ModelLine) -> list[float] | None:
+    from dsh_workflow import Usage
     from dsh_workflow._prices import cost_usd
 
     if model == _DEFAULT_MODEL:

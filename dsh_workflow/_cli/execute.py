@@ -9,9 +9,15 @@ returned.
   too); a run stopped by Ctrl-C ends with ``Resume it with: dsh-workflow resume <id>``, one
   stopped by ``BUDGET_EXCEEDED`` with ``Raise the budget and resume with: dsh-workflow resume
   <id> --budget N`` (``--budget-usd`` when the dollar ceiling stopped it).
-- Ctrl-C (SIGINT) cancels the run: its children are cancelled, every event stays paired, the
-  cancelled result is printed and the exit code is 130. A second Ctrl-C while the run winds
-  down exits 130 at once. Default SIGINT handling is restored once the run is over.
+- The process exits within a second of printing the result, also when the script's thread
+  still spins after a timeout or a cancel (:func:`_disposed_promptly`): the run's end is
+  recorded first, then the process ends without waiting for that thread.
+- Ctrl-C (SIGINT) cancels the run: its children are cancelled (command children killed,
+  worktrees removed), every event stays paired, the cancelled result is printed, a recorded
+  run says how to resume it, and the exit code is 130. SIGTERM and SIGHUP are handled the
+  same way (a service manager stopping the process, a closed terminal). A second signal while
+  the run winds down exits 130 at once. The process's earlier handling of these signals is
+  restored once the run is over.
 """
 
 from __future__ import annotations
@@ -53,6 +59,16 @@ from .ui import announce_viewer
 __all__ = ["INTERRUPT_REASON", "budget_hint", "execute", "run_plan"]
 
 INTERRUPT_REASON = "interrupted (Ctrl-C)"
+#: How long the run may take to dispose of itself once its result is printed before the
+#: process exits without waiting for its script's thread (SPEC §18: exit within 1 s).
+EXIT_GRACE_S = 0.5
+#: How long, then, the run's end may take to reach the store.
+RECORD_GRACE_S = 0.3
+#: The signals that cancel the run, each with the reason the run is cancelled with.
+_STOP_SIGNALS: dict[signal.Signals, str] = {signal.SIGINT: INTERRUPT_REASON,
+                                            signal.SIGTERM: "terminated (SIGTERM)"}
+if hasattr(signal, "SIGHUP"):  # not on Windows
+    _STOP_SIGNALS[signal.SIGHUP] = "hung up (SIGHUP)"
 _EXIT_FOR = {"completed": EXIT_OK, "error": EXIT_ERROR, "cancelled": EXIT_CANCELLED}
 
 
@@ -65,9 +81,10 @@ class Outcome:
 
 
 class Interrupts:
-    """Turns SIGINT into ``run.cancel()``; a second SIGINT exits the process at once.
+    """Turns SIGINT, SIGTERM and SIGHUP into ``run.cancel()``; a second one exits the process
+    at once.
 
-    A Ctrl-C that arrives before the run exists (while the provider and engine open, which
+    A signal that arrives before the run exists (while the provider and engine open, which
     never wait on anything slow) cancels the run as soon as :meth:`adopt` hands it over.
     """
 
@@ -75,25 +92,29 @@ class Interrupts:
         self.progress = progress
         self.resume_hint = resume_hint  # run id -> the command that resumes it (runs recorded)
         self.count = 0
+        self.reason = INTERRUPT_REASON  # the first signal's
         self.run: WorkflowRun | None = None
         self.settled = False  # the run's result is in; only cleanup remains
 
     async def watch(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        with anyio.open_signal_receiver(*_STOP_SIGNALS) as signals:
             task_status.started()
-            async for _ in signals:
+            async for signum in signals:
                 self.count += 1
                 if self.count > 1:
                     self.force_exit()
+                self.reason = _STOP_SIGNALS.get(signal.Signals(signum), INTERRUPT_REASON)
                 doing = "Finishing" if self.settled else "Cancelling the run"
-                self.progress.note(f"{doing}… press Ctrl-C again to quit at once.")
+                again = ("press Ctrl-C again" if signum == signal.SIGINT
+                         else f"send {signal.Signals(signum).name} again")
+                self.progress.note(f"{doing}… {again} to quit at once.")
                 if self.run is not None:
-                    self.run.cancel(INTERRUPT_REASON)
+                    self.run.cancel(self.reason)
 
     def adopt(self, run: WorkflowRun) -> None:
         self.run = run
         if self.count:
-            run.cancel(INTERRUPT_REASON)
+            run.cancel(self.reason)
 
     def force_exit(self) -> NoReturn:
         self.progress.abort()
@@ -114,7 +135,8 @@ async def _ticker(progress: Progress) -> None:
 
 async def execute(plan: Plan, progress: Progress, event_log: EventLog | None, *,
                   as_json: bool) -> int:
-    """Run ``plan`` under SIGINT handling; print the result; return the exit code."""
+    """Run ``plan`` under SIGINT/SIGTERM/SIGHUP handling; print the result; return the exit
+    code."""
     hint = None
     if plan.store_path is not None:
         store = plan.store_path
@@ -187,7 +209,8 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
             engine.events.subscribe(event_log)
         try:
             run = engine.start(WorkflowStartRequest(meta=plan.meta, script=plan.body,
-                                                    args=plan.args, resume_from=plan.resume_from))
+                                                    args=plan.args, resume_from=plan.resume_from,
+                                                    rerun=plan.rerun))
         except WorkflowError as exc:
             return Outcome(start_error=str(exc))
         interrupts.adopt(run)  # from here on, Ctrl-C cancels the run itself
@@ -196,15 +219,50 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         result = await run.result()
         interrupts.settled = True
         progress.finish()
-        print_result(result, run.id, as_json=as_json)
+        print_result(result, run.id, as_json=as_json, limit_flags=plan.limit_flags)
         if interrupts.count and result.stop_reason == "cancelled" \
                 and interrupts.resume_hint is not None:
             progress.info(interrupts.resume_hint(run.id))
         if result.error_code == WorkflowErrorCode.BUDGET_EXCEEDED and plan.store_path is not None:
             progress.info(budget_hint(run.id, plan, result.error or ""))
-        await run.dispose()
+        if not await _disposed_promptly(run, plan, store):
+            _exit_now(_EXIT_FOR[result.stop_reason], progress, event_log)
         return Outcome(result=result)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _disposed_promptly(run: WorkflowRun, plan: Plan, store: RunStore | None) -> bool:
+    """Dispose of ``run`` once its result is printed, within :data:`EXIT_GRACE_S`; False when
+    its script's thread is still busy then (a QuickJS stretch that spins on after a timeout
+    or a cancel ends only at its CPU limit, seconds later). The run's end is in the store by
+    the time this returns False (waited for within :data:`RECORD_GRACE_S`)."""
+    with anyio.move_on_after(EXIT_GRACE_S) as waited:
+        await run.dispose()
+    if not waited.cancelled_caught or plan.engine != "quickjs":
+        if waited.cancelled_caught:  # a sandbox child is killed by the engine: let it
+            await run.dispose()
+        return True
+    if store is not None:
+        with anyio.move_on_after(RECORD_GRACE_S):
+            while True:
+                record = await store.get_run(run.id)
+                if record is None or record.status != "running":
+                    break
+                await anyio.sleep(0.01)
+    return False
+
+
+def _exit_now(code: int, progress: Progress, event_log: EventLog | None) -> NoReturn:
+    """End the process with ``code`` at once, leaving a script thread that still spins behind
+    (the operating system ends it with the process): the result is printed and recorded, and
+    Python's own exit would wait for that thread."""
+    progress.abort()
+    with contextlib.suppress(Exception):
+        if event_log is not None:
+            event_log.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def run_plan(plan: Plan, ns: argparse.Namespace) -> int:
@@ -216,7 +274,7 @@ def run_plan(plan: Plan, ns: argparse.Namespace) -> int:
         raise CliError(f"cannot open --events file {ns.events!r}: {exc.strerror or exc}") from None
     progress = make_progress(sys.stderr, quiet=ns.quiet, budget=plan.config.budget_tokens,
                              budget_usd=plan.config.budget_usd)
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
     try:
         return anyio.run(functools.partial(execute, plan, progress, event_log, as_json=ns.json),
                          backend="trio")
@@ -224,4 +282,6 @@ def run_plan(plan: Plan, ns: argparse.Namespace) -> int:
         progress.abort()
         if event_log is not None:
             event_log.close()
-        signal.signal(signal.SIGINT, previous)  # the handling the process had before the run
+        for signum, handler in previous.items():  # the handling the process had before the run
+            if handler is not None:
+                signal.signal(signum, handler)

@@ -17,10 +17,13 @@ from typing import Any
 from dsh_workflow import RunRecord, StoredEvent
 from dsh_workflow._prices import cost_text, format_usd
 
-from .progress import format_elapsed, summary_text
+from .progress import ended_line, format_elapsed, summary_text
 
-__all__ = ["AgentRow", "EventLines", "agent_rows", "format_time", "run_document", "run_summary",
-           "runs_table", "show_text"]
+__all__ = ["UNSETTLED", "AgentRow", "EventCounts", "EventLines", "agent_rows", "event_counts", "format_time",
+           "run_document", "run_summary", "runs_table", "show_text", "stored_reason", "with_counts"]
+
+#: Statuses whose stored totals are not in yet (a run's owner records them when it ends).
+UNSETTLED = ("running", "interrupted")
 
 
 def format_time(seconds: float | None) -> str:
@@ -34,10 +37,59 @@ def _duration(record: RunRecord) -> float | None:
     return None if record.ended_at is None else max(0.0, record.ended_at - record.created_at)
 
 
+def _whole(value: object) -> int:
+    """A count from stored event data (which a foreign writer may have filled with anything)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _tokens(usage: Mapping[str, Any] | None) -> int | None:
     if not isinstance(usage, Mapping):
         return None
-    return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+    return _whole(usage.get("input_tokens")) + _whole(usage.get("output_tokens"))
+
+
+@dataclass(frozen=True)
+class EventCounts:
+    """A run's counts as its stored events tell them: children started, children that did not
+    complete, calls replayed from a journal, and the tokens the children reported."""
+
+    agents: int = 0
+    failed: int = 0
+    replayed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+def event_counts(events: Iterable[StoredEvent]) -> EventCounts:
+    """Count a run's stored events (see :class:`EventCounts`)."""
+    agents = failed = replayed = input_tokens = output_tokens = 0
+    for stored in events:
+        kind = stored.data.get("event")
+        if kind == "AgentStarted":
+            agents += 1
+        elif kind == "AgentReplayed":
+            replayed += 1
+        elif kind == "AgentEnded":
+            failed += stored.data.get("outcome") != "completed"
+            usage = stored.data.get("usage")
+            if isinstance(usage, Mapping):
+                input_tokens += _whole(usage.get("input_tokens"))
+                output_tokens += _whole(usage.get("output_tokens"))
+    return EventCounts(agents, failed, replayed, input_tokens, output_tokens)
+
+
+def with_counts(record: RunRecord, counts: EventCounts) -> RunRecord:
+    """``record`` with its agents, replayed and usage taken from ``counts`` when its owner has
+    not recorded them (a run still running, or interrupted: its totals would read 0), as the
+    viewer counts them; a finished run's recorded totals stand."""
+    if record.status not in UNSETTLED:
+        return record
+    from dsh_workflow import Usage
+
+    return record.model_copy(update={
+        "agents": counts.agents, "replayed": counts.replayed, "agents_failed": counts.failed,
+        "usage": Usage(input_tokens=max(0, counts.input_tokens),
+                       output_tokens=max(0, counts.output_tokens))})
 
 
 def _child_cost(usage: object) -> float | None:
@@ -47,13 +99,16 @@ def _child_cost(usage: object) -> float | None:
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:
-    """One run as a ``runs --json`` entry (no script, args or result: see ``show``)."""
+    """One run as a ``runs --json`` entry (no script, args or result: see ``show``). A
+    ``broken`` run has ``problem``, what is wrong with its stored row."""
     return {"id": record.id, "name": record.meta.get("name"), "status": record.status,
-            "agents": record.agents, "replayed": record.replayed,
+            "agents": record.agents, "agents_failed": record.agents_failed,
+            "replayed": record.replayed,
             "tokens": record.usage.total_tokens, "cost_usd": record.usage.cost_usd,
             "created_at": record.created_at,
             "ended_at": record.ended_at, "duration_s": _duration(record),
-            "resumed_from": record.resumed_from}
+            "resumed_from": record.resumed_from,
+            **({"problem": record.problem} if record.problem is not None else {})}
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
@@ -70,21 +125,21 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
 
 
 def runs_table(records: Sequence[RunRecord]) -> str:
-    """``runs``: id, name, status, agents, replayed, tokens, started, duration (newest first, as
-    given), with a COST column after the tokens when some listed run's cost is known (``-``
-    for a run whose children's cost is unknown)."""
+    """``runs``: id, name, status, agents, replayed, failed, tokens, started, duration (newest
+    first, as given), with a COST column after the tokens when some listed run's cost is known
+    (``-`` for a run whose children's cost is unknown)."""
     priced = any(record.usage.cost_usd is not None for record in records)
     rows = []
     for record in records:
         duration = _duration(record)
         rows.append([record.id, str(record.meta.get("name", "")), record.status,
-                     str(record.agents), str(record.replayed),
+                     str(record.agents), str(record.replayed), str(record.agents_failed),
                      f"{record.usage.total_tokens:,}", *([_cost(record)] if priced else []),
                      format_time(record.created_at),
                      "-" if duration is None else format_elapsed(duration)])
-    return _table(["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "TOKENS",
+    return _table(["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "FAILED", "TOKENS",
                    *(["COST"] if priced else []), "STARTED", "DURATION"], rows,
-                  right=frozenset({3, 4, 5, 6} if priced else {3, 4, 5}))
+                  right=frozenset({3, 4, 5, 6, 7} if priced else {3, 4, 5, 6}))
 
 
 def _cost(record: RunRecord) -> str:
@@ -100,9 +155,11 @@ class AgentRow:
 
     ``outcome`` is the child's (``completed``, ``failed``, ``cancelled``, ``timeout``),
     ``completed`` for a replayed call, ``running`` for a child of a live run that has not ended,
-    ``unfinished`` for one whose run ended without its end (an interrupted run). ``tokens`` is
-    what the child reported (None when nothing was; replayed calls cost nothing), ``cost_usd``
-    its cost in US dollars (None when unknown).
+    ``interrupted`` for one whose run ended without its end (as the viewer calls it: the run's
+    process died under it). ``tokens`` is what the child reported (None when nothing was;
+    replayed calls cost nothing), ``cost_usd`` its cost in US dollars (None when unknown).
+    ``reason`` is why a child did not complete (``kind: message``; None when it completed or
+    its run was stored before reasons were).
     """
 
     seq: int
@@ -111,6 +168,7 @@ class AgentRow:
     outcome: str
     tokens: int | None
     replayed: bool
+    reason: str | None = None
     cost_usd: float | None = None
 
 
@@ -124,16 +182,29 @@ def agent_rows(events: Iterable[StoredEvent], *, running: bool) -> list[AgentRow
             continue
         label, phase = str(data.get("label", "")), data.get("phase")
         if kind == "AgentStarted":
-            rows[seq] = AgentRow(seq, label, phase, "running" if running else "unfinished",
+            rows[seq] = AgentRow(seq, label, phase, "running" if running else "interrupted",
                                  None, replayed=False)
         elif kind == "AgentEnded":
             row = rows.setdefault(seq, AgentRow(seq, label, phase, "", None, replayed=False))
             row.outcome = str(data.get("outcome", ""))
             row.tokens = _tokens(data.get("usage"))
+            row.reason = stored_reason(data)
             row.cost_usd = _child_cost(data.get("usage"))
         elif kind == "AgentReplayed":
             rows[seq] = AgentRow(seq, label, phase, "completed", None, replayed=True)
     return [rows[seq] for seq in sorted(rows)]
+
+
+def stored_reason(data: Mapping[str, Any]) -> str | None:
+    """``kind: reason`` of a stored ``AgentEnded`` whose child did not complete (its first
+    validator message, else its message's first line), or None."""
+    error = data.get("error")
+    if data.get("outcome") == "completed" or not isinstance(error, Mapping):
+        return None
+    details = error.get("details")
+    text = details[0] if isinstance(details, list) and details and isinstance(details[0], str) \
+        else str(error.get("message", ""))
+    return f"{error.get('kind')}: {_one_line(text)}"
 
 
 def run_document(record: RunRecord, rows: Sequence[AgentRow]) -> dict[str, Any]:
@@ -153,7 +224,7 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     if meta.get("whenToUse"):
         lines.append(f"when to use: {meta['whenToUse']}")
     phases = meta.get("phases") or []
-    if phases:
+    if isinstance(phases, list) and phases:
         lines.append("phases:      " + ", ".join(str(p.get("title", "")) for p in phases
                                                  if isinstance(p, Mapping)))
     duration = _duration(record)
@@ -161,8 +232,8 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
               f"started:     {format_time(record.created_at)}",
               f"ended:       {format_time(record.ended_at)}"
               + ("" if duration is None else f" ({format_elapsed(duration)})"),
-              f"agents:      {record.agents} started, {record.replayed} replayed, "
-              f"{record.usage.total_tokens:,} tokens"
+              f"agents:      {record.agents} started, {record.agents_failed} failed, "
+              f"{record.replayed} replayed, {record.usage.total_tokens:,} tokens"
               + ("" if record.usage.cost_usd is None else f", {_cost(record)}")]
     if record.resumed_from:
         lines.append(f"resumed from {record.resumed_from}")
@@ -171,7 +242,8 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     result = record.result
     if result is None:
         lines.append("result:      none yet" if record.status == "running"
-                     else "result:      none (the run was interrupted before it ended)")
+                     else "result:      none (the run was interrupted before it ended: the "
+                          "process running it died)")
     elif result.get("stop_reason") == "completed":
         lines.append("result:\n" + json.dumps(result.get("value"), indent=2, ensure_ascii=False))
     else:
@@ -181,12 +253,12 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     if rows:  # a COST column when some agent's cost is known
         lines.append(_table(
             ["SEQ", "LABEL", "PHASE", "OUTCOME", "TOKENS", *(["COST"] if priced else []),
-             "REPLAYED"],
+             "REPLAYED", "REASON"],
             ([str(row.seq), _one_line(row.label), _one_line(row.phase or "-"), row.outcome,
               "-" if row.tokens is None else f"{row.tokens:,}",
               *([] if not priced else ["-" if row.cost_usd is None
                                        else format_usd(row.cost_usd)]),
-              "yes" if row.replayed else "no"]
+              "yes" if row.replayed else "no", row.reason or "-"]
              for row in rows), right=frozenset({0, 4, 5} if priced else {0, 4})))
     else:
         lines.append("no agent() calls")
@@ -225,7 +297,8 @@ class EventLines:
             usage = data.get("usage")
             if _tokens(usage) and _child_cost(usage) is None:
                 self.unpriced += 1
-            return f"[agent {data.get('seq')} {data.get('outcome')}] {data.get('label')}"
+            return ended_line(data.get("seq"), data.get("outcome"), data.get("label"),
+                              stored_reason(data))
         if kind == "AgentReplayed":
             self.replayed += 1
             return f"[agent {data.get('seq')} replayed] {data.get('label')}"
@@ -236,8 +309,9 @@ class EventLines:
             cost = None if not isinstance(usage, Mapping) else cost_text(
                 _child_cost(usage), self.unpriced)
             return "[done] " + summary_text(str(data.get("stop_reason")), elapsed,
-                                            int(data.get("agents_started") or 0), self.replayed,
-                                            f"{tokens:,} tokens" + (f", {cost}" if cost else ""))
+                                            _whole(data.get("agents_started")), self.replayed,
+                                            f"{tokens:,} tokens" + (f", {cost}" if cost else ""),
+                                            _whole(data.get("agents_failed")))
         rest = {key: value for key, value in data.items() if key != "event"}
         return f"[{kind}] {json.dumps(rest, ensure_ascii=False)}"
 

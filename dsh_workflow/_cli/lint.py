@@ -5,8 +5,12 @@ grammar: modern syntax, error-tolerant, so strings, template literals, comments 
 expressions are never mistaken for code) and reports, with 1-based line and column:
 
 - ``agent()``/``subagent()`` option keys the engine does not support (an object literal as the
-  second argument; spreads and computed keys are not judged), and literal ``effort`` or
-  ``isolation`` values outside the allowed ones;
+  second argument; spreads and computed keys are not judged; a real script's ``stallMs`` is
+  one: unknown options stay fatal), and literal ``effort``, ``isolation`` or ``failure``
+  values outside the allowed ones;
+- ``parallel()``/``pipeline()`` options (an object literal as parallel's second or pipeline's
+  last argument): keys other than ``concurrency``, and a literal ``concurrency`` that is not a
+  whole number of at least 1;
 - literal ``agentType`` values that the agent registry does not define;
 - references to globals the sandbox does not have (timers, ``require``, ``process``,
   ``fetch``, browser and other runtimes' objects, ``import()``), unless the script declares
@@ -25,9 +29,9 @@ import tree_sitter
 import tree_sitter_javascript
 
 from .._agents import AgentRegistry
-from .._engines.options import EFFORTS, ISOLATIONS, SUPPORTED_OPTIONS
+from .._engines.options import EFFORTS, FAILURE_MODES, ISOLATIONS, SUPPORTED_OPTIONS
 
-__all__ = ["MISSING_GLOBALS", "LintWarning", "lint"]
+__all__ = ["AGENT_OPTIONS", "COMBINATOR_OPTIONS", "FAILURES", "MISSING_GLOBALS", "LintWarning", "lint"]
 
 #: Globals scripts written for other runtimes reach for; none exists in the sandbox.
 MISSING_GLOBALS: dict[str, str] = {
@@ -47,6 +51,14 @@ MISSING_GLOBALS: dict[str, str] = {
 }
 
 _HOOKS = ("agent", "subagent")
+_COMBINATORS = ("parallel", "pipeline")
+#: agent(prompt, {failure}): "null" (the default: a failed child resolves null) or "throw" (it
+#: rejects with a non-fatal AgentFailure error).
+FAILURES = FAILURE_MODES
+#: The agent() options check knows: the engine's own list.
+AGENT_OPTIONS: tuple[str, ...] = SUPPORTED_OPTIONS
+#: The keys of parallel()/pipeline() options (hooks.js, concurrencyOption).
+COMBINATOR_OPTIONS = ("concurrency",)
 _DECLARING = {"variable_declarator": "name", "function_declaration": "name",
               "generator_function_declaration": "name", "class_declaration": "name",
               "function_expression": "name", "class": "name"}
@@ -161,24 +173,32 @@ class _Linter:
             self.at(function, "import() is not available in the workflow sandbox: there is no "
                               "module loading; put what you need in the script or in `args`")
             return
-        if function.type != "identifier" or _text(function) not in _HOOKS:
+        if function.type != "identifier" or _text(function) not in (*_HOOKS, *_COMBINATORS):
             return
         arguments = node.child_by_field_name("arguments")
         if arguments is None:
             return
         given = [c for c in arguments.named_children if c.type != "comment"]
-        if len(given) >= 2 and given[1].type == "object":
-            self._options(_text(function), given[1])
+        name = _text(function)
+        if name == "parallel":
+            if len(given) >= 2 and given[1].type == "object":
+                self._combinator_options(name, given[1])
+        elif name == "pipeline":
+            if len(given) >= 3 and given[-1].type == "object":
+                self._combinator_options(name, given[-1])
+        elif len(given) >= 2 and given[1].type == "object":
+            self._options(name, given[1])
 
-    def _options(self, hook: str, options: tree_sitter.Node) -> None:
+    @staticmethod
+    def _entries(options: tree_sitter.Node) -> Iterator[
+            tuple[tree_sitter.Node, str, tree_sitter.Node | None]]:
+        """The judged entries of an object literal: (key node, key, value node or None);
+        spreads, methods, comments and computed keys are skipped."""
         for entry in options.named_children:
-            key_node: tree_sitter.Node | None
-            value: tree_sitter.Node | None
             if entry.type == "shorthand_property_identifier":
-                key_node, key, value = entry, _text(entry), None
+                yield entry, _text(entry), None
             elif entry.type == "pair":
                 key_node = entry.child_by_field_name("key")
-                value = entry.child_by_field_name("value")
                 if key_node is None:
                     continue
                 if key_node.type in ("property_identifier", "number"):
@@ -187,21 +207,52 @@ class _Linter:
                     key = _literal(key_node) or ""
                 else:
                     continue  # computed key: not judged
-            else:
-                continue  # spread, method, comment
-            if key not in SUPPORTED_OPTIONS:
+                yield key_node, key, entry.child_by_field_name("value")
+
+    def _combinator_options(self, hook: str, options: tree_sitter.Node) -> None:
+        for key_node, key, value in self._entries(options):
+            if key not in COMBINATOR_OPTIONS:
                 self.at(key_node, f'{hook}() option "{key}" is not supported and will fail at '
-                                  f"the call (supported: {', '.join(SUPPORTED_OPTIONS)})")
+                                  f"the call (supported: {', '.join(COMBINATOR_OPTIONS)})")
+                continue
+            if value is None:
+                continue
+            bad = value.type in ("string", "template_string", "null", "true", "false",
+                                 "object", "array")
+            if value.type == "number" or (value.type == "unary_expression"
+                                          and _text(value).startswith("-")):
+                try:
+                    number = float(_text(value).replace("_", ""))
+                except ValueError:
+                    number = None
+                bad = number is not None and (number < 1 or not number.is_integer())
+            elif value.type == "identifier" and _text(value) in ("NaN", "Infinity", "undefined"):
+                bad = _text(value) != "undefined"
+            if bad:
+                self.at(value, f'{hook}() option "concurrency" must be a whole number of at '
+                               f"least 1 (got {_text(value)})")
+
+    def _options(self, hook: str, options: tree_sitter.Node) -> None:
+        for key_node, key, value in self._entries(options):
+            if key not in AGENT_OPTIONS:
+                self.at(key_node, f'{hook}() option "{key}" is not supported and will fail at '
+                                  f"the call (supported: {', '.join(AGENT_OPTIONS)})")
                 continue
             literal = _literal(value)
             if literal is None or value is None:
                 continue
-            if key == "effort" and literal not in EFFORTS:
+            if key == "failure" and literal not in FAILURES:
+                self.at(value, f'{hook}() option "failure" must be one of '
+                               + ", ".join(f'"{e}"' for e in FAILURES) + f' (got "{literal}")')
+            elif key == "effort" and literal not in EFFORTS:
                 self.at(value, f'{hook}() option "effort" must be one of '
                                + ", ".join(f'"{e}"' for e in EFFORTS) + f' (got "{literal}")')
             elif key == "isolation" and literal not in ISOLATIONS:
                 self.at(value, f'{hook}() option "isolation" must be one of '
                                + ", ".join(f'"{e}"' for e in ISOLATIONS) + f' (got "{literal}")')
+            elif key == "failure" and literal not in FAILURE_MODES:
+                self.at(value, f'{hook}() option "failure" must be one of '
+                               + ", ".join(f'"{e}"' for e in FAILURE_MODES) + f' (got "{literal}")')
             elif key == "agentType" and self.agents is not None and literal not in self.agents:
                 self.at(value, f'agent type "{literal}" is not defined (known types: '
                                + ", ".join(self.agents.names)

@@ -36,24 +36,20 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from dsh_workflow import WorkflowError
-from dsh_workflow._meta import parse_meta
-from dsh_workflow._script import check_body
+from dsh_workflow import __version__
 
-from . import library, runs
+from . import control, library, runs
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
-from .estimate import add_estimate_options, confirm, estimate, print_estimate
-from .execute import run_plan
-from .lint import lint
+from .estimate import add_estimate_options
 from .options import add_agent_options as _agent_options
 from .options import count as _count
-from .options import load_agents
 from .options import positive_seconds as _positive_seconds
 from .options import seconds as _seconds
 from .output import error_line, write_stdout
-from .plan import add_run_options, plan_run, script_parts
+from .plan import add_run_options
 from .stores import add_store_option
 from .ui import add_ui_parser
+from .worker import add_worker_parser, command_worker
 
 __all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "CliError", "build_parser",
            "main"]
@@ -74,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Run JavaScript workflow scripts in a sandboxed QuickJS engine.",
                      epilog="Exit codes: 0 completed, 1 run error, 2 usage or start error, "
                             "130 cancelled (Ctrl-C).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
+                        help="print the version and exit")
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="run a workflow, progress on stderr, result on stdout",
                               description="Run a workflow. stdout gets the value as JSON (the "
@@ -93,12 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--meta", metavar="JSON|@FILE", help="meta object; replaces the file's")
     _agent_options(check)
     runs.add_parsers(commands)
+    control.add_parsers(commands)  # cancel, replay-check (README, "Runs under control")
     library.add_parsers(commands)
-    from .worker import (  # README, "Distributed dispatch on Temporal": the Temporal worker
-        add_worker_parser,
-        command_worker,
-    )
-
+    # README, "Distributed dispatch on Temporal": the Temporal worker
     add_worker_parser(commands, count=_count, seconds=_seconds, positive_seconds=_positive_seconds)
     commands.choices["worker"].set_defaults(handler=command_worker)
     from .mcp import add_mcp_command  # README, "MCP server": the MCP server, in its own module
@@ -112,18 +107,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def command_run(ns: argparse.Namespace) -> int:
+    from .execute import run_plan
+    from .plan import plan_run
+
     if ns.estimate:  # README, "Cost in money": offline, so nothing is recorded
+        from .estimate import estimate, print_estimate
+
         ns.no_store = True
         print_estimate(estimate(plan_run(ns), ns.model), as_json=ns.json)
         return EXIT_OK
     plan = plan_run(ns)
     if ns.confirm_above is not None:
+        from .estimate import confirm, estimate
+
         confirm(estimate(plan, ns.model), ns.confirm_above, yes=ns.yes)
     return run_plan(plan, ns)
 
 
 def command_check(ns: argparse.Namespace) -> int:
-    meta, body = script_parts(ns.script, ns.meta)
+    from dsh_workflow import WorkflowError
+    from dsh_workflow._meta import parse_meta
+    from dsh_workflow._script import check_body
+
+    from .lint import lint
+    from .options import load_agents
+    from .plan import NO_META, script_source
+
+    meta, body = script_source(ns.script, ns.meta)
+    if meta is None:  # the body is still checked: its syntax error is worth more than "no meta"
+        try:
+            check_body(body)
+        except WorkflowError as exc:
+            raise CliError(f"{ns.script}: {exc}; and {NO_META}") from None
+        raise CliError(NO_META)
+    if not isinstance(meta, dict):
+        raise CliError("--meta must be a JSON object like {\"name\": ..., \"description\": ...}")
     try:
         checked = parse_meta(meta)
         check_body(body)

@@ -3,12 +3,19 @@
 Contract:
 
 - Serves on stdio by default; ``--http PORT`` serves streamable HTTP at
-  ``http://127.0.0.1:PORT/mcp`` instead (a line on stderr names the URL once it listens).
+  ``http://127.0.0.1:PORT/mcp`` instead (a line on stderr names the URL and the token once it
+  listens).
+- Over HTTP every request must carry ``Authorization: Bearer <token>``; any other gets 401 and
+  runs nothing (:func:`dsh_workflow.integrations.mcp.require_bearer`). The token is
+  ``--token``, else ``$DSH_WORKFLOW_TOKEN``, else a random one made at this start
+  (:mod:`.server_token`). ``--token`` without ``--http`` is an option error (stdio has no
+  other clients than the one that started the server).
 - Accepts every engine, limit, provider and agent-definition option of ``run`` (one shared
   definition, :mod:`.options`), plus ``--provider sampling``: ``agent()`` calls are answered by
   the MCP client's own model (``sampling/createMessage``), capped at ``--sampling-max-tokens``
   output tokens per reply.
-- Option errors are reported before serving (``Error: <message>``, exit 2). The server runs
+- Option errors are reported before serving (``Error: <message>``, exit 2); so is a port that
+  cannot be listened on (nothing about the token is printed then). The server runs
   until its client closes stdin (stdio) or until SIGINT/SIGTERM (HTTP); it exits 0 then.
 - Needs the ``mcp`` extra (``pip install 'dsh-workflow[mcp]'``); without it the command says
   so and exits 2.
@@ -23,14 +30,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import sys
-from typing import Any
-
-from dsh_workflow import RunStore, RunStoreError, SQLiteRunStore, WorkflowLibrary
+from typing import TYPE_CHECKING, Any
 
 from .errors import CliError
 from .library import add_library_option
 from .options import EngineSetup, add_engine_options, count, engine_setup, port_type
+from .server_token import ServerToken, add_token_option, server_token
+
+if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
+    from dsh_workflow import RunStore, WorkflowLibrary
 
 __all__ = ["add_mcp_command", "command_mcp"]
 
@@ -56,6 +66,7 @@ def add_mcp_command(commands: Any) -> None:
                           "listed, shown and resumed (off by default)")
     mcp.add_argument("--http", type=_port, metavar="PORT",
                      help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
+    add_token_option(mcp, used_as="with --http, as 'Authorization: Bearer TOKEN'")
     mcp.add_argument("--sampling-max-tokens", type=count, metavar="TOKENS",
                      help="output tokens asked for per sampled reply (sampling; default 4096)")
     mcp.set_defaults(handler=command_mcp)
@@ -65,6 +76,10 @@ def command_mcp(ns: argparse.Namespace) -> int:
     """Check the options, then serve until the client goes away; returns the exit code."""
     if ns.sampling_max_tokens is not None and ns.provider != SAMPLING:
         raise CliError("--sampling-max-tokens applies only to --provider sampling")
+    if ns.token is not None and ns.http is None:
+        raise CliError("--token applies only to --http (a stdio server has one client: the "
+                       "process that started it)")
+    token = server_token(ns.token) if ns.http is not None else None
     setup = engine_setup(ns)
     try:
         import anyio
@@ -72,12 +87,34 @@ def command_mcp(ns: argparse.Namespace) -> int:
         from dsh_workflow.integrations.mcp import create_server  # noqa: F401 - fail early
     except ImportError as exc:
         raise CliError(MISSING_EXTRA.format(name=exc.name)) from None
-    anyio.run(_serve, ns, setup, backend="asyncio")
+    listener = _listen(ns.http) if ns.http is not None else None
+    try:
+        anyio.run(_serve, ns, setup, token, listener, backend="asyncio")
+    finally:
+        if listener is not None:
+            listener.close()
     return 0
 
 
-async def _serve(ns: argparse.Namespace, setup: EngineSetup) -> None:
+def _listen(port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:``port`` (connections wait in its backlog until the
+    server serves them); a port that cannot be had is a start error."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", port))
+        listener.listen(128)
+    except OSError as exc:
+        listener.close()
+        raise CliError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    return listener
+
+
+async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken | None,
+                 listener: socket.socket | None) -> None:
     """Open what the server shares across calls, then serve on the chosen transport."""
+    from dsh_workflow import RunStoreError, SQLiteRunStore
+
     async with contextlib.AsyncExitStack() as stack:
         store: RunStore | None = None
         if ns.store is not None:
@@ -88,8 +125,9 @@ async def _serve(ns: argparse.Namespace, setup: EngineSetup) -> None:
                 raise CliError(f"cannot open the run store {path!r}: {exc}") from None
         server = _build_server(ns, setup, store)
         handshake_only = ns.provider == SAMPLING
-        if ns.http is not None:
-            await _serve_http(server, ns.http, handshake_only)
+        if listener is not None:
+            assert token is not None  # made with --http
+            await _serve_http(server, listener, token, handshake_only)
         else:
             await _serve_stdio(server, handshake_only)
 
@@ -163,19 +201,25 @@ async def _serve_stdio(server: Any, handshake_only: bool) -> None:
                              init_options=server.create_initialization_options())
 
 
-async def _serve_http(server: Any, port: int, handshake_only: bool) -> None:
-    """Serve streamable HTTP on 127.0.0.1 until SIGINT/SIGTERM (handshake era only with
-    sampling, see :func:`_serve_stdio`)."""
+async def _serve_http(server: Any, listener: socket.socket, token: ServerToken,
+                      handshake_only: bool) -> None:
+    """Serve streamable HTTP on 127.0.0.1 until SIGINT/SIGTERM, to clients bearing ``token``
+    only (handshake era only with sampling, see :func:`_serve_stdio`)."""
     import uvicorn
 
+    from dsh_workflow.integrations.mcp import require_bearer
     from dsh_workflow.integrations.mcp.server import handshake_only_http
 
     app = server.streamable_http_app(host="127.0.0.1")
     if handshake_only:
         app = handshake_only_http(app)
+    app = require_bearer(app, token.value)  # outermost: nothing runs before the check
+    port = listener.getsockname()[1]
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")
     http = uvicorn.Server(config)
-    sys.stderr.write(f"dsh-workflow mcp: serving streamable HTTP at http://127.0.0.1:{port}/mcp\n")
+    sys.stderr.write(f"dsh-workflow mcp: serving streamable HTTP at http://127.0.0.1:{port}/mcp\n"
+                     f"dsh-workflow mcp: clients must send the header "
+                     f"'Authorization: Bearer {token.value}'\n")
     sys.stderr.flush()
-    await http.serve()
+    await http.serve(sockets=[listener])

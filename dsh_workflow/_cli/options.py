@@ -14,34 +14,48 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shlex
+import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-
-from pydantic import ValidationError
-
-from dsh_workflow import (
-    AgentRegistry,
-    EchoProvider,
-    EngineConfig,
-    QuickJSEngine,
-    RunStore,
-    SubagentProvider,
-    SubprocessEngine,
-    WorkflowEngine,
-    WorkflowLibrary,
-)
+from typing import TYPE_CHECKING
 
 from .errors import CliError
 
-__all__ = ["EngineSetup", "add_agent_options", "add_engine_options", "count", "dollars", "engine_config",
-           "engine_setup", "load_agents", "positive_seconds", "provider_factory", "seconds"]
+if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
+    from dsh_workflow import (
+        AgentRegistry,
+        EngineConfig,
+        RunStore,
+        SubagentProvider,
+        WorkflowEngine,
+        WorkflowLibrary,
+    )
+
+__all__ = ["LIMIT_FLAGS", "EngineSetup", "add_agent_options", "add_engine_options", "count",
+           "default_config", "dollars", "echo_factory", "engine_config", "engine_setup",
+           "limit_flags", "load_agents", "name_limit_flags", "positive_seconds",
+           "provider_factory", "seconds"]
 
 #: Providers every command offers; a command may add its own (``mcp`` adds ``sampling``).
 BASE_PROVIDERS = ("echo", "openai", "command", "claude", "codex")
 #: The agent command-line presets (README, "Providers"): --provider NAME -> its executable.
 AGENT_CLIS = {"claude": "claude", "codex": "codex"}
+
+#: The ``EngineConfig`` limit each command-line flag sets: an error about the limit names the
+#: flag that set it (:func:`name_limit_flags`), not only the Python setting.
+LIMIT_FLAGS: dict[str, str] = {
+    "budget_tokens": "--budget",
+    "run_timeout_s": "--timeout",
+    "max_total_agents": "--max-agents",
+    "max_concurrent_agents": "--max-concurrency",
+    "agent_timeout_s": "--agent-timeout",
+}
+_LIMIT_OPTIONS = {"budget_tokens": "budget", "run_timeout_s": "timeout",
+                  "max_total_agents": "max_agents", "max_concurrent_agents": "max_concurrency",
+                  "agent_timeout_s": "agent_timeout"}
 
 
 def count(text: str) -> int:
@@ -67,6 +81,17 @@ def port_type(lowest: int) -> Callable[[str], int]:
         return value
 
     return port
+
+
+def at_least_zero(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
 
 
 def seconds(text: str) -> float:
@@ -133,6 +158,9 @@ def add_engine_options(parser: argparse.ArgumentParser, *,
                         help="wall-clock limit of the run")
     parser.add_argument("--agent-timeout", type=positive_seconds, metavar="SECONDS",
                         help="wall-clock limit of one agent (it then returns null)")
+    parser.add_argument("--max-failed-agents", type=at_least_zero, metavar="N",
+                        help="failure ceiling: once more than N agents failed, the run ends "
+                        "with AGENT_FAILED (default: no ceiling)")
     parser.add_argument("--echo-latency", type=seconds, metavar="SECONDS",
                         help="simulated latency of each echo agent (echo)")
     add_agent_options(parser)
@@ -151,6 +179,8 @@ def add_agent_options(parser: argparse.ArgumentParser) -> None:
 def load_agents(folders: Sequence[str]) -> AgentRegistry:
     """The registry for a run or a check: ``folders`` first, then the default search path.
     Unusable definition files are skipped with a warning line on stderr each."""
+    from dsh_workflow import AgentRegistry
+
     for folder in folders:
         if not os.path.isdir(folder):
             raise CliError(f"--agents {folder!r} is not a folder")
@@ -161,12 +191,26 @@ def load_agents(folders: Sequence[str]) -> AgentRegistry:
     return registry
 
 
+def default_config() -> EngineConfig:
+    """The engine's default limits (a dataclass default that loads the config on use)."""
+    from dsh_workflow import EngineConfig
+
+    return EngineConfig()
+
+
+def echo_factory() -> Callable[[], SubagentProvider]:
+    """The offline provider's class, as a provider factory."""
+    from dsh_workflow import EchoProvider
+
+    return EchoProvider
+
+
 @dataclass
 class EngineSetup:
     """How to build the engine and provider the options asked for (all already checked)."""
 
-    config: EngineConfig = field(default_factory=EngineConfig)
-    provider: Callable[[], SubagentProvider] = EchoProvider
+    config: EngineConfig = field(default_factory=default_config)
+    provider: Callable[[], SubagentProvider] = field(default_factory=echo_factory)
     engine: str = "quickjs"
     agents: AgentRegistry | None = None
     library: WorkflowLibrary | None = None  # saved workflows for workflow(name)
@@ -176,16 +220,44 @@ class EngineSetup:
         """A new, not yet entered engine of the chosen kind over ``provider`` (recording its
         runs in ``store`` when given)."""
         if self.engine == "subprocess":
+            from dsh_workflow import SubprocessEngine
+
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
                                     agents=self.agents, store=store, library=self.library)
+        from dsh_workflow import QuickJSEngine
+
         return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
                              library=self.library)
 
 
+def limit_flags(ns: argparse.Namespace) -> dict[str, str]:
+    """The limits set by flags of ``ns``: ``EngineConfig`` field -> the flag as given
+    (``{"budget_tokens": "--budget 150"}``)."""
+    given: dict[str, str] = {}
+    for setting, flag in LIMIT_FLAGS.items():
+        value = getattr(ns, _LIMIT_OPTIONS[setting], None)
+        if value is not None:
+            given[setting] = f"{flag} {value:g}" if isinstance(value, float) else f"{flag} {value}"
+    return given
+
+
+def name_limit_flags(error: str, flags: Mapping[str, str]) -> str:
+    """``error`` with the flags that set the limits it names appended: ``... (budget_tokens=150;
+    ...) (set by --budget 150)``; unchanged when it names none of ``flags``."""
+    named = [flag for setting, flag in flags.items()
+             if re.search(rf"(?<![A-Za-z0-9_]){setting}(?![A-Za-z0-9_])", error)]
+    return f"{error} (set by {', '.join(named)})" if named else error
+
+
 def engine_config(ns: argparse.Namespace) -> EngineConfig:
     """The limits the options chose; invalid combinations raise :class:`CliError`."""
+    from pydantic import ValidationError
+
+    from dsh_workflow import EngineConfig
+
     chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
               "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
+              "max_failed_agents": getattr(ns, "max_failed_agents", None),
               "budget_tokens": ns.budget, "budget_usd": ns.budget_usd,
               "model_aliases": dict(ns.model_alias) or None}
     try:
@@ -226,6 +298,8 @@ def provider_factory(ns: argparse.Namespace,
             raise CliError(str(exc)) from None
         return lambda: OpenAIProvider(**options)
     if ns.provider == "echo":
+        from dsh_workflow import EchoProvider
+
         latency = ns.echo_latency or 0.0
         return lambda: EchoProvider(latency_s=latency)
     return None
@@ -262,15 +336,42 @@ def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]
     return lambda: CommandProvider(argv)
 
 
+def check_command(ns: argparse.Namespace) -> None:
+    """For a run about to start: ``--command`` must name a program that can be started (not
+    found on PATH, no such file, not executable: :class:`CliError`, one clear line, instead
+    of a run whose every child fails)."""
+    if ns.provider != "command" or not ns.command_line:
+        return
+    argv = shlex.split(ns.command_line)
+    problem = _unrunnable(argv[0]) if argv else None
+    if problem is not None:
+        raise CliError(f"--command {ns.command_line!r}: {problem}")
+
+
+def _unrunnable(program: str) -> str | None:
+    """Why ``program`` cannot be started (not found on PATH, no such file, not executable),
+    or None when it can."""
+    if os.sep not in program:
+        return None if shutil.which(program) is not None else \
+            f"the command {program!r} was not found on PATH"
+    if not os.path.isfile(program):
+        return f"the command {program!r} does not exist"
+    if not os.access(program, os.X_OK):
+        return f"the command {program!r} is not executable"
+    return None
+
+
 def engine_setup(ns: argparse.Namespace) -> EngineSetup:
     """Check every engine, limit, provider and agent option of ``ns``; raises :class:`CliError`.
 
     A provider outside :data:`BASE_PROVIDERS` leaves :attr:`EngineSetup.provider` as echo: the
     command that offered it replaces it.
     """
+    from dsh_workflow import WorkflowLibrary
+
     config = engine_config(ns)
     factory = provider_factory(ns, config)
     folders = getattr(ns, "workflows", None)
     library = WorkflowLibrary.default(folders) if folders is not None else None
-    return EngineSetup(config=config, provider=factory or EchoProvider, engine=ns.engine,
+    return EngineSetup(config=config, provider=factory or echo_factory(), engine=ns.engine,
                        agents=load_agents(ns.agents), library=library)

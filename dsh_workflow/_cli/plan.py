@@ -18,28 +18,35 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from dsh_workflow import (
-    AgentRegistry,
-    EchoProvider,
-    EngineConfig,
-    QuickJSEngine,
-    RunStore,
-    SubagentProvider,
-    SubprocessEngine,
-    WorkflowEngine,
-    WorkflowLibrary,
-)
+from typing import TYPE_CHECKING, Any
 
 from .._metafile import MetaFileError, split_meta
 from .errors import CliError
-from .library import add_library_option, load_library, saved_script
-from .options import add_engine_options, engine_config, load_agents, provider_factory
+from .library import add_library_option, load_library, saved_script, unknown_workflow
+from .options import (
+    add_engine_options,
+    check_command,
+    default_config,
+    echo_factory,
+    engine_config,
+    limit_flags,
+    load_agents,
+    provider_factory,
+)
 from .stores import ensure_folder, store_path
 
+if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
+    from dsh_workflow import (
+        AgentRegistry,
+        EngineConfig,
+        RunStore,
+        SubagentProvider,
+        WorkflowEngine,
+        WorkflowLibrary,
+    )
+
 __all__ = ["NO_META", "Plan", "add_run_options", "args_value", "meta_option_value",
-           "plan_options", "plan_run", "script_parts"]
+           "plan_options", "plan_run", "script_parts", "script_source"]
 
 NO_META = ("no meta: add `export const meta = {name, description}` at the top of the file or "
            "pass --meta")
@@ -61,19 +68,25 @@ class Plan:
     meta: dict[str, Any]
     body: str
     args: Any = None
-    config: EngineConfig = field(default_factory=EngineConfig)
-    provider: Callable[[], SubagentProvider] = EchoProvider
+    config: EngineConfig = field(default_factory=default_config)
+    provider: Callable[[], SubagentProvider] = field(default_factory=echo_factory)
     engine: str = "quickjs"
     agents: AgentRegistry | None = None
     library: WorkflowLibrary | None = None  # saved workflows for workflow(name)
     store_path: str | None = None  # the run store file; None records nothing
     resume_from: str | None = None
     provider_argv: list[str] = field(default_factory=list)  # for the resume hint
+    limit_flags: dict[str, str] = field(default_factory=dict)  # setting -> "--budget 150"
+    rerun: frozenset[int] = frozenset()  # calls of resume_from that run live again
 
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         if self.engine == "subprocess":
+            from dsh_workflow import SubprocessEngine
+
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
                                     agents=self.agents, store=store, library=self.library)
+        from dsh_workflow import QuickJSEngine
+
         return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
                              library=self.library)
 
@@ -109,10 +122,10 @@ def _args_option(text: str) -> Any:
         return text
 
 
-def script_parts(path: str, meta_option: str | None,
-                 fallback_meta: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
-    """The meta (``--meta`` winning over the file's literal, then ``fallback_meta``) and the
-    body of the script file."""
+def script_source(path: str, meta_option: str | None,
+                  fallback_meta: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """The meta (``--meta`` winning over the file's literal, then ``fallback_meta``; None when
+    there is none) and the body of the script file."""
     source = _read_text(path, "script")
     try:
         file_meta, body = split_meta(source)
@@ -121,6 +134,14 @@ def script_parts(path: str, meta_option: str | None,
     meta = meta_option_value(meta_option) if meta_option is not None else file_meta
     if meta is None:
         meta = fallback_meta
+    return meta, body
+
+
+def script_parts(path: str, meta_option: str | None,
+                 fallback_meta: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """The meta (``--meta`` winning over the file's literal, then ``fallback_meta``) and the
+    body of the script file; no meta at all is a usage error."""
+    meta, body = script_source(path, meta_option, fallback_meta)
     if meta is None:
         raise CliError(NO_META)
     if not isinstance(meta, dict):
@@ -161,10 +182,11 @@ def plan_options(ns: argparse.Namespace, *, meta: dict[str, Any], body: str, arg
     config = engine_config(ns)
     factory = provider_factory(ns, config)
     assert factory is not None  # run offers only the base providers
+    check_command(ns)
     return Plan(meta=meta, body=body, args=args, config=config,
                 provider=factory, engine=ns.engine,
                 agents=load_agents(ns.agents), store_path=store, resume_from=resume_from,
-                provider_argv=_provider_argv(ns),
+                provider_argv=_provider_argv(ns), limit_flags=limit_flags(ns),
                 library=load_library(ns.workflows, base_dir=script_dir))
 
 
@@ -172,7 +194,10 @@ def plan_run(ns: argparse.Namespace) -> Plan:
     """Read and check everything ``run`` needs; raises :class:`CliError`. ``SCRIPT`` that is
     not a file but names a saved workflow runs that workflow."""
     if ns.script != "-" and not os.path.exists(ns.script):
-        found = saved_script(ns.script, load_library(ns.workflows))
+        saved = load_library(ns.workflows)
+        found = saved_script(ns.script, saved)
+        if found is None:
+            raise CliError(unknown_workflow(ns.script, saved))
         if found is not None:
             saved_meta, saved_body, saved_path = found
             meta = _json_option("--meta", ns.meta) if ns.meta is not None else saved_meta

@@ -9,9 +9,14 @@ touches the run itself:
   :data:`REFRESH_S` apart by :meth:`tick`; it stops with its final frame kept and one summary
   line;
 - :class:`PlainProgress` — one line per event (``[phase] Scan``, ``[agent 3 started] label``,
-  ``[agent 3 completed] label``, ``[agent 3 replayed] label``, ``[log] ...``,
-  ``[done] completed in 1.2s, 4 agents``), for logs and pipes;
-- :class:`QuietProgress` — nothing;
+  ``[agent 3 completed] label``, ``[agent 3 failed] label — invalid: /number: ...``,
+  ``[agent 3 replayed] label``, ``[log] ...``, ``[done] completed in 1.2s, 4 agents, 1
+  failed``), for logs and pipes;
+- :class:`QuietProgress` — nothing but the ``warning:`` line below.
+
+When children failed, every reporter ends with one ``warning:`` line grouping the failures by
+kind and reason, most frequent first (README, "Truthful outcomes"); the live panel shows the
+latest reason while the run goes on.
 - :class:`EventLog` — appends every event as one JSON line (``{"event": <class name>, ...}``).
 
 Listeners run on the event-loop thread, so each does a small bounded amount of work per event.
@@ -19,16 +24,12 @@ Listeners run on the event-loop thread, so each does a small bounded amount of w
 
 from __future__ import annotations
 
+import datetime
 import json
+import os
 import time
 from dataclasses import dataclass
-from typing import IO, Any
-
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.spinner import Spinner
-from rich.table import Table
-from rich.text import Text
+from typing import IO, TYPE_CHECKING, Any
 
 from dsh_workflow import (
     AgentEnded,
@@ -40,8 +41,14 @@ from dsh_workflow import (
     WorkflowEvent,
     WorkflowStarted,
 )
+from dsh_workflow._failure import failure_reason, group_failures
 from dsh_workflow._prices import cost_text, format_usd
 from dsh_workflow._tally import RunTally
+
+if TYPE_CHECKING:  # rich loads only for the live panel (start-up time of plain runs)
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.text import Text
 
 __all__ = ["EventLog", "PlainProgress", "Progress", "QuietProgress", "RichProgress", "make_progress"]
 
@@ -51,6 +58,11 @@ REFRESH_S = 0.1
 LOG_LINES = 5
 #: Running agents named on the live panel.
 RUNNING_NAMES = 4
+#: Failure groups named on the ``warning:`` line (the rest are counted).
+WARNING_GROUPS = 5
+#: Longest reason on a progress line.
+REASON_CHARS = 300
+_ALL_KINDS = ("provider", "invalid", "missing", "timeout", "cancelled")
 
 
 def format_elapsed(seconds: float) -> str:
@@ -65,11 +77,70 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def summary_text(reason: str, elapsed: float, agents: int, replayed: int, tokens: str) -> str:
-    """The ``[done]`` summary: ``completed in 1.2s, 4 agents, 2 replayed, 1,234 tokens`` (the
-    replayed count only when there is one)."""
+def summary_text(reason: str, elapsed: float, agents: int, replayed: int, tokens: str,
+                 failed: int = 0) -> str:
+    """The ``[done]`` summary: ``completed in 1.2s, 4 agents, 1 failed, 2 replayed, 1,234
+    tokens`` (the failed and replayed counts only when there are some)."""
+    lost = f", {failed} failed" if failed else ""
     again = f", {replayed} replayed" if replayed else ""
-    return f"{reason} in {format_elapsed(elapsed)}, {plural(agents, 'agent')}{again}, {tokens}"
+    return (f"{reason} in {format_elapsed(elapsed)}, {plural(agents, 'agent')}{lost}{again}, "
+            f"{tokens}")
+
+
+def ended_reason(event: AgentEnded) -> str | None:
+    """``kind: reason`` of a child that did not complete (its first validator message or
+    message line, bounded), or None for a completed child or one without a reason."""
+    if event.outcome == "completed" or event.error is None:
+        return None
+    reason = failure_reason(event.error.model_dump(mode="json"), keep_value=True,
+                            limit=REASON_CHARS)
+    return f"{event.error.kind}: {reason}"
+
+
+def ended_line(seq: object, outcome: object, label: object, reason: str | None) -> str:
+    """``[agent 3 failed] label — kind: reason`` (no reason: the line without its tail)."""
+    line = f"[agent {seq} {outcome}] {label}"
+    return line if reason is None else f"{line} — {reason}"
+
+
+def warning_text(failures: list[dict[str, Any]], started: int) -> str | None:
+    """``warning: 3 of 12 agents failed — 2 invalid: /number: does not match ...; 1 timeout:
+    ...`` grouped by kind and reason, most frequent first; None when none failed."""
+    if not failures:
+        return None
+    groups = group_failures(failures, kinds=_ALL_KINDS)
+    parts = [f"{count} {kind}" + (f": {reason}" if reason else "")
+             for count, kind, reason in groups[:WARNING_GROUPS]]
+    if len(groups) > WARNING_GROUPS:
+        rest = sum(count for count, _, _ in groups[WARNING_GROUPS:])
+        parts.append(f"{rest} more with other reasons")
+    total = max(started, len(failures))
+    return (f"warning: {len(failures)} of {plural(total, 'agent')} failed — "
+            + "; ".join(parts))
+
+
+class Failures:
+    """The failed children a reporter has seen: their reasons (for the ``warning:`` line)
+    and the latest one (for the live panel)."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.latest: str | None = None
+
+    def record(self, event: WorkflowEvent) -> None:
+        if isinstance(event, AgentEnded) and event.outcome != "completed":
+            error = event.error
+            self.seen.append({"kind": event.outcome if error is None else error.kind,
+                              "message": "" if error is None else error.message,
+                              "details": [] if error is None else list(error.details)})
+            self.latest = ended_line(event.seq, event.outcome, _one_line(event.label),
+                                     ended_reason(event))
+
+    def warning(self, ended: WorkflowEnded | None) -> str | None:
+        """The ``warning:`` line for the run's end, when its children failed (by its count)."""
+        if ended is None or not ended.agents_failed:
+            return None
+        return warning_text(self.seen, ended.agents_started)
 
 
 @dataclass(eq=False)
@@ -97,7 +168,9 @@ class Tally(RunTally):
         started, tokens spent), with ``, 3 replayed`` after the agents when calls were replayed."""
         reason = self.ended.stop_reason if self.ended else "ended"
         agents = self.ended.agents_started if self.ended else self.started
-        return summary_text(reason, self.elapsed(), agents, self.replayed, self.token_text())
+        failed = self.ended.agents_failed if self.ended else 0
+        return summary_text(reason, self.elapsed(), agents, self.replayed, self.token_text(),
+                            failed)
 
 
 class Progress:
@@ -133,6 +206,14 @@ class QuietProgress(Progress):
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
+        self.failures = Failures()
+
+    def __call__(self, event: WorkflowEvent) -> None:
+        self.failures.record(event)
+        if isinstance(event, WorkflowEnded):
+            warning = self.failures.warning(event)
+            if warning is not None:
+                _write_line(self.stream, warning)
 
     def note(self, text: str) -> None:
         _write_line(self.stream, text)
@@ -149,12 +230,18 @@ class PlainProgress(Progress):
     def __init__(self, stream: IO[str], *, budget: int | None = None) -> None:
         self.stream = stream
         self.tally = Tally(budget=budget)
+        self.failures = Failures()
 
     def __call__(self, event: WorkflowEvent) -> None:
         self.tally.record(event)
+        self.failures.record(event)
         line = self.line(event)
         if line is not None:
             _write_line(self.stream, line)
+        if isinstance(event, WorkflowEnded):
+            warning = self.failures.warning(event)
+            if warning is not None:
+                _write_line(self.stream, warning)
 
     def line(self, event: WorkflowEvent) -> str | None:
         if isinstance(event, WorkflowStarted):
@@ -166,7 +253,7 @@ class PlainProgress(Progress):
         if isinstance(event, AgentStarted):
             return f"[agent {event.seq} started] {event.label}"
         if isinstance(event, AgentEnded):
-            return f"[agent {event.seq} {event.outcome}] {event.label}"
+            return ended_line(event.seq, event.outcome, event.label, ended_reason(event))
         if isinstance(event, AgentReplayed):
             return f"[agent {event.seq} replayed] {event.label}"
         if isinstance(event, WorkflowEnded):
@@ -186,8 +273,11 @@ class RichProgress(Progress):
     needs_ticks = True
 
     def __init__(self, console: Console, *, budget: int | None = None) -> None:
+        from rich.spinner import Spinner
+
         self.console = console
         self.tally = Tally(budget=budget)
+        self.failures = Failures()
         self.spinner = Spinner("dots", style="cyan")
         self.last_draw = 0.0
         self.live: Live | None = None  # shown from WorkflowStarted to finish()
@@ -195,7 +285,10 @@ class RichProgress(Progress):
 
     def __call__(self, event: WorkflowEvent) -> None:
         self.tally.record(event)
+        self.failures.record(event)
         if isinstance(event, WorkflowStarted) and self.live is None and not self.stopped:
+            from rich.live import Live
+
             self.live = Live(self, console=self.console, auto_refresh=False, transient=False,
                              redirect_stdout=False, redirect_stderr=True)
             self.live.start()
@@ -210,14 +303,20 @@ class RichProgress(Progress):
             self.live.refresh()
 
     def note(self, text: str) -> None:
+        from rich.text import Text
+
         self.console.print(Text(text, style="yellow"))
         self.tick()
 
     def info(self, text: str) -> None:
+        from rich.text import Text
+
         self.console.print(Text(text, style="dim"))
         self.tick()
 
     def finish(self) -> None:
+        from rich.text import Text
+
         if self.stopped:
             return
         self.stopped = True
@@ -229,6 +328,9 @@ class RichProgress(Progress):
             self.tally.ended.stop_reason if self.tally.ended else "", "red")
         mark = {"green": "✔", "yellow": "■"}.get(style, "✖")
         self.console.print(Text(f"{mark} {self.tally.name} {self.tally.summary()}", style=f"bold {style}"))
+        warning = self.failures.warning(self.tally.ended)
+        if warning is not None:
+            self.console.print(Text(warning, style="yellow"))
 
     def abort(self) -> None:
         if not self.stopped:
@@ -237,6 +339,10 @@ class RichProgress(Progress):
                 self.live.stop()
 
     def __rich__(self) -> RenderableType:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
         tally = self.tally
         # Lines stop short of the right edge, so the terminal's own "^C" echo cannot wrap one
         # and shift the live region.
@@ -254,11 +360,15 @@ class RichProgress(Progress):
             shown = ", ".join(_one_line(n) for n in names[:RUNNING_NAMES])
             extra = f", +{len(names) - RUNNING_NAMES} more" if len(names) > RUNNING_NAMES else ""
             grid.add_row("running", Text(shown + extra))
+        if self.failures.latest is not None:
+            grid.add_row("failed", Text(self.failures.latest, style="red"))
         for message in tally.logs:
             grid.add_row("log", Text(_one_line(message)))
         return Group(grid)
 
     def counts(self) -> Text:
+        from rich.text import Text
+
         tally = self.tally
         text = Text.assemble((f"{len(tally.running)} running", "cyan"), "  ",
                              (f"{tally.outcomes['completed']} completed", "green"), "  ",
@@ -275,8 +385,12 @@ class RichProgress(Progress):
 
 
 class EventLog:
-    """Appends every event to a file as one JSON line: ``{"event": "AgentStarted", ...}``.
+    """Appends every event to a file as one JSON line:
+    ``{"event": "AgentStarted", "ts": "2026-12-06T02:30:00.123Z", "run": {"id": ...}, ...}``.
 
+    ``ts`` is when the event was written (ISO 8601, UTC, milliseconds). The run's meta is
+    written once, on its ``WorkflowStarted`` line; every other line names the run by id only
+    (:func:`dsh_workflow.testing.events_from_records` restores the meta when reading).
     Opened in append mode (UTF-8) at construction, so an unwritable path fails before the run
     starts; each line is flushed as it is written. :meth:`close` is idempotent.
     """
@@ -287,7 +401,10 @@ class EventLog:
     def __call__(self, event: WorkflowEvent) -> None:
         if self.file is None:
             return
-        record: dict[str, Any] = {"event": type(event).__name__, **event.model_dump(mode="json")}
+        record: dict[str, Any] = {"event": type(event).__name__, "ts": _utc_now(),
+                                  **event.model_dump(mode="json")}
+        if not isinstance(event, WorkflowStarted):
+            record["run"] = {"id": event.run.id}  # the meta is on the run's first line
         self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
         self.file.flush()
 
@@ -297,19 +414,43 @@ class EventLog:
             file.close()
 
 
+def _utc_now() -> str:
+    """Now as ISO 8601 in UTC, to the millisecond: ``2026-12-06T02:30:00.123Z``."""
+    stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+    return stamp.removesuffix("+00:00") + "Z"
+
+
 def make_progress(stream: IO[str], *, quiet: bool, budget: int | None = None,
                   budget_usd: float | None = None) -> Progress:
     """The reporter for ``stream``: quiet, a live panel on a terminal, else plain lines.
     ``budget`` (tokens) is shown beside the tokens spent, ``budget_usd`` beside the cost."""
     if quiet:
         return QuietProgress(stream)
-    console = Console(file=stream, stderr=True)
-    if console.is_terminal and not console.is_dumb_terminal:
-        progress: PlainProgress | RichProgress = RichProgress(console, budget=budget)
-    else:
+    progress: PlainProgress | RichProgress
+    if not _may_be_terminal(stream):
         progress = PlainProgress(stream, budget=budget)
+    else:
+        from rich.console import Console
+
+        console = Console(file=stream, stderr=True)
+        if console.is_terminal and not console.is_dumb_terminal:
+            progress = RichProgress(console, budget=budget)
+        else:
+            progress = PlainProgress(stream, budget=budget)
     progress.tally.budget_usd = budget_usd
     return progress
+
+
+def _may_be_terminal(stream: IO[str]) -> bool:
+    """Whether rich could treat ``stream`` as a terminal (a tty, or forced by the environment
+    variables rich reads); when not, plain lines are chosen without loading rich at all."""
+    if os.environ.get("FORCE_COLOR") or os.environ.get("TTY_COMPATIBLE"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except (OSError, ValueError):
+        return False
 
 
 def _one_line(text: str) -> str:

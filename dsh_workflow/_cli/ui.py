@@ -2,16 +2,19 @@
 
 Contract:
 
-- ``ui [--store PATH] [--port N]`` serves the viewer of the store file (``--store``, else
-  ``$DSH_WORKFLOW_STORE``, else ``.dsh-workflow/runs.sqlite3`` under the current directory) on
-  ``127.0.0.1`` only, port ``N`` (default 8765; ``0`` picks a free one). It prints
-  ``viewer: http://127.0.0.1:PORT/`` on stderr once it listens, and serves until Ctrl-C or
+- ``ui [--store PATH] [--port N] [--token TOKEN]`` serves the viewer of the store file
+  (``--store``, else ``$DSH_WORKFLOW_STORE``, else ``.dsh-workflow/runs.sqlite3`` under the
+  current directory) on ``127.0.0.1`` only, port ``N`` (default 8765; ``0`` picks a free one),
+  to holders of its token (``--token``, else ``$DSH_WORKFLOW_TOKEN``, else a random one made at
+  this start: :mod:`.server_token`; the checks: :mod:`dsh_workflow._ui.auth`). It prints
+  ``viewer: http://127.0.0.1:PORT/?token=TOKEN`` on stderr once it listens (opening that
+  address sets the viewer's cookie), and serves until Ctrl-C or
   SIGTERM (then it closes its connections within 2 s and exits 0). A missing store file, a
   file that is not a run store, a port in use, or the ``ui`` extra not installed is a start
   error (exit 2).
-- While it serves, the store's beacon (:mod:`dsh_workflow._ui.beacon`) names it, so ``run``
-  prints ``viewer: <url of the run>`` on stderr for a run recorded in that store
-  (:func:`announce_viewer`).
+- While it serves, the store's beacon (:mod:`dsh_workflow._ui.beacon`, owner-only, holding the
+  token) names it, so ``run`` prints ``viewer: <url of the run>?token=...`` on stderr for a run
+  recorded in that store (:func:`announce_viewer`).
 """
 
 from __future__ import annotations
@@ -24,8 +27,11 @@ import socket
 import sys
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
+from .errors import CliError
 from .options import port_type
+from .server_token import add_token_option, server_token
 from .stores import DEFAULT_RELATIVE, ENV_VAR, default_store_path
 
 __all__ = ["DEFAULT_PORT", "add_ui_parser", "announce_viewer", "command_ui"]
@@ -51,6 +57,7 @@ def add_ui_parser(commands: argparse._SubParsersAction[Any], *,
                          "under the current directory)")
     ui.add_argument("--port", type=_port, default=DEFAULT_PORT,
                     help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
+    add_token_option(ui, used_as="in the printed address, ?token=TOKEN")
     ui.set_defaults(handler=functools.partial(command_ui, fail=fail))
 
 
@@ -64,6 +71,10 @@ def store_file(option: str | None) -> str:
 def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> int:
     """Serve until stopped; ``fail(message)`` builds the start error to raise."""
     path = store_file(ns.store)
+    try:
+        token = server_token(ns.token)
+    except CliError as exc:
+        raise fail(str(exc)) from None
     if not os.path.isfile(path):
         raise fail(f"no run store at {path} (run a workflow first, or pass --store)")
     try:
@@ -84,16 +95,19 @@ def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> i
     except OSError as exc:
         listener.close()
         raise fail(f"cannot listen on 127.0.0.1:{ns.port}: {exc.strerror or exc}") from None
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    server = uvicorn.Server(uvicorn.Config(create_app(path), log_level="warning",
+    port = listener.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    app = create_app(path, token=token.value, port=port)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning",
                                            access_log=False, lifespan="on",
                                            timeout_graceful_shutdown=2))
     # uvicorn shuts down gracefully on SIGINT / SIGTERM and then re-raises the signal to the
     # handler it found: these turn it into a clean return, so the beacon is always removed.
     previous = signal.signal(signal.SIGTERM, _stopped)
-    write_beacon(path, url)
+    write_beacon(path, url, token=token.value)
     try:
-        sys.stderr.write(f"viewer: {url}/  (store {path}; Ctrl-C stops it)\n")
+        sys.stderr.write(f"viewer: {url}/?token={quote(token.value, safe='')}  "
+                         f"(store {path}; Ctrl-C stops it)\n")
         sys.stderr.flush()
         server.run(sockets=[listener])
     except (KeyboardInterrupt, _Stopped):

@@ -13,7 +13,14 @@ Contract:
 - SIGTERM or SIGINT: stop taking new children; children already running get
   ``--shutdown-grace`` seconds to finish; those still running then are cancelled (a command
   child is killed) and handed back to the server, which retries them on another worker. The
-  process then exits ``0``.
+  process then exits ``0``. The signals are handled from before the connection to Temporal is
+  made: one that arrives while connecting stops the worker (exit ``0``) before it takes work.
+- Once stopped, the process ends with ``os._exit`` after flushing its output, without
+  finalizing the interpreter: the Temporal SDK's core keeps Rust threads that call back into
+  Python (to resolve its calls' futures) and cannot be stopped from Python, and one that does
+  so while the interpreter finalizes makes CPython abort the process (SIGABRT, exit -6) — a
+  worker that aborts on SIGTERM strands its children. Everything of the worker's own is closed
+  by then (children finished or handed back, provider closed).
 - A service that cannot be reached within ``--connect-timeout`` seconds, or a worker that stops
   for any other reason than a signal: one ``Error: ...`` line on stderr, exit ``1``. Usage
   errors (including the Temporal extra not being installed): exit ``2``.
@@ -22,16 +29,14 @@ Contract:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import time
 from datetime import timedelta
-from typing import Any
-
-from dsh_workflow import EngineConfig
+from typing import Any, NoReturn
 
 __all__ = ["add_worker_parser", "command_worker"]
 
@@ -85,6 +90,10 @@ class _Progress:
 
 def command_worker(ns: argparse.Namespace) -> int:
     """Run the worker until a signal or a failure; return the exit code."""
+    import asyncio  # here, not at the top: `dsh-workflow --help` must not load it
+
+    from dsh_workflow import EngineConfig
+
     from .errors import CliError
     from .options import provider_factory
 
@@ -101,11 +110,22 @@ def command_worker(ns: argparse.Namespace) -> int:
     # every child's outcome is on a progress line already; the SDK would add a traceback
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     try:
-        return asyncio.run(_serve(ns, make_provider, progress))
+        code = asyncio.run(_serve(ns, make_provider, progress))
     except _WorkerFailed as exc:
         sys.stderr.write(f"Error: {exc}\n")
-        sys.stderr.flush()
-        return EXIT_ERROR
+        code = EXIT_ERROR
+    _exit_now(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process with ``code`` without finalizing the interpreter (see the module
+    docstring): the SDK's Rust threads may still call into Python, which aborts a finalizing
+    interpreter."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 class _WorkerFailed(Exception):
@@ -113,6 +133,8 @@ class _WorkerFailed(Exception):
 
 
 async def _connect(ns: argparse.Namespace) -> Any:
+    import asyncio
+
     from temporalio.client import Client
 
     try:
@@ -126,16 +148,28 @@ async def _connect(ns: argparse.Namespace) -> Any:
 
 
 async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _Progress) -> int:
+    import asyncio
+
     from temporalio.worker import Worker
 
     from dsh_workflow.integrations.temporal import ChildActivity
 
-    client = await _connect(ns)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     try:
+        connecting = asyncio.create_task(_connect(ns))
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not connecting.done():
+            connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, _WorkerFailed):
+                await connecting
+            progress("stopped before taking any work")
+            return EXIT_OK
+        client = connecting.result()
         async with contextlib.AsyncExitStack() as stack:
             provider = make_provider()
             if hasattr(provider, "__aenter__"):

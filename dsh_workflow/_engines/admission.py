@@ -52,6 +52,7 @@ class Admission:
     budget_usd: float | None = None
     args: Any = None
     resume_from: str | None = None
+    rerun: frozenset[int] = frozenset()
 
 
 def check_agents(value: object) -> AgentRegistry | None:
@@ -154,12 +155,27 @@ def admit(request: object, *, default_provider: SubagentProvider,
         resume_from = check_resume(store, request.resume_from)
     except ValueError as exc:
         raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, str(exc)) from None
+    rerun = check_rerun(request.rerun, resume_from)
     return Admission(meta=meta, script=request.script, provider=provider,
                      max_total_agents=max_total,
                      args_text=encode_args(request.args, config.max_value_depth),
                      parent=request.parent, budget_tokens=budget, budget_usd=budget_usd,
-                     args=request.args,
-                     resume_from=resume_from)
+                     args=request.args, resume_from=resume_from, rerun=rerun)
+
+
+def check_rerun(rerun: object, resume_from: str | None) -> frozenset[int]:
+    """The seqs to run live again: whole numbers >= 1, and only when resuming a run."""
+    if not rerun:
+        return frozenset()
+    if not isinstance(rerun, frozenset | set | tuple | list) \
+            or not all(type(seq) is int and seq >= 1 for seq in rerun):
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                            f"rerun must be seqs of agent() calls (whole numbers >= 1), got "
+                            f"{rerun!r}")
+    if resume_from is None:
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                            "rerun names calls of the run being resumed: it needs resume_from")
+    return frozenset(rerun)
 
 
 def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
@@ -176,11 +192,16 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
         journal = RunJournal(store, run_id, meta=admission.meta.model_dump(mode="json"),
                              script=admission.script, args=admission.args,
                              resumed_from=admission.resume_from,
-                             identity=provider_identity(admission.provider))
+                             identity=provider_identity(admission.provider),
+                             provider=admission.provider, rerun=admission.rerun,
+                             model_aliases=config.model_aliases)
         listener.journals[run_id] = journal
+    provider = admission.provider
+    if journal is not None and journal.calls is not None:
+        provider = journal.calls.wrap(provider)  # each call's answer goes into its record
     return HostedRun(run_id=run_id, meta=admission.meta, config=config, journal=journal,
                      library=library,
-                     provider=admission.provider, max_total_agents=admission.max_total_agents,
+                     provider=provider, max_total_agents=admission.max_total_agents,
                      parent=admission.parent, budget_tokens=admission.budget_tokens,
                      budget_usd=admission.budget_usd,
                      events=events, task_group=task_group,

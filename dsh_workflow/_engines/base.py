@@ -15,6 +15,8 @@ its store, its live runs and the order of ``start()``: admission, the hosted run
 from __future__ import annotations
 
 import abc
+import logging
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
@@ -37,11 +39,14 @@ from .admission import (
     check_library,
     hosted_run,
 )
+from .control import control_poll
 from .handle import RunHandle
 from .host import HostedRun
 from .journal import EngineStore
 
 __all__ = ["EngineBase", "WarmPool"]
+
+logger = logging.getLogger("dsh_workflow.engine")
 
 T_co = TypeVar("T_co", covariant=True)
 R = TypeVar("R")
@@ -131,6 +136,9 @@ class EngineBase(WorkflowEngine, Generic[R]):
         await tg.__aenter__()
         self._tg = tg
         self._state = EngineState.OPEN
+        if self._store is not None:  # cancel requests from other processes, long calls' rows
+            tg.start_soon(control_poll, self._store.store, self._runs.keys,
+                          name="dsh-workflow control poll")
         try:
             await self._pool.open(tg)
         except BaseException:
@@ -186,6 +194,12 @@ class EngineBase(WorkflowEngine, Generic[R]):
         self._tg.start_soon(self._drive, run, runtime, name=f"dsh-workflow run {run.id}")
         return RunHandle(run)
 
+    def start_soon(self, func: Callable[[], Awaitable[object]], *, name: str) -> bool:
+        if self._state is not EngineState.OPEN or self._tg is None:
+            return False
+        self._tg.start_soon(_contained, func, name, name=name)
+        return True
+
     async def _drive(self, run: HostedRun, runtime: R) -> None:
         try:
             await self._serve(run, runtime)
@@ -206,3 +220,12 @@ class EngineBase(WorkflowEngine, Generic[R]):
         # pool is refilled once the run has settled and its waiters have had their turn.
         await anyio.lowlevel.checkpoint()
         self._pool.refill()
+
+
+async def _contained(func: Callable[[], Awaitable[object]], name: str) -> None:
+    """Run a task handed to ``start_soon``: its exception is logged, so it never cancels the
+    engine's task group (and with it every run)."""
+    try:
+        await func()
+    except Exception:
+        logger.exception("workflow engine: task %r raised", name)

@@ -26,12 +26,13 @@ from anyio.abc import TaskGroup
 
 from .._agents import AgentRegistry
 from .._config import EngineConfig
+from .._errors import WorkflowErrorCode
 from .._events import EventHub, RunInfo, WorkflowEnded
 from .._library import WorkflowLibrary
 from .._meta import WorkflowMeta
 from .._result import WorkflowResult
 from .._run import WorkflowRun
-from .._schema import SchemaLimits
+from .._schema_limits import SchemaLimits
 from .._store import RunStoreError
 from .._subagent import SubagentProvider
 from .budget import Spend
@@ -84,7 +85,7 @@ class HostedRun(WorkflowRun):
         self._children = ChildScheduler(
             run_id=run_id, info=self._info, config=config, provider=provider, events=events,
             task_group=task_group, spend=self._spend, limits=limits,
-            cancel_message=self._cancel_message)
+            cancel_message=self._cancel_message, fail_run=self._agents_failed)
         self._journal_writer = None if journal is None else JournalWriter(
             journal, self._children, self._store_failed)
         self._hooks = HookServer(
@@ -336,6 +337,12 @@ class HostedRun(WorkflowRun):
         if isinstance(self._cause, Fault):
             self._stop()
 
+    def _agents_failed(self, text: str) -> None:
+        """The children's fault ends the run: a provider unavailable for every child, or the
+        failure ceiling passed (``text`` starts with ``AGENT_FAILED:``)."""
+        self._record(Fault(text, code=WorkflowErrorCode.AGENT_FAILED))
+        self._stop()
+
     # ---- the run store ---------------------------------------------------------------------
 
     def _store_failed(self, exc: RunStoreError) -> None:
@@ -355,7 +362,8 @@ class HostedRun(WorkflowRun):
             try:
                 await journal.finish(result.stop_reason, result.model_dump(mode="json"),
                                      agents=result.agents_started,
-                                     replayed=result.agents_replayed, usage=result.usage)
+                                     replayed=result.agents_replayed, usage=result.usage,
+                                     failed=result.agents_failed)
             except RunStoreError as exc:
                 # The store's own text names the failure; its traceback would only repeat it.
                 logger.error("dsh-workflow: run %s: its end could not be recorded: %s",  # noqa: TRY400 - see above
@@ -390,13 +398,16 @@ class HostedRun(WorkflowRun):
         self._stop()
         self._children.abandon()
         result = final_result(self._cause, started=self._children.started,
+                              failed=self._children.failed,
                               replayed=self._hooks.replayed, usage=self._spend.usage(),
                               text=self._text, config=self._config,
                               unpriced=self._spend.unpriced)
         self._result = result
         self._state = _SETTLED
+        if self._journal is not None:
+            self._journal.settled()  # resumable at once, though its end is recorded just after
         self._events.emit(WorkflowEnded(run=self._info, stop_reason=result.stop_reason,
                                         error=result.error, error_code=result.error_code,
                                         agents_started=result.agents_started,
-                                        usage=result.usage))
+                                        usage=result.usage, agents_failed=result.agents_failed))
         self._done.set()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -24,11 +25,20 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._store import JournalEntry, RunRecord, RunStore, RunStoreError
+from .._store.owners import HOST
 from .._subagent import SubagentRequest, Usage
+from .calls import CallLog
+from .provider_options import provider_options
 
-__all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume"]
+__all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume",
+           "still_running"]
 
 logger = logging.getLogger("dsh_workflow.engine")
+
+#: Runs of this process that have begun and not yet settled, as ``(store path, run id)``: a
+#: resume of one of them is refused (its calls are still running). A settled run is resumable
+#: at once, even while its end is still being written (its record says ``running`` until then).
+_UNSETTLED: set[tuple[str, str]] = set()
 
 #: Most ``Date``/``Math.random`` values of one kind a run journals (the runtime stops recording
 #: after as many; later values are live). Bounds what a script can make the store hold.
@@ -63,7 +73,9 @@ class RunJournal:
     """
 
     def __init__(self, store: RunStore, run_id: str, *, meta: Mapping[str, Any], script: str,
-                 args: Any, resumed_from: str | None, identity: str) -> None:
+                 args: Any, resumed_from: str | None, identity: str,
+                 provider: object = None, rerun: frozenset[int] = frozenset(),
+                 model_aliases: Mapping[str, str] | None = None) -> None:
         self.store = store
         self.run_id = run_id
         self.identity = identity
@@ -75,6 +87,15 @@ class RunJournal:
         self._numbers: dict[str, list[float]] = {"clock": [], "random": []}
         self._early_events: list[Mapping[str, Any]] | None = []  # posted before begin()
         self.began = False
+        #: Seqs of the earlier run whose answers are not replayed (they run live again).
+        self.rerun = rerun
+        post_calls = getattr(store, "post_calls", None)
+        #: What each call was asked and answered (stores that keep calls), else None.
+        self.calls = None if post_calls is None else CallLog(post_calls, run_id, provider)
+        self._provider_options = None if provider is None else provider_options(provider)
+        if self._provider_options is not None and model_aliases:
+            # aliases decide a call's model, so its key: a resume needs them as much
+            self._provider_options["model_aliases"] = dict(model_aliases)
 
     async def begin(self) -> None:
         """Record the run as ``running``; for a resumed run, load the earlier journal."""
@@ -84,23 +105,37 @@ class RunJournal:
                     self._replays.setdefault(entry.key, deque()).append(entry)
                 elif entry.number is not None:
                     self._numbers[entry.kind].append(entry.number)
-        await self.store.create_run(self.run_id, meta=self._meta, script=self._script,
-                                    args=self._args, resumed_from=self.resumed_from)
+        _UNSETTLED.add((self.store.path, self.run_id))
+        try:
+            await self.store.create_run(self.run_id, meta=self._meta, script=self._script,
+                                        args=self._args, resumed_from=self.resumed_from)
+        except BaseException:
+            self.settled()
+            raise
         self.began = True
+        post_provider = getattr(self.store, "post_provider", None)
+        if post_provider is not None and self._provider_options is not None:
+            post_provider(self.run_id, self._provider_options)
         early, self._early_events = self._early_events, None
         if early:
             self.store.post_events(self.run_id, early)
+
+    def settled(self) -> None:
+        """The run's result is settled: it no longer runs calls (idempotent)."""
+        _UNSETTLED.discard((self.store.path, self.run_id))
 
     def numbers_text(self) -> str:
         """The recorded clock and random values, as the runtime's replay input (JSON)."""
         return json.dumps(self._numbers, allow_nan=False)
 
     def replay(self, key: str) -> JournalEntry | None:
-        """The earlier run's next completed entry for ``key`` (consumed), or None."""
+        """The earlier run's next completed entry for ``key`` (consumed), or None; None too
+        when that entry's seq is one to :attr:`rerun`."""
         waiting = self._replays.get(key)
         if not waiting:
             return None
-        return waiting.popleft()
+        entry = waiting.popleft()
+        return None if entry.seq in self.rerun else entry
 
     def entry(self, seq: int, key: str, *, text: str | None, structured: Any,
               usage: Usage | None) -> JournalEntry:
@@ -132,16 +167,20 @@ class RunJournal:
             self.store.post_events(self.run_id, [event])
 
     async def finish(self, status: str, result: Mapping[str, Any], *, agents: int,
-                     replayed: int, usage: Usage) -> RunRecord:
+                     replayed: int, usage: Usage, failed: int = 0) -> RunRecord:
         """Record the run's end (``completed``, ``error`` or ``cancelled``) and its result."""
+        if self.calls is not None:
+            self.calls.close()
         return await self.store.finish_run(self.run_id, status=status,  # type: ignore[arg-type]  # an end state, by the caller
                                            result=result, agents=agents, replayed=replayed,
-                                           usage=usage, ended_at=time.time())
+                                           usage=usage, ended_at=time.time(),
+                                           agents_failed=failed)
 
 
 def check_resume(store: RunStore | None, resume_from: object) -> str | None:
-    """The run to resume, checked at start: it must be a run of ``store``. Raises ``ValueError``
-    with the reason otherwise (the caller makes it ``INVALID_ARGUMENT``)."""
+    """The run to resume, checked at start: it must be a run of ``store`` that is no longer
+    ``running`` (a live owner would still be running its calls). Raises ``ValueError`` with the
+    reason otherwise (the caller makes it ``INVALID_ARGUMENT``)."""
     if resume_from is None:
         return None
     if not isinstance(resume_from, str) or not resume_from:
@@ -155,7 +194,26 @@ def check_resume(store: RunStore | None, resume_from: object) -> str | None:
         raise ValueError(f"resume_from {resume_from!r} cannot be read: {exc}") from None
     if found is None:
         raise ValueError(f"resume_from {resume_from!r} is not a run of the store {store.path}")
+    if found.status == "running" and (
+            (store.path, resume_from) in _UNSETTLED or not _ours(found)):
+        # Its process still runs its calls: a resume would run the unfinished ones a second time.
+        raise ValueError(still_running(found))
     return resume_from
+
+
+def _ours(record: RunRecord) -> bool:
+    """Whether ``record`` was made by this process (then :data:`_UNSETTLED` knows if it runs)."""
+    return record.owner_pid == os.getpid() and record.owner_host == HOST
+
+
+def still_running(record: RunRecord) -> str:
+    """Why a run that is still ``running`` cannot be resumed (its owner is alive, or on
+    another machine where this one cannot tell)."""
+    where = f"process {record.owner_pid}" if record.owner_pid is not None else "its process"
+    if record.owner_host:
+        where += f" on {record.owner_host}"
+    return (f"run {record.id!r} is still running ({where}); resuming it now would run its "
+            f"unfinished agent() calls a second time — wait for it to end, or stop it, first")
 
 
 class EventRecorder:
@@ -171,8 +229,10 @@ class EventRecorder:
             # The fields as they are (nested models such as Usage are encoded by the store).
             record: dict[str, Any] = {key: value for key, value in event.__dict__.items()
                                       if key != "run"}
-            record["event"] = type(event).__name__
+            kind = record["event"] = type(event).__name__
             journal.post_event(record)
+            if journal.calls is not None:
+                journal.calls.on_event(event, kind)
 
 
 class EngineStore:

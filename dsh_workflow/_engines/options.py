@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from .._errors import WorkflowError, WorkflowErrorCode
-from .._schema import check_agent_schema
 from .._subagent import Effort, Isolation
 
 __all__ = [
     "EFFORTS",
+    "FAILURE_MODES",
     "ISOLATIONS",
     "SUPPORTED_OPTIONS",
     "AgentOptions",
@@ -23,11 +23,15 @@ __all__ = [
 ]
 
 SUPPORTED_OPTIONS = ("label", "phase", "schema", "model", "provider", "effort", "agentType",
-                     "isolation")
+                     "isolation", "failure")
 _SUPPORTED_TEXT = ", ".join(SUPPORTED_OPTIONS)
 EFFORTS: tuple[str, ...] = get_args(Effort)
 ISOLATIONS: tuple[str, ...] = get_args(Isolation)
-_CHOICES: dict[str, tuple[str, ...]] = {"effort": EFFORTS, "isolation": ISOLATIONS}
+#: What a failed child does in the script: resolve ``null`` (the default) or reject with a
+#: non-fatal ``AgentFailure`` error (README, "Truthful outcomes").
+FAILURE_MODES: tuple[str, ...] = ("null", "throw")
+_CHOICES: dict[str, tuple[str, ...]] = {"effort": EFFORTS, "isolation": ISOLATIONS,
+                                        "failure": FAILURE_MODES}
 _STRING_OPTIONS = ("label", "phase", "model", "provider", "agentType")
 _LABEL_CHARS = 48
 _NAME_CHARS = 256  # model, provider and agent type names
@@ -43,6 +47,12 @@ class AgentOptions:
     effort: Effort | None = None
     agent_type: str | None = None
     isolation: Isolation | None = None
+    failure: str | None = None  # "null" (the default) or "throw"
+
+    @property
+    def throw(self) -> bool:
+        """A failed child rejects with an ``AgentFailure`` error instead of resolving null."""
+        return self.failure == "throw"
 
 
 #: The options of a call that passed none (frozen, so one instance serves every such call).
@@ -76,7 +86,8 @@ def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptio
     message lists every supported option). Then, with ``null`` counting as absent:
     ``label``/``phase``/``model``/``provider``/``agentType`` must be strings (model, provider
     and agent type names non-empty where it matters and at most 256 characters), ``effort``
-    one of ``low|medium|high|max`` and ``isolation`` ``worktree`` (all ``INVALID_ARGUMENT``,
+    one of ``low|medium|high|max``, ``isolation`` ``worktree`` and ``failure`` ``null|throw``
+    (all ``INVALID_ARGUMENT``,
     naming the allowed values), and ``schema`` must pass the schema gate
     (``UNSUPPORTED_SCHEMA``) — unless ``check_schema`` is false: then the caller runs the gate
     (off the event loop).
@@ -111,11 +122,14 @@ def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptio
                 + f" (got {_shown(values[key])})"))
     schema = values.get("schema")
     if "schema" in values and check_schema:
+        from .._schema import check_agent_schema  # jsonschema loads only for runs with schemas
+
         check_agent_schema(schema)
     return AgentOptions(label=values.get("label"), phase=values.get("phase"), schema=schema,
                         model=values.get("model"), provider=values.get("provider"),
                         effort=values.get("effort"), agent_type=values.get("agentType"),
-                        isolation=values.get("isolation"))
+                        isolation=values.get("isolation"),
+                        failure=values.get("failure"))
 
 
 def default_label(prompt: str) -> str:

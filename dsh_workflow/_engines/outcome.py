@@ -15,7 +15,7 @@ from .._meta import WorkflowMeta
 from .._result import WorkflowResult
 from .._subagent import Usage
 from .stop import Cancelled, Fault, RuntimeEnded, StopCause, TimedOut
-from .wire import Failed, InternalCode
+from .wire import Completed, Failed, InternalCode, warnings_of
 
 __all__ = ["ScriptText", "cancel_message", "final_result"]
 
@@ -135,19 +135,23 @@ def _unbounded_result(cause: StopCause | None, started: int, text: ScriptText,
                               error="the script runtime stopped without a result",
                               error_code=ENGINE_FAILED)
     if outcome.get("ok") is True:
+        completed: Completed = outcome  # type: ignore[assignment]  # ok is True: a Completed
         return WorkflowResult(stop_reason="completed", agents_started=started,
-                              value=outcome.get("value"))
+                              value=completed.get("value"), warnings=warnings_of(completed))
     failure: Failed = outcome  # type: ignore[assignment]  # ok is not True: a Failed
     return WorkflowResult(stop_reason="error", agents_started=started,
                           error=text.error(failure), error_code=outcome_code(failure))
 
 
 def final_result(cause: StopCause | None, *, started: int, replayed: int, usage: Usage | None,
-                 text: ScriptText, config: EngineConfig, unpriced: int = 0) -> WorkflowResult:
-    """The run's one result for its stop cause: ``started`` children, ``replayed`` from the
-    journal, ``usage`` reported (None: none), ``unpriced`` children whose cost is unknown; an
-    error is cut at ``max_error_chars``."""
+                 text: ScriptText, config: EngineConfig, failed: int = 0,
+                 unpriced: int = 0) -> WorkflowResult:
+    """The run's one result for its stop cause: ``started`` children (``failed`` of them did
+    not complete), ``replayed`` from the journal, ``usage`` reported (None: none),
+    ``unpriced`` children whose cost is unknown; an error is cut at ``max_error_chars``."""
     result = _unbounded_result(cause, started, text, config)
+    if failed:
+        result = result.model_copy(update={"agents_failed": failed})
     if usage is not None:
         result = result.model_copy(update={"usage": usage})
     if unpriced:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,16 +24,17 @@ from .._config import EngineConfig
 from .._depth import deeper_than
 from .._errors import WorkflowErrorCode
 from .._events import AgentEnded, AgentOutcome, AgentStarted, EventHub, RunInfo
-from .._schema import SchemaLimits, value_violations
+from .._failure import AgentFailure, ProviderUnavailable
+from .._schema_limits import SchemaLimits
 from .._store import JournalEntry
 from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 from .budget import Spend
-from .wire import ScriptRuntime, SettleEntry, answer, refusal, spent
+from .wire import ScriptRuntime, SettleEntry, agent_failure, answer, refusal, spent
 
 if TYPE_CHECKING:
     from .journal_writer import JournalWriter
 
-__all__ = ["ChildCall", "ChildScheduler"]
+__all__ = ["ChildCall", "ChildScheduler", "structured_problems"]
 
 logger = logging.getLogger("dsh_workflow.engine")
 
@@ -59,6 +60,9 @@ class ChildCall:
     key: str | None = None  # the journal key (runs with a store)
     replay: JournalEntry | None = None  # the earlier run's answer, for a replayed call
     spent: bool = False  # its usage raised the run's tokens spent (the script is told)
+    failure: AgentFailure | None = None  # why it did not complete (AgentEnded.error)
+    throw: bool = False  # failure: "throw": a failed child rejects with an AgentFailure
+    fatal: str | None = None  # the run's end when its provider is unavailable
 
 
 def _render(exc: BaseException) -> str:
@@ -69,14 +73,18 @@ def _render(exc: BaseException) -> str:
         return "[unrenderable exception]"
 
 
-def _structured_problems(schema: dict[str, Any], value: object,
-                         limits: SchemaLimits) -> list[str]:
-    """Why a child's structured ``value`` is rejected (``[]``: accepted); for a worker thread."""
+def structured_problems(schema: dict[str, Any], value: object,
+                        limits: SchemaLimits) -> list[str]:
+    """Why a child's structured ``value`` is rejected (``[]``: accepted), each with its JSON
+    pointer; for a worker thread. A replayed answer goes through the same check
+    (``serving.py``)."""
+    from .._schema import value_violations  # jsonschema loads only for runs with schemas
+
     try:
         json.dumps(value, allow_nan=False)
-        return value_violations(schema, value, limits=limits)
+        return value_violations(schema, value, limits=limits, pointers=True)
     except (TypeError, ValueError, RecursionError):
-        return ["the structured value is not JSON data"]
+        return ["/: the structured value is not JSON data"]
 
 
 class ChildScheduler:
@@ -89,7 +97,8 @@ class ChildScheduler:
     def __init__(self, *, run_id: str, info: RunInfo, config: EngineConfig,
                  provider: SubagentProvider, events: EventHub, task_group: TaskGroup,
                  spend: Spend, limits: SchemaLimits,
-                 cancel_message: Callable[[], str]) -> None:
+                 cancel_message: Callable[[], str],
+                 fail_run: Callable[[str], None] = lambda text: None) -> None:
         self._id = run_id
         self._info = info
         self._config = config
@@ -99,10 +108,14 @@ class ChildScheduler:
         self._spend = spend
         self._limits = limits
         self._cancel_message = cancel_message
+        self._fail_run = fail_run  # ends the run with fatal AGENT_FAILED (the text given)
         self.runtime: ScriptRuntime | None = None
         self.journal_writer: JournalWriter | None = None
         self.closed = False
         self.started = 0  # children given a slot (the result's agents_started)
+        self.failed = 0  # started children that did not complete (the result's agents_failed)
+        self.reasons: Counter[str] = Counter()  # failures by "kind: message" (their summary)
+        self._failed_open = 0  # children that failed while the run was still open
         self.live: set[ChildCall] = set()  # accepted calls not yet ended (queued or running)
         self.children_gone: anyio.Event | None = None  # set once live empties, if awaited
         self._queue: deque[ChildCall] = deque()  # accepted calls waiting for a slot
@@ -196,6 +209,9 @@ class ChildScheduler:
         try:
             call.reply, call.outcome = await self._run_child(call)
             self._drop_too_deep(call)
+            if call.throw and call.outcome != "completed" and call.reply[1] is True \
+                    and call.failure is not None:
+                call.reply = agent_failure(call.call_id, call.failure.model_dump(mode="json"))
             call.spent = self._spend.count(call.usage)
             if call.spent and self._spend.exhausted():
                 self.refuse_queued()
@@ -211,8 +227,12 @@ class ChildScheduler:
                                  "agent() failed inside the workflow engine (a bug; see the "
                                  "host's log)")
             call.outcome = "failed"
+            call.failure = AgentFailure.of("provider", "agent() failed inside the workflow "
+                                           "engine (a bug; see the host's log)")
         finally:
             self._running -= 1
+            if call.fatal is not None and not self.closed:
+                self._fail_run(call.fatal)  # before its reply: the script cannot catch it
             if not journaled:
                 self.end_call(call)
             ticket = False  # the first call admitted here is this worker's next
@@ -231,6 +251,9 @@ class ChildScheduler:
                 with anyio.move_on_after(timeout) as timer:
                     result = await self._provider.run(request)
                 if timer.cancelled_caught:
+                    call.failure = AgentFailure.of(
+                        "timeout", f"the child ran longer than agent_timeout_s={timeout:g} and "
+                        "was cancelled")
                     return answer(call.call_id, None), "timeout"
             if isinstance(result, SubagentResult):
                 call.usage = result.usage
@@ -239,11 +262,20 @@ class ChildScheduler:
         except Exception as exc:
             if self.closed:
                 return self.cancelled_reply(call), "cancelled"
+            if isinstance(exc, ProviderUnavailable):
+                # Every later child would hit it too: the run ends at once (README, "Truthful
+                # outcomes"); the text says all there is, so no traceback is logged.
+                logger.info("dsh-workflow: provider unavailable for %s#%d: %s", self._id,
+                               call.seq, _render(exc))
+                call.failure = AgentFailure.of("provider", _render(exc))
+                call.fatal = f"{_AGENT_FAILED}: {call.failure.message}"
+                return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
             logger.warning("dsh-workflow: provider raised for %s#%d", self._id, call.seq,
                            exc_info=True)
-            return refusal(call.call_id, _AGENT_FAILED, (
-                "agent() failed: the subagent provider raised "
-                f"{type(exc).__name__}: {_render(exc)}")), "failed"
+            text = f"agent() failed: the subagent provider raised {type(exc).__name__}: " \
+                   f"{_render(exc)}"
+            call.failure = AgentFailure.of("provider", text)
+            return refusal(call.call_id, _AGENT_FAILED, text), "failed"
         # Decided on the loop: no coroutine per child unless a structured value needs checking.
         mapped = self._map_result(call, result)
         if mapped is not None:
@@ -257,15 +289,22 @@ class ChildScheduler:
         """The reply and outcome for a provider's result, or None when it is a completed
         result's structured value for a call with a schema (to be validated first)."""
         if not isinstance(result, SubagentResult):
-            return refusal(call.call_id, _AGENT_FAILED, (
-                "agent() failed: the subagent provider returned "
-                f"{type(result).__name__}, not a SubagentResult")), "failed"
+            text = ("agent() failed: the subagent provider returned "
+                    f"{type(result).__name__}, not a SubagentResult")
+            call.failure = AgentFailure.of("provider", text)
+            return refusal(call.call_id, _AGENT_FAILED, text), "failed"
         if result.stop_reason != "completed":
+            call.failure = AgentFailure.of("provider", result.error or (
+                f"the provider ended the child with stop_reason {result.stop_reason!r} and "
+                "gave no error text"))
             return answer(call.call_id, None), "failed"
         if call.request.schema is None:
             return answer(call.call_id, result.text if result.text is not None else ""), \
                 "completed"
         if result.structured is None:
+            said = "" if not result.text else f"; its text began: {result.text[:200]!r}"
+            call.failure = AgentFailure.of(
+                "missing", f"the schema call completed without a structured value{said}")
             return answer(call.call_id, None), "failed"
         return None
 
@@ -273,11 +312,12 @@ class ChildScheduler:
                          value: object) -> tuple[SettleEntry, AgentOutcome]:
         """The reply and outcome for a completed child's structured ``value``, validated on a
         worker thread (bounded by the schema limits; cancellation waits for it and drops it)."""
-        problems = await anyio.to_thread.run_sync(_structured_problems, schema, value,
+        problems = await anyio.to_thread.run_sync(structured_problems, schema, value,
                                                   self._limits)
         if problems:
             logger.info("dsh-workflow: %s#%d structured value rejected: %s", self._id,
                         call.seq, "; ".join(problems))
+            call.failure = AgentFailure.of("invalid", "; ".join(problems[:5]), problems)
             return answer(call.call_id, None), "failed"
         return answer(call.call_id, value), "completed"
 
@@ -289,6 +329,9 @@ class ChildScheduler:
             logger.info("dsh-workflow: %s#%d answer nested deeper than max_value_depth=%d "
                         "dropped", self._id, call.seq, self._config.max_value_depth)
             call.reply, call.outcome = answer(call.call_id, None), "failed"
+            depth = self._config.max_value_depth
+            call.failure = AgentFailure.of(
+                "invalid", f"/: the answer is nested deeper than max_value_depth={depth}")
 
     # ---- ending calls ---------------------------------------------------------------------
 
@@ -310,9 +353,13 @@ class ChildScheduler:
                 call.reply = self.cancelled_reply(call)
         if call.started and not call.ended:
             call.ended = True
+            outcome = call.outcome or "cancelled"
+            failure = None
+            if outcome != "completed":
+                failure = self._failed(call, outcome, counted=not closed)
             self._events.emit(AgentEnded(
                 run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase,
-                outcome=call.outcome or "cancelled", usage=call.usage))
+                outcome=outcome, usage=call.usage, error=failure))
         runtime = self.runtime
         if runtime is not None and not closed and call.reply is not None:
             if call.spent:
@@ -321,6 +368,37 @@ class ChildScheduler:
             runtime.settle(call.reply)
         if not self.live and self.children_gone is not None:
             self.children_gone.set()
+        self._check_ceiling()
+
+    def _failed(self, call: ChildCall, outcome: AgentOutcome, *, counted: bool) -> AgentFailure:
+        """Count a started child that did not complete; returns its reason. ``counted``: it
+        failed while the run was open (what the failure ceiling counts)."""
+        failure = call.failure
+        if failure is None or (outcome == "cancelled" and failure.kind != "cancelled"):
+            if outcome == "timeout":
+                failure = AgentFailure.of("timeout", "the child ran past agent_timeout_s")
+            elif outcome == "cancelled":
+                failure = AgentFailure.of("cancelled", self._cancel_message())
+            else:
+                failure = AgentFailure.of("provider", "the child failed")
+            call.failure = failure
+        self.failed += 1
+        self.reasons[failure.summary()] += 1
+        if counted:
+            self._failed_open += 1
+        return failure
+
+    def _check_ceiling(self) -> None:
+        """The failure ceiling (``max_failed_agents``): once more children failed while the
+        run was open, the run ends with fatal ``AGENT_FAILED``."""
+        ceiling = self._config.max_failed_agents
+        if ceiling is None or self.closed or self._failed_open <= ceiling:
+            return
+        reason, times = self.reasons.most_common(1)[0]
+        self._fail_run(
+            f"{_AGENT_FAILED}: {self._failed_open} agents failed, more than the failure ceiling "
+            f"allows (max_failed_agents={ceiling}); the most frequent reason ({times} of them): "
+            f"{reason}")
 
     def close(self) -> None:
         """Stop: end the calls no worker has begun (replays and answers awaiting the journal,
@@ -342,6 +420,7 @@ class ChildScheduler:
         for call in sorted(self.live, key=lambda c: c.seq):
             if call.started and not call.ended:
                 call.ended = True
+                failure = self._failed(call, "cancelled", counted=False)
                 self._events.emit(AgentEnded(run=self._info, seq=call.seq,
                                              label=call.request.label, phase=call.request.phase,
-                                             outcome="cancelled"))
+                                             outcome="cancelled", error=failure))

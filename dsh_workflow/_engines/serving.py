@@ -4,39 +4,43 @@
 The host trusts nothing the runtime sends: every message's shape is checked here (a malformed
 one is a protocol fault that ends the run), and the caps the runtime enforces are enforced
 again. Accepted ``agent()`` calls go to the :class:`~.scheduler.ChildScheduler`; everything
-else is answered at once.
+else is answered at once. Nor is the journal trusted: an answer replayed from it passes the
+checks a live answer passes (schema, ``max_value_depth``), or the call runs live.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from .._agents import AgentRegistry
 from .._config import EngineConfig
+from .._depth import deeper_than
 from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import AgentReplayed, EventHub, LogEmitted, PhaseStarted, RunInfo
 from .._library import WorkflowLibrary
-from .._schema import (
-    GateTicket,
-    SchemaLimits,
-    finish_schema_check,
-    prepare_schema_check,
-    unsupported_schema,
-)
+from .._schema_limits import SchemaLimits
 from .._subagent import SubagentRequest
 from .budget import Spend
 from .journal import RunJournal, call_key
 from .journal_writer import JournalWriter
 from .options import default_label, parse_agent_options
-from .scheduler import ChildCall, ChildScheduler
+from .scheduler import ChildCall, ChildScheduler, structured_problems
 from .stop import Fault
 from .wire import HookKind, answer, refusal
 
+if TYPE_CHECKING:
+    from .._schema import GateTicket
+    from .._store import JournalEntry
+
 __all__ = ["SERVE_SLICE", "HookServer"]
+
+logger = logging.getLogger("dsh_workflow.engine")
 
 #: Messages served in one go before the loop gets a turn.
 SERVE_SLICE = 256
@@ -46,6 +50,14 @@ _AGENT, _WORKFLOW, _NUMBERS = HookKind.AGENT.value, HookKind.WORKFLOW.value, \
     HookKind.NUMBERS.value
 _NARRATION = (HookKind.PHASE.value, HookKind.LOG.value)
 _PHASE = HookKind.PHASE.value
+
+
+@dataclass(frozen=True)
+class _ReplayCheck:
+    """An accepted call and the earlier run's answer for it, awaiting the schema check."""
+
+    call: ChildCall
+    entry: JournalEntry
 
 
 class HookServer:
@@ -79,8 +91,9 @@ class HookServer:
         self._accepted = 0
         self._workflow_calls = 0
         self.replayed = 0  # calls answered from the earlier run's journal
-        #: The agent() call whose schema awaits the gate's worker thread, with its ticket.
-        self.gating: tuple[int, GateTicket] | None = None
+        #: The agent() call whose schema awaits the gate's worker thread, with its ticket; or
+        #: an accepted call whose journaled answer awaits its check against the schema.
+        self.gating: tuple[int, GateTicket] | _ReplayCheck | None = None
 
     def decode(self, text: str) -> list[Any] | None:
         """The messages of one outbox text; None (and a fault) when it is not a JSON list."""
@@ -141,9 +154,25 @@ class HookServer:
         The caller awaits this, so the messages after the call (and later batches) wait behind
         it: calls are still admitted, refused and numbered in call order. If the run stops
         meanwhile, the thread finishes its bounded check (the gate's limits bound it) and the
-        verdict is dropped with the call."""
+        verdict is dropped with the call.
+
+        For a call answered from the journal (:class:`_ReplayCheck`), the check is the one a
+        live answer gets (``structured_problems``): passed, the call is replayed; failed, it
+        runs live, so an answer journaled under another schema, or altered, never reaches the
+        script."""
         assert self.gating is not None
+        if isinstance(self.gating, _ReplayCheck):
+            call, earlier = self.gating.call, self.gating.entry
+            assert call.request.schema is not None
+            problems = await anyio.to_thread.run_sync(structured_problems, call.request.schema,
+                                                      earlier.structured, self._limits)
+            self.gating = None
+            if not self._scheduler.closed:
+                self._replay_or_run(call, earlier, valid=not problems)
+            return index + 1
         call_id, ticket = self.gating
+        from .._schema import finish_schema_check
+
         verdict = await anyio.to_thread.run_sync(finish_schema_check, ticket, self._limits)
         self.gating = None
         if not self._scheduler.closed:
@@ -178,7 +207,11 @@ class HookServer:
         """Accept or refuse one ``agent()`` call. Returns False, doing nothing else, when the
         call's schema has no verdict yet (not cached): :attr:`gating` then holds its ticket,
         and the caller serves it again through :meth:`gate`. Schema-less calls and cached
-        verdicts never leave the loop."""
+        verdicts never leave the loop. A call accepted whose journaled answer awaits its check
+        (:attr:`gating` holds it) is not accepted again when its message is served again."""
+        pending = self.gating
+        if isinstance(pending, _ReplayCheck) and pending.call.call_id == call_id:
+            return False
         try:
             options = parse_agent_options(raw_options, check_schema=False)
         except WorkflowError as exc:
@@ -188,12 +221,17 @@ class HookServer:
             if verdict is not None and verdict[0] == call_id:
                 violations = verdict[1]
             else:
+                # jsonschema loads with the first schema, never for runs without one
+                from .._schema import prepare_schema_check
+
                 ticket = prepare_schema_check(options.schema, self._limits)
                 if ticket.violations is None:
                     self.gating = (call_id, ticket)
                     return False
                 violations = ticket.violations
             if violations:
+                from .._schema import unsupported_schema
+
                 rejected = unsupported_schema(violations)
                 self._refuse(call_id, rejected.code, rejected.message)
                 return True
@@ -233,21 +271,45 @@ class HookServer:
             schema=options.schema, model=model, provider=options.provider,
             parent=self._parent, run_id=self._id, seq=seq, effort=options.effort,
             agent_type=options.agent_type, isolation=options.isolation, agent=definition)
-        call = ChildCall(call_id=call_id, seq=seq, request=request)
+        call = ChildCall(call_id=call_id, seq=seq, request=request, throw=options.throw)
         journal = self._journal
         if journal is not None:
             call.key = call_key(request, journal.identity)
-            call.replay = journal.replay(call.key)
-            if call.replay is not None:
-                assert self._journal_writer is not None
-                self._scheduler.live.add(call)
-                self.replayed += 1
-                self._events.emit(AgentReplayed(run=self._info, seq=seq, label=request.label,
-                                                phase=request.phase))
-                self._journal_writer.post(call)
+            earlier = journal.replay(call.key)
+            if earlier is not None:
+                if request.schema is not None and earlier.structured is not None \
+                        and not deeper_than(earlier.structured, self._config.max_value_depth):
+                    # Its value is checked against the schema on a worker thread, as a live
+                    # answer is; later messages wait (see gate()).
+                    self.gating = _ReplayCheck(call, earlier)
+                    return False
+                self._replay_or_run(call, earlier, valid=request.schema is None
+                                    and earlier.text is not None and earlier.structured is None)
                 return True
+            if journal.calls is not None:
+                journal.calls.opened(request, None)
         self._scheduler.offer(call)
         return True
+
+    def _replay_or_run(self, call: ChildCall, earlier: JournalEntry, *, valid: bool) -> None:
+        """Answer ``call`` from the earlier run's entry if it passed the checks a live answer
+        passes (schema, ``max_value_depth``, the shape of a text answer); else run it live."""
+        journal = self._journal
+        if journal is not None and journal.calls is not None:
+            journal.calls.opened(call.request, earlier if valid else None)
+        if not valid:
+            logger.info("dsh-workflow: %s#%d: the journaled answer fails this call's checks "
+                        "(another schema, or an altered journal); it runs live", self._id,
+                        call.seq)
+            self._scheduler.offer(call)
+            return
+        assert self._journal_writer is not None
+        call.replay = earlier
+        self._scheduler.live.add(call)
+        self.replayed += 1
+        self._events.emit(AgentReplayed(run=self._info, seq=call.seq, label=call.request.label,
+                                        phase=call.request.phase))
+        self._journal_writer.post(call)
 
     def _on_workflow(self, call_id: int, target: object, args: object) -> None:
         """Answer ``workflow(name | {scriptPath}, args)`` with the saved workflow's body, which

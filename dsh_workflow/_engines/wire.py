@@ -13,7 +13,8 @@ messages JSON arrays.
       ["phase", title]   ["log", text]
       ["numbers", "clock" | "random", first_index, [number, ...]]   (runs with a store)
 
-* **Settle entries** (host → runtime): :func:`answer`, :func:`refusal`, :func:`spent`.
+* **Settle entries** (host → runtime): :func:`answer`, :func:`refusal`, :func:`spent`,
+  :func:`agent_failure` (a failed child of a ``failure: "throw"`` call).
 * **Outcomes** (the runtime's end record, then the driver's verdict): :class:`Completed` or
   :class:`Failed`; a failed outcome's ``code`` is a public :class:`~.._errors.WorkflowErrorCode`
   value, an :class:`InternalCode` (the runtime's evidence, translated by :mod:`.limits` before
@@ -29,11 +30,15 @@ from enum import StrEnum
 from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 __all__ = [
+    "AGENT_FAILURE_TAG",
     "COMPLETED_KEYS",
+    "COMPLETED_REQUIRED_KEYS",
     "FAILED_KEYS",
     "FAILED_REQUIRED_KEYS",
     "HOST_MADE_CODES",
     "JS_ONLY_CODES",
+    "MAX_WARNINGS",
+    "MAX_WARNING_CHARS",
     "SPENT_TAG",
     "Completed",
     "Failed",
@@ -44,10 +49,12 @@ __all__ = [
     "ReportKind",
     "ScriptRuntime",
     "SettleEntry",
+    "agent_failure",
     "answer",
     "failed",
     "refusal",
     "spent",
+    "warnings_of",
 ]
 
 
@@ -113,10 +120,13 @@ class HookKind(StrEnum):
 
 
 class Completed(TypedDict):
-    """The script returned ``value`` (JSON data)."""
+    """The script returned ``value`` (JSON data, as ``JSON.stringify`` made it). ``warnings``
+    (present when there are any): each lossy step of that conversion, with its path, at most
+    ``MAX_WARNINGS`` of them plus one ``... and N more`` line."""
 
     ok: Literal[True]
     value: Any
+    warnings: NotRequired[list[str]]
 
 
 class Failed(TypedDict):
@@ -132,18 +142,28 @@ class Failed(TypedDict):
 
 Outcome = Completed | Failed
 
-#: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]`` or
+#: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]``,
+#: ``[call_id, False, "AgentFailure", message, {kind, message, details}]``,
 #: ``["spent", tokens]`` or ``["spent", tokens, dollars]`` (a list: it crosses as a JSON array).
 SettleEntry = list[Any]
 
 #: The keys each outcome may carry (the subprocess protocol refuses any other).
 COMPLETED_KEYS = frozenset(Completed.__annotations__)
+#: The keys every completed outcome carries.
+COMPLETED_REQUIRED_KEYS = frozenset({"ok", "value"})
+#: Warnings a completed outcome keeps (``MAX_WARNINGS`` in boundary.js, spelled identically),
+#: before its ``... and N more`` line; and the longest text one warning may have on the host.
+MAX_WARNINGS = 20
+MAX_WARNING_CHARS = 400
 FAILED_KEYS = frozenset(Failed.__annotations__)
 #: The keys every failed outcome carries (spelled out: with postponed annotations, a TypedDict
 #: cannot tell its NotRequired keys apart at run time).
 FAILED_REQUIRED_KEYS = frozenset({"ok", "code", "error"})
 #: The settle entry's tag for the run's spend (see :func:`spent`).
 SPENT_TAG = "spent"
+#: The refusal code of :func:`agent_failure` (the error's ``name`` in the script; no
+#: :class:`~.._errors.WorkflowErrorCode`: the error is not fatal).
+AGENT_FAILURE_TAG = "AgentFailure"
 
 
 def failed(error: str, code: str | None = None) -> Failed:
@@ -159,6 +179,12 @@ def answer(call_id: int, value: Any) -> SettleEntry:
 def refusal(call_id: int, code: str, message: str) -> SettleEntry:
     """The entry that makes hook call ``call_id`` throw ``code: message`` in the script."""
     return [call_id, False, code, message]
+
+
+def agent_failure(call_id: int, failure: dict[str, Any]) -> SettleEntry:
+    """The entry that makes hook call ``call_id`` reject with a non-fatal ``AgentFailure``
+    error carrying ``failure`` (``{"kind", "message", "details"}``)."""
+    return [call_id, False, AGENT_FAILURE_TAG, failure.get("message", ""), failure]
 
 
 def spent(tokens: int, dollars: float | None = None) -> SettleEntry:
@@ -178,3 +204,15 @@ class ScriptRuntime(Protocol):
     def stop(self) -> None: ...
 
     def is_alive(self) -> bool: ...
+
+
+def warnings_of(outcome: Completed) -> tuple[str, ...]:
+    """The warnings of a completed outcome, checked again on the host: strings only, at most
+    ``MAX_WARNINGS + 1`` of them (the last may be the ``... and N more`` line), each cut at
+    ``MAX_WARNING_CHARS``."""
+    raw = outcome.get("warnings")
+    if not isinstance(raw, list):
+        return ()
+    kept = [w if len(w) <= MAX_WARNING_CHARS else w[:MAX_WARNING_CHARS - 1] + "…"
+            for w in raw[:MAX_WARNINGS + 1] if isinstance(w, str)]
+    return tuple(kept)

@@ -47,12 +47,15 @@ Contract of :class:`CommandProvider`:
   fence are tolerated) that satisfies the schema; it becomes ``structured``.
 - **Ordinary failures** (``stop_reason="error"``, the script sees ``null``): a non-zero exit or
   death by signal, ``timeout_s`` passing, stdout larger than ``max_output_bytes``, stdout that is
-  not valid JSON or violates the schema. ``error`` carries the reason and the last ~2000
-  characters of stderr. Memory is bounded: stdout is kept up to ``max_output_bytes`` (the child
+  not valid JSON or violates the schema. ``error`` carries the reason (the exit status or
+  signal) and the tail of stderr: its last 20 lines, at most 2,000 characters (a usage line
+  excluded). Memory is bounded: stdout is kept up to ``max_output_bytes`` (the child
   is killed when it writes more) and stderr only as a tail.
-- **Raises** ``OSError`` only when the command cannot be started at all (missing executable, no
-  permission), and ``WorktreeError`` as said above: configuration faults, which the engine makes
-  fatal ``AGENT_FAILED``.
+- **Raises** :class:`~dsh_workflow.ProviderUnavailable` when the command does not exist or is
+  not executable (every later child would fail the same way: the engine ends the run at once
+  with fatal ``AGENT_FAILED`` naming the command), ``OSError`` when it cannot be started for
+  another reason, and ``WorktreeError`` as said above: configuration faults, which the engine
+  makes fatal ``AGENT_FAILED``.
 - **Cleanup and cancellation.** On cancellation, timeout or overflow the whole process group is
   sent SIGTERM, then SIGKILL after ``kill_grace_s``, and the child is reaped before ``run``
   returns or re-raises; cancellation always propagates. When the child exits by itself, any
@@ -74,6 +77,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._failure import ProviderUnavailable
 from .._prices import priced_async
 from .._schema import value_violations
 from .._subagent import SubagentRequest, SubagentResult, Usage
@@ -83,6 +87,7 @@ from .worktree import Worktree, fresh_worktree, kept_note, worktree_env
 __all__ = ["CommandProvider", "parse_structured_reply"]
 
 _STDERR_TAIL_CHARS = 2000
+_STDERR_TAIL_LINES = 20
 _STDERR_KEEP_BYTES = 4 * _STDERR_TAIL_CHARS
 _PLACEHOLDER = re.compile(r"\{(effort|model|agent_type|system_prompt|max_output_tokens)\}")
 _USAGE_MARKER = b"dsh-workflow-usage:"
@@ -154,6 +159,17 @@ class CommandProvider:
         return "command " + json.dumps([list(self.argv), None if self.cwd is None
                                         else os.fspath(self.cwd)])
 
+    @property
+    def description(self) -> str:
+        """What its children can do, in one line (README, "The model-facing tool")."""
+        program = (os.path.basename(self.argv[0]) or self.argv[0])[-40:]
+        where = "the host's working folder" if self.cwd is None else os.fspath(self.cwd)
+        if len(where) > 60:
+            where = "…" + where[-59:]
+        return (f"the program {program} once per child (prompt on stdin) in {where}: its own "
+                "model, tools and files; isolation \"worktree\": a fresh git worktree; invalid "
+                "structured answers are not re-asked")
+
     async def run(self, request: SubagentRequest) -> SubagentResult:
         """Run the command for one child; see the module docstring."""
         if request.isolation != "worktree":
@@ -171,15 +187,19 @@ class CommandProvider:
     ) -> SubagentResult:
         env = self._child_env(request)
         env.update(extra_env)
-        process = await anyio.open_process(
-            self._argv(request),
-            stdin=PIPE,
-            stdout=PIPE,
-            stderr=PIPE,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
+        argv = self._argv(request)
+        try:
+            process = await anyio.open_process(
+                argv,
+                stdin=PIPE,
+                stdout=PIPE,
+                stderr=PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            raise _unavailable(argv[0], exc, cwd) from None
         stdout, stderr = bytearray(), bytearray()
         overflow = False
         try:
@@ -280,7 +300,8 @@ class CommandProvider:
             return SubagentResult(
                 stop_reason="error",
                 text=text,
-                error="command output does not satisfy the schema: " + "; ".join(violations),
+                error="command output does not satisfy the schema: " + "; ".join(violations)
+                + f" (the output began: {text.strip()[:200]!r})",
             )
         return SubagentResult(stop_reason="completed", text=text, structured=value)
 
@@ -304,8 +325,33 @@ def _with_kept_note(result: SubagentResult, worktree: Worktree) -> SubagentResul
     return result.model_copy(update={"error": f"{result.error or 'the child failed'}; {note}"})
 
 
+def _unavailable(program: str, exc: OSError,
+                 cwd: str | os.PathLike[str] | None) -> ProviderUnavailable:
+    """The fault of a command that cannot be started at all: it would fail every child."""
+    if isinstance(exc, PermissionError):
+        return ProviderUnavailable(f"the command {program!r} is not executable "
+                                   f"({exc.strerror or exc})")
+    if cwd is not None and not os.path.isdir(cwd):
+        return ProviderUnavailable(f"the command's working directory {os.fspath(cwd)!r} does "
+                                   "not exist")
+    if os.sep not in program:
+        return ProviderUnavailable(f"the command {program!r} was not found on PATH")
+    return ProviderUnavailable(f"the command {program!r} does not exist "
+                               f"({exc.strerror or exc})")
+
+
+def stderr_tail(stderr: bytes | bytearray) -> str:
+    """The last lines of a command's stderr: at most 20 lines and 2,000 characters, without
+    ``dsh-workflow-usage:`` lines (they are read as usage)."""
+    text = bytes(stderr).decode("utf-8", errors="replace")
+    lines = [line for line in text.strip().splitlines()
+             if not line.startswith(_USAGE_MARKER.decode())]
+    tail = "\n".join(lines[-_STDERR_TAIL_LINES:]).strip()
+    return tail[-_STDERR_TAIL_CHARS:]
+
+
 def _failure(reason: str, stderr: bytearray) -> SubagentResult:
-    tail = stderr.decode("utf-8", errors="replace")[-_STDERR_TAIL_CHARS:].strip()
+    tail = stderr_tail(stderr)
     error = f"{reason}; stderr: {tail}" if tail else f"{reason} (no stderr)"
     return SubagentResult(stop_reason="error", error=error)
 

@@ -3,15 +3,18 @@
 ``EchoProvider`` answers every request without any I/O:
 
 - without a schema, ``text`` is ``"echo: " + prompt`` and ``structured`` is ``None``;
-- with a schema, ``structured`` is :func:`minimal_instance` of the schema and ``text`` is that
-  value as compact JSON;
+- with a schema, ``structured`` is :func:`minimal_instance` of the schema (strings generated
+  from a ``pattern`` are seeded by the prompt) and ``text`` is that value as compact JSON;
 - ``usage`` counts whitespace-separated words: of the prompt (input) and of the text (output);
-- the result is always ``stop_reason="completed"``; the same request gives the same result.
+- the same request gives the same result.
 
 :func:`minimal_instance` (in ``dsh_workflow._schema_instance``) builds a small value meant to
-satisfy the schema, on a worker thread and within fixed bounds. It is best effort: keywords it
-cannot satisfy (``pattern``, ``not``, contradictory constraints, ...) are left unsatisfied, and
-the engine's validation then turns the answer into an ordinary child failure.
+satisfy the schema, on a worker thread and within fixed bounds: types, required properties,
+enums, consts, branches, bounds, lengths, ``format`` and ``pattern`` (with ``rstr``). When the
+value it built still does not satisfy the schema (``not``, contradictory constraints, a
+pattern Python cannot read, ...), the child fails — ``stop_reason="error"`` with an ``error``
+that says what is wrong, ``text`` the value it came closest with — instead of answering an
+invalid value.
 """
 
 from __future__ import annotations
@@ -23,10 +26,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from .._schema_instance import minimal_instance
 from .._subagent import SubagentRequest, SubagentResult, Usage
 
-__all__ = ["EchoProvider", "minimal_instance"]
+__all__ = ["EchoProvider"]
 
 
 def _is_number(value: object) -> bool:
@@ -55,6 +57,12 @@ class EchoProvider:
         """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs")."""
         return "echo"
 
+    @property
+    def description(self) -> str:
+        """What its children can do, in one line (README, "The model-facing tool")."""
+        return ("offline stand-in, no model: each child answers with an echo of its prompt (a "
+                "schema call with a minimal valid instance); no tools, no files")
+
     def __repr__(self) -> str:
         return f"EchoProvider(latency_s={self.latency_s!r})"
 
@@ -67,8 +75,19 @@ class EchoProvider:
         if request.schema is None:
             text = "echo: " + request.prompt
         else:
-            # a script's schema: bounded work, but never on the event loop
-            structured = await anyio.to_thread.run_sync(minimal_instance, request.schema)
+            # a script's schema: bounded work, but never on the event loop (jsonschema loads
+            # only for a call with a schema)
+            from .._schema_instance import schema_instance
+
+            structured, problems = await anyio.to_thread.run_sync(
+                schema_instance, request.schema, request.prompt)
             text = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+            if problems:
+                usage = Usage(input_tokens=len(request.prompt.split()),
+                              output_tokens=len(text.split()))
+                return SubagentResult(
+                    stop_reason="error", text=text, usage=usage,
+                    error="the echo provider cannot build a value that satisfies the schema: "
+                    + "; ".join(problems))
         usage = Usage(input_tokens=len(request.prompt.split()), output_tokens=len(text.split()))
         return SubagentResult(stop_reason="completed", text=text, structured=structured, usage=usage)

@@ -43,9 +43,16 @@ Contract of :class:`OpenAIProvider`:
   times with exponential backoff and jitter (``backoff_base_s * 2**n``, at most
   ``backoff_max_s``); a ``Retry-After`` (or ``retry-after-ms``) header is honoured, capped by
   ``backoff_max_s``. Other statuses are not retried.
-- **Never raises for a failed child.** Every HTTP, transport, protocol or validation failure is
-  returned as ``SubagentResult(stop_reason="error", error=...)``; HTTP failures name the status
-  and the server's error message. ``usage`` sums ``prompt_tokens``/``completion_tokens`` (and
+- **Never raises for a failed child.** Every HTTP, transport, protocol or validation failure of
+  one request is returned as ``SubagentResult(stop_reason="error", error=...)``; HTTP failures
+  name the status and the server's error message (``error.message`` of the JSON body), network
+  failures the error, and a schema repair that failed what was wrong with the last answer.
+  The API key never appears in an error text (``_failure.redact``).
+- **Raises** :class:`~dsh_workflow.ProviderUnavailable` for faults every later child would hit
+  too (the engine ends the run at once with fatal ``AGENT_FAILED``): HTTP 401/403 (``the
+  provider refused its credentials: 401 <message> (<base URL>)``), HTTP 404 (naming the
+  model), and an endpoint that cannot be connected to after the retries (connection refused,
+  DNS failure). ``usage`` sums ``prompt_tokens``/``completion_tokens`` (and
   ``prompt_tokens_details.cached_tokens`` as ``cache_read_tokens``) over every answered call of
   the child (``None`` when the server reports none), priced for the call's model through
   ``genai-prices`` (``cost_usd`` None when the price data does not know the model).
@@ -67,6 +74,7 @@ from typing import Any, Self
 import anyio
 import httpx
 
+from .._failure import ProviderUnavailable, redact
 from .._prices import priced_async
 from .._subagent import SubagentRequest, SubagentResult, Usage
 from .command import parse_structured_reply
@@ -191,6 +199,7 @@ class OpenAIProvider:
         self._url = f"{self.base_url}/chat/completions"
         self._headers = {"Accept": "application/json", "Content-Type": "application/json"}
         key = api_key or _env("DSH_WORKFLOW_OPENAI_API_KEY", "OPENAI_API_KEY")
+        self._secrets = (key,)  # redacted from every error text
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self._headers.update(extra_headers or {})
@@ -204,6 +213,13 @@ class OpenAIProvider:
         """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs"): the
         endpoint and the default model (a call's own model is part of its key too)."""
         return f"openai {self.base_url} {self.model}"
+
+    @property
+    def description(self) -> str:
+        """What its children can do, in one line (README, "The model-facing tool")."""
+        return (f"model {self.model} (opts.model picks another), one chat completion per child: "
+                "no tools, no files, it sees only its prompt; an invalid structured answer is "
+                "re-asked once, quoting what was wrong")
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"
@@ -259,13 +275,16 @@ class OpenAIProvider:
                 reply = await self._complete(client, model, messages, schema, effort, tally, left)
                 value, violations = await anyio.to_thread.run_sync(parse_structured_reply, reply, schema)
         except _CallFailed as failed:
-            return SubagentResult(stop_reason="error", error=str(failed), usage=tally.usage())
+            return SubagentResult(stop_reason="error", error=redact(str(failed), self._secrets),
+                                  usage=tally.usage())
         if violations:
             return SubagentResult(
                 stop_reason="error",
                 text=reply,
-                error="the reply does not satisfy the schema after one repair attempt: "
-                + "; ".join(violations),
+                error=redact("the reply does not satisfy the schema after one repair attempt: "
+                             + "; ".join(violations)
+                             + f" (the last answer began: {reply.strip()[:200]!r})",
+                             self._secrets),
                 usage=tally.usage(),
             )
         return SubagentResult(stop_reason="completed", text=reply, structured=value, usage=tally.usage())
@@ -325,22 +344,42 @@ class OpenAIProvider:
                     self._limit_renamed.add(model)
                     body[_NEW_LIMIT_PARAMETER] = body.pop(_LIMIT_PARAMETER)
                 else:
-                    raise
-        return await self._post(client, json.dumps(body).encode("ascii"))
+                    raise self._recurring(rejected, model) or rejected
+        try:
+            return await self._post(client, json.dumps(body).encode("ascii"))
+        except _Rejected as rejected:
+            raise self._recurring(rejected, model) or rejected from None
+
+    def _recurring(self, rejected: _Rejected, model: str) -> ProviderUnavailable | None:
+        """The fault a refusal means for every later child too (credentials refused, the
+        model unknown), or None for a refusal of this one request."""
+        message = _server_message_of(rejected.body) or "(no message)"
+        if rejected.status in (401, 403):
+            return ProviderUnavailable(
+                f"the provider refused its credentials: {rejected.status} {message} "
+                f"({self.base_url})", secrets=self._secrets)
+        if rejected.status == 404:
+            return ProviderUnavailable(
+                f"the endpoint does not know the model {model!r}: 404 {message} "
+                f"({self.base_url})", secrets=self._secrets)
+        return None
 
     async def _post(self, client: httpx.AsyncClient, body: bytes) -> dict[str, Any]:
         """POST with retries; returns the decoded JSON object or raises ``_CallFailed``."""
         attempts = self.max_retries + 1
         problem = ""
+        unreachable = True  # every attempt failed to connect at all
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
                 response = await client.post(self._url, content=body)
             except _RETRYABLE_TRANSPORT as exc:
+                unreachable = unreachable and isinstance(exc, httpx.ConnectError)
                 problem = f"{type(exc).__name__} talking to {self._url}: {exc or 'no detail'}"
             except httpx.HTTPError as exc:
                 raise _CallFailed(f"{type(exc).__name__} talking to {self._url}: {exc}") from None
             else:
+                unreachable = False
                 status = response.status_code
                 if 200 <= status < 300:
                     return self._decode(response)
@@ -350,6 +389,10 @@ class OpenAIProvider:
                 retry_after = _retry_after(response.headers)
             if attempt + 1 < attempts:
                 await anyio.sleep(self._delay(attempt, retry_after))
+        if unreachable:
+            raise ProviderUnavailable(
+                f"the endpoint is unreachable: {problem} (gave up after {attempts} attempts)",
+                secrets=self._secrets)
         raise _CallFailed(f"{problem} (gave up after {attempts} attempts)")
 
     def _decode(self, response: httpx.Response) -> dict[str, Any]:
@@ -377,10 +420,11 @@ def _repair_prompt(violations: list[str]) -> str:
     )
 
 
-def _server_message(response: httpx.Response) -> str:
-    """The server's error message: OpenAI's ``{"error": {"message": ...}}`` or the body's start."""
+def _server_message_of(body: str) -> str | None:
+    """The error message of a JSON error body: OpenAI's ``{"error": {"message": ...}}``, a
+    ``{"error": "..."}`` or ``{"message": ...}``; else the body's start (None when empty)."""
     try:
-        data = response.json()
+        data = json.loads(body)
     except ValueError:
         data = None
     if isinstance(data, dict):
@@ -390,8 +434,13 @@ def _server_message(response: httpx.Response) -> str:
             return message[:_MAX_SERVER_MESSAGE]
         if isinstance(error, str):
             return error[:_MAX_SERVER_MESSAGE]
-    text = response.text.strip()
-    return text[:_MAX_SERVER_MESSAGE] if text else response.reason_phrase or "(empty body)"
+    text = body.strip()
+    return text[:_MAX_SERVER_MESSAGE] if text else None
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The server's error message (:func:`_server_message_of`), or the status's phrase."""
+    return _server_message_of(response.text) or response.reason_phrase or "(empty body)"
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

@@ -21,7 +21,13 @@ from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Self
 
-from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, provider_identity
+from .._subagent import (
+    SubagentProvider,
+    SubagentRequest,
+    SubagentResult,
+    provider_description,
+    provider_identity,
+)
 
 __all__ = ["RoutingProvider"]
 
@@ -49,6 +55,17 @@ class RoutingProvider:
         route's own identity, and the default route."""
         routes = {name: provider_identity(route) for name, route in sorted(self.routes.items())}
         return "routing " + json.dumps([routes, self.default], sort_keys=True)
+
+    @property
+    def description(self) -> str:
+        """One line: the routes opts.provider may name and the default one (each route
+        describes itself: :meth:`route_descriptions`)."""
+        return (f"routes {', '.join(sorted(self.routes))} (default {self.default}); "
+                "opts.provider picks one")
+
+    def route_descriptions(self) -> dict[str, str | None]:
+        """Each route's own one-line description (None for a provider without one), by name."""
+        return {name: provider_description(route) for name, route in sorted(self.routes.items())}
 
     def __repr__(self) -> str:
         return f"RoutingProvider(routes={sorted(self.routes)!r}, default={self.default!r})"

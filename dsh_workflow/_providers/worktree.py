@@ -6,7 +6,8 @@ Contract of :func:`fresh_worktree`:
   :class:`WorktreeError` is raised (no git repository, no commit yet, or ``git`` missing) — a
   configuration fault, not something the child could fix. The worktree is
   ``<parent_dir>/dsh-workflow-<repo>-<tag>-<random>`` (``parent_dir`` defaults to the system's
-  temporary folder, so the repository's own tree stays clean), checked out with
+  temporary folder, so the repository's own tree stays clean), created owner-only (``0o700``,
+  whatever the umask) before git fills it, checked out with
   ``git worktree add --detach`` at the commit ``HEAD`` names when the child starts: no branch is
   created, and uncommitted changes of the main tree are not in it. The child runs in the same
   subfolder of it as ``directory`` is of the repository; a folder the commit lacks (e.g. an
@@ -60,6 +61,7 @@ _GIT_LOCATION_VARS = (
     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX",
 )  # fmt: skip
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+_PRIVATE_DIR = 0o700
 
 
 class WorktreeError(RuntimeError):
@@ -151,7 +153,7 @@ async def run_git(args: Sequence[str], cwd: str, *, optional_locks: bool = True)
 @asynccontextmanager
 async def _repository_lock(common_dir: str) -> AsyncIterator[None]:
     """Hold an exclusive ``flock`` on the repository's lock file, polling without blocking."""
-    fd = os.open(os.path.join(common_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = os.open(os.path.join(common_dir, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         delay = 0.002
         while True:
@@ -220,8 +222,17 @@ async def fresh_worktree(
     path = os.path.join(parent, name)
     worktree = Worktree(path=path, cwd=os.path.normpath(os.path.join(path, prefix)), base=base,
                         repo=toplevel, common_dir=common_dir)
+    # Owner-only from the start: git fills the existing empty folder, and another local user
+    # cannot read the checkout of a private repository under a shared temporary folder. Made
+    # before the try: a path that already exists is not ours to remove.
+    try:
+        os.mkdir(path, _PRIVATE_DIR)
+    except OSError as exc:
+        raise WorktreeError(f"isolation 'worktree': cannot create {path}: "
+                            f"{exc.strerror or exc}") from None
     failed = True
     try:
+        os.chmod(path, _PRIVATE_DIR)
         async with _repository_lock(common_dir):
             added = await run_git(["worktree", "add", "--detach", path, base], toplevel)
         if added.returncode != 0:

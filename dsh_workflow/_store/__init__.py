@@ -8,14 +8,18 @@ whether it is alive), ``sqlite`` (:class:`SQLiteRunStore`).
 What a store file holds: per run its id, meta, script, args, times, status, final result, the
 pid and host of the process that ran it, counts and token usage; every event the host gave it;
 and the journal (each completed child's key, text, structured value and usage, and the
-``Date.now()`` / ``Math.random()`` values a script got). Scripts, prompts' answers and args are
+``Date.now()`` / ``Math.random()`` values a script got); per ``agent()`` call, what it was asked
+and answered (``calls``); per run, the provider options it was started with and a cancel asked
+for by another process. Scripts, prompts' answers and args are
 stored in clear: the file is as sensitive as the workflows run against it.
 """
 
+from .calls import CallBrief, CallRecord, CallRow
 from .models import JournalEntry, JournalKind, RunRecord, RunStatus, RunStoreError, StoredEvent
-from .protocol import RunStore
+from .protocol import RunControlStore, RunStore
 from .schema import SCHEMA_VERSION, migrate
 from .sqlite import SQLiteRunStore
 
-__all__ = ["SCHEMA_VERSION", "JournalEntry", "JournalKind", "RunRecord", "RunStatus", "RunStore",
-           "RunStoreError", "SQLiteRunStore", "StoredEvent", "migrate"]
+__all__ = ["SCHEMA_VERSION", "CallBrief", "CallRecord", "CallRow", "JournalEntry", "JournalKind",
+           "RunControlStore", "RunRecord", "RunStatus", "RunStore", "RunStoreError",
+           "SQLiteRunStore", "StoredEvent", "migrate"]

@@ -20,9 +20,9 @@ _MAX_CHUNK = 512
 
 
 @lru_cache(maxsize=256)
-def _statement(table: str, columns: tuple[str, ...], count: int) -> str:
+def _statement(table: str, columns: tuple[str, ...], count: int, verb: str = "INSERT") -> str:
     row = "(" + ", ".join("?" * len(columns)) + ")"
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES " + ", ".join([row] * count)
+    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES " + ", ".join([row] * count)
 
 
 def _chunk_limit(conn: sqlite3.Connection, width: int) -> int:
@@ -37,8 +37,9 @@ def _chunk_limit(conn: sqlite3.Connection, width: int) -> int:
 
 
 def insert_rows(conn: sqlite3.Connection, table: str, columns: tuple[str, ...],
-                rows: Sequence[Sequence[Any]]) -> None:
-    """Insert ``rows`` (each ``len(columns)`` values) into ``table`` in their order."""
+                rows: Sequence[Sequence[Any]], *, verb: str = "INSERT") -> None:
+    """Insert ``rows`` (each ``len(columns)`` values) into ``table`` in their order
+    (``verb``: ``INSERT``, or ``INSERT OR REPLACE`` to replace rows with the same key)."""
     width = len(columns)
     limit = _chunk_limit(conn, width)
     start, total = 0, len(rows)
@@ -47,5 +48,5 @@ def insert_rows(conn: sqlite3.Connection, table: str, columns: tuple[str, ...],
         while count > total - start:
             count //= 2
         chunk = rows[start:start + count]
-        conn.execute(_statement(table, columns, count), [value for row in chunk for value in row])
+        conn.execute(_statement(table, columns, count, verb), [value for row in chunk for value in row])
         start += count

@@ -10,8 +10,11 @@ from .._subagent import Usage
 
 __all__ = ["JournalEntry", "JournalKind", "RunRecord", "RunStatus", "RunStoreError", "StoredEvent"]
 
-RunStatus = Literal["running", "completed", "error", "cancelled", "interrupted"]
-"""A stored run's status. ``interrupted``: the process that owned the run died before it ended."""
+RunStatus = Literal["running", "completed", "error", "cancelled", "interrupted", "broken"]
+"""A stored run's status. ``interrupted``: the process that owned the run died before it ended.
+``broken``: its stored row cannot be read whole (corrupt, or written by something else); only a
+listing returns such a record, with :attr:`RunRecord.problem` saying what is wrong, while a read
+of that one run raises :class:`RunStoreError`."""
 
 FinalStatus = Literal["completed", "error", "cancelled"]
 """The statuses a run's owner may finish it with."""
@@ -41,8 +44,10 @@ class RunRecord(BaseModel):
     Times are POSIX seconds (``time.time()``). ``result`` is the final ``WorkflowResult``
     dumped as JSON data (None while running or when interrupted). ``owner_pid`` and
     ``owner_host`` name the process that ran it; ``agents`` counts started children,
-    ``replayed`` children answered from a journal, ``usage`` the run's token totals, all as
-    given to ``finish_run`` (zero until then).
+    ``replayed`` children answered from a journal, ``usage`` the run's token totals,
+    ``agents_failed`` children that did not complete, all as given to ``finish_run`` (zero
+    until then). ``problem`` is None, except for a ``broken`` run: what is wrong with its
+    stored row (its other fields then hold what could be read, or their defaults).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -61,6 +66,8 @@ class RunRecord(BaseModel):
     agents: int = Field(0, ge=0)
     replayed: int = Field(0, ge=0)
     usage: Usage = Field(default_factory=Usage)
+    problem: str | None = None
+    agents_failed: int = Field(0, ge=0)
 
 
 class JournalEntry(BaseModel):

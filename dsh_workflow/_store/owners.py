@@ -19,6 +19,8 @@ import threading
 import time
 import uuid
 
+from .files import PRIVATE_FILE, private_folder
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: SQLiteRunStore refuses to start
@@ -58,10 +60,11 @@ class OwnerLock:
         with self._lock:
             if self._fd is not None:
                 return
-            os.makedirs(self._dir, exist_ok=True)
+            private_folder(self._dir)
             final = os.path.join(self._dir, f"{self.token}.lock")
             temp = final + ".tmp"
-            fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                         PRIVATE_FILE)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.write(fd, f"{os.getpid()} {HOST}\n".encode())

@@ -8,6 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from .._subagent import Usage
+from .calls import CallBrief, CallRecord, CallRow
 from .models import (
     FinalStatus,
     JournalEntry,
@@ -17,7 +18,7 @@ from .models import (
     StoredEvent,
 )
 
-__all__ = ["RunStore"]
+__all__ = ["RunControlStore", "RunStore"]
 
 
 @runtime_checkable
@@ -78,8 +79,9 @@ class RunStore(Protocol):
     async def finish_run(self, run_id: str, *, status: FinalStatus,
                          result: Mapping[str, Any] | None = None, agents: int = 0,
                          replayed: int = 0, usage: Usage | None = None,
-                         ended_at: float | None = None) -> RunRecord:
-        """End a ``running`` run with its final status and result; returns it once committed."""
+                         ended_at: float | None = None, agents_failed: int = 0) -> RunRecord:
+        """End a ``running`` run with its final status and result (``agents_failed``: its
+        children that did not complete); returns it once committed."""
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or None; a ``running`` run whose owner died reads ``interrupted``."""
@@ -97,3 +99,37 @@ class RunStore(Protocol):
 
     async def journal(self, run_id: str, *, kind: JournalKind | None = None) -> list[JournalEntry]:
         """The run's committed journal entries in ``(seq, kind)`` order."""
+
+
+@runtime_checkable
+class RunControlStore(RunStore, Protocol):
+    """A :class:`RunStore` that also keeps what each ``agent()`` call was asked and answered
+    and serves runs under control from other processes (README, "Runs under control");
+    ``SQLiteRunStore`` is one. An engine uses these methods when its store has them, and works
+    without them otherwise (nothing of the kind is then recorded or polled).
+    """
+
+    def post_calls(self, rows: Sequence[CallRow]) -> None:
+        """Queue ``calls`` rows; a row replaces an earlier one of the same ``(run_id, seq)``."""
+
+    def post_provider(self, run_id: str, options: Mapping[str, Any]) -> None:
+        """Queue the run's provider options (secret-free JSON data)."""
+
+    async def calls(self, run_id: str, *, after: int = 0,
+                    limit: int | None = None) -> list[CallRecord]:
+        """The run's calls with ``seq > after``, in seq order."""
+
+    async def call(self, run_id: str, seq: int) -> CallRecord | None:
+        """One call of the run, or None."""
+
+    async def call_briefs(self, run_id: str) -> list[CallBrief]:
+        """Every call of the run without its texts (seq, model it ran on, outcome, failure)."""
+
+    async def provider(self, run_id: str) -> dict[str, Any] | None:
+        """The run's recorded provider options, or None."""
+
+    async def request_cancel(self, run_id: str) -> bool:
+        """Ask the owner of the ``running`` run to cancel it; False when it is not running."""
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
+        """Which of ``run_ids`` another process asked to cancel."""

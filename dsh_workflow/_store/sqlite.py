@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -14,7 +15,7 @@ from typing import Any, Literal, Self, TypeVar
 import anyio
 import anyio.to_thread
 import sniffio
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
 from .._loop import LoopHandle
@@ -22,6 +23,16 @@ from .._result import with_error_code
 from .._subagent import Usage
 from . import owners
 from .bulk import insert_rows
+from .calls import CallBrief, CallRecord, CallRow
+from .calls import cancel_requested as _cancel_requested
+from .calls import insert_calls as _insert_calls
+from .calls import read_briefs as _read_briefs
+from .calls import read_call as _read_call
+from .calls import read_calls as _read_calls
+from .calls import read_provider as _read_provider
+from .calls import request_cancel as _request_cancel
+from .calls import write_provider as _write_provider
+from .files import prepare_database
 from .models import (
     FinalStatus,
     JournalEntry,
@@ -45,12 +56,27 @@ Synchronous = Literal["NORMAL", "FULL"]
 
 _FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 _RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
-                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, cost_usd")
+                "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, "
+                "agents_failed, cost_usd")
 _EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
 _JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
                     "input_tokens", "output_tokens", "cost_usd", "cache_read_tokens",
                     "cache_write_tokens")
 _READ_POOL = 4
+_MAX_INTEGER = 2**63 - 1  # SQLite's INTEGER is 64-bit signed
+
+
+def _bound(value: int) -> int:
+    """An integer query parameter within SQLite's range (any ``after`` or ``limit`` a caller
+    passes reads as the nearest value SQLite can compare with, instead of raising)."""
+    return max(-_MAX_INTEGER, min(int(value), _MAX_INTEGER))
+
+
+def _count(value: int) -> int:
+    """A token count as SQLite can hold it: a provider may report any size, and a count past
+    SQLite's range would fail the write (and with it the run's journal); it is clamped."""
+    return value if value <= _MAX_INTEGER else _MAX_INTEGER
+
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -87,9 +113,10 @@ def _loads(value: str | bytes) -> Any:
 class SQLiteRunStore:
     """The embedded :class:`RunStore`: one SQLite file (stdlib ``sqlite3``) in WAL mode.
 
-    ``path`` is the database file (created with its folder's permissions if missing); beside it
-    SQLite keeps ``<path>-wal`` and ``<path>-shm``, and the store keeps ``<path>-owners/`` (one
-    lock file per process that owns running runs). Several processes on one machine may use
+    ``path`` is the database file (created if missing; its folder must exist); beside it SQLite
+    keeps ``<path>-wal`` and ``<path>-shm``, and the store keeps ``<path>-owners/`` (one lock
+    file per process that owns running runs). All of them are owner-only (``0o600`` files, a
+    ``0o700`` folder) whatever the umask: see ``files.py``. Several processes on one machine may use
     the same file at once; network file systems are not supported (their locks are unreliable),
     and the platform must have POSIX ``flock`` (Linux, macOS).
 
@@ -125,12 +152,14 @@ class SQLiteRunStore:
                               on_begin=self._check_file,
                               on_rollback=self._forget_writes, on_error=self._deferred_failure,
                               bulk={"events": self._insert_events,
-                                    "journal": self._insert_journal},
+                                    "journal": self._insert_journal,
+                                    "calls": _insert_calls},
                               busy_timeout_s=self._busy_timeout_s, timeout_s=self._timeout_s)
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._event_seq: dict[str, int] = {}  # writer thread only: last event seq per run
         self._file_id: tuple[int, int] | None = None  # writer thread only: (st_dev, st_ino)
+        self._file_ready = False  # the file was made owner-only (files.prepare_database)
         self._dead_owners: set[str] = set()
         self._deferred: RunStoreError | None = None
         self._handle: tuple[object, LoopHandle] | None = None
@@ -282,24 +311,29 @@ class SQLiteRunStore:
     async def finish_run(self, run_id: str, *, status: FinalStatus,
                          result: Mapping[str, Any] | None = None, agents: int = 0,
                          replayed: int = 0, usage: Usage | None = None,
-                         ended_at: float | None = None) -> RunRecord:
+                         ended_at: float | None = None, agents_failed: int = 0) -> RunRecord:
         """End a ``running`` run: its final status, result (the ``WorkflowResult`` as JSON data)
-        and counts. Returns the stored record once committed.
+        and counts (``agents_failed``: children that did not complete). Returns the stored
+        record once committed. Counts past SQLite's integer range (a provider may report any
+        token count) are stored as ``2**63 - 1``, here and in the journal; the result keeps
+        them as given.
 
         Raises :class:`RunStoreError` when the run is unknown or no longer ``running``.
         """
         if status not in _FINAL:
             raise ValueError(f"a run finishes as one of {sorted(_FINAL)}, not {status!r}")
-        if agents < 0 or replayed < 0:
-            raise ValueError("agents and replayed must not be negative")
+        if agents < 0 or replayed < 0 or agents_failed < 0:
+            raise ValueError("agents, replayed and agents_failed must not be negative")
         usage = usage or Usage()
         values = (status, None if result is None else _dumps(dict(result)),
-                  time.time() if ended_at is None else ended_at, agents, replayed,
-                  usage.input_tokens, usage.output_tokens, usage.cost_usd, run_id)
+                  time.time() if ended_at is None else ended_at, _count(agents),
+                  _count(replayed), _count(usage.input_tokens), _count(usage.output_tokens),
+                  _count(agents_failed), usage.cost_usd, run_id)
 
         def job(conn: sqlite3.Connection) -> RunRecord:
             cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
-                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ?, cost_usd = ? "
+                                  "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ?, "
+                                  "agents_failed = ?, cost_usd = ? "
                                   "WHERE id = ? AND status = 'running'", values)
             row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?",
                                (run_id,)).fetchone()
@@ -317,7 +351,8 @@ class SQLiteRunStore:
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run, or None. A ``running`` run whose owner process died reads ``interrupted``
-        (and is marked so in the file)."""
+        (and is marked so in the file). A run whose row cannot be read whole (corrupt, or
+        written by something else) raises :class:`RunStoreError` naming it and what is wrong."""
         await self.open()
         return await self._read_async(lambda conn: self._get_run(conn, run_id))
 
@@ -332,21 +367,26 @@ class SQLiteRunStore:
     async def list_runs(self, *, limit: int | None = None,
                         status: RunStatus | None = None) -> list[RunRecord]:
         """Runs newest first (by ``created_at``, then creation order), at most ``limit``,
-        optionally only those whose (liveness-checked) status is ``status``."""
+        optionally only those whose (liveness-checked) status is ``status``.
+
+        A row that cannot be read whole is listed as a ``broken`` record (its ``problem`` says
+        what is wrong) instead of failing the listing."""
         await self.open()
 
         def read(conn: sqlite3.Connection) -> list[RunRecord]:
             sql = f"SELECT {_RUN_COLUMNS} FROM runs"
             params: tuple[Any, ...] = ()
-            if status in ("running", "interrupted"):
+            if status == "broken":
+                pass  # any row may turn out broken: each is read
+            elif status in ("running", "interrupted"):
                 sql += " WHERE status IN ('running', 'interrupted')"
             elif status is not None:
                 sql += " WHERE status = ?"
                 params = (status,)
             sql += " ORDER BY created_at DESC, n DESC"
-            if limit is not None and status not in ("running", "interrupted"):
+            if limit is not None and status not in ("running", "interrupted", "broken"):
                 sql += " LIMIT ?"
-                params += (limit,)
+                params += (_bound(limit),)
             records = self._reconcile(conn.execute(sql, params).fetchall())
             if status is not None:
                 records = [record for record in records if record.status == status]
@@ -356,15 +396,22 @@ class SQLiteRunStore:
 
     async def events(self, run_id: str, *, after: int = 0,
                      limit: int | None = None) -> list[StoredEvent]:
-        """The run's committed events with ``seq > after``, in order (at most ``limit``)."""
+        """The run's committed events with ``seq > after``, in order (at most ``limit``).
+
+        Stored events that cannot be read raise :class:`RunStoreError` naming the run."""
         await self.open()
 
         def read(conn: sqlite3.Connection) -> list[StoredEvent]:
             found: list[StoredEvent] = []
             rows = conn.execute("SELECT first_seq, data FROM events WHERE run_id = ? "
-                                "AND last_seq > ? ORDER BY first_seq", (run_id, after))
+                                "AND last_seq > ? ORDER BY first_seq", (run_id, _bound(after)))
             for first_seq, data in rows:
-                for seq, (at, event) in enumerate(_loads(data), first_seq):
+                try:
+                    pairs = _event_pairs(first_seq, data)
+                except _BadRow as exc:
+                    raise RunStoreError(self._path, f"run {run_id!r} is broken: {exc}") \
+                        from None
+                for seq, at, event in pairs:
                     if seq <= after:
                         continue
                     if limit is not None and len(found) >= limit:
@@ -377,7 +424,8 @@ class SQLiteRunStore:
     async def journal(self, run_id: str, *,
                       kind: JournalKind | None = None) -> list[JournalEntry]:
         """The run's committed journal entries ordered by ``seq`` (then kind), optionally only
-        those of one ``kind``."""
+        those of one ``kind``. An entry that cannot be read raises :class:`RunStoreError`
+        naming the run and the entry."""
         await self.open()
 
         def read(conn: sqlite3.Connection) -> list[JournalEntry]:
@@ -388,19 +436,80 @@ class SQLiteRunStore:
                 sql += " AND kind = ?"
                 params += (kind,)
             rows = conn.execute(sql + " ORDER BY seq, kind", params).fetchall()
-            return [JournalEntry(
-                run_id=run_id, kind=k, seq=seq, key=key,
-                text=None if text is None else _untext(text),
-                structured=None if structured is None else _loads(structured),
-                number=number,
-                usage=_journal_usage(tin, tout, cost, cread, cwrite))
-                for k, seq, key, text, structured, number, tin, tout, cost, cread, cwrite in rows]
+            try:
+                return [_journal_entry(run_id, row) for row in rows]
+            except _BadRow as exc:
+                raise RunStoreError(self._path, f"run {run_id!r} has a broken journal: {exc}") \
+                    from None
 
         return await self._read_async(read)
+
+    # ---- calls and run control (README, "Runs under control") -------------------------------
+
+    def post_calls(self, rows: Sequence[CallRow]) -> None:
+        """Queue ``calls`` rows (what a call was asked and answered) and return at once; a row
+        replaces an earlier one of the same ``(run_id, seq)``. Written in batches like events
+        (a storage failure: see :meth:`post_events`)."""
+        self._tick().calls.extend(rows)
+
+    def post_provider(self, run_id: str, options: Mapping[str, Any]) -> None:
+        """Queue the run's provider options (JSON data free of secrets: the caller's duty)."""
+        text = _dumps(dict(options))
+        self._seal()  # after whatever was posted before it
+        self._writer.submit(lambda conn: _write_provider(conn, run_id, _untext(text)))
+
+    async def calls(self, run_id: str, *, after: int = 0,
+                    limit: int | None = None) -> list[CallRecord]:
+        """The run's committed calls with ``seq > after``, in seq order (at most ``limit``).
+        A call record that cannot be read raises :class:`RunStoreError` naming the run."""
+        await self.open()
+        bounded = None if limit is None else _bound(limit)
+        return await self._read_async(lambda conn: _naming(
+            self._path, run_id, lambda: _read_calls(conn, run_id, after=_bound(after),
+                                                    limit=bounded)))
+
+    async def call_briefs(self, run_id: str) -> list[CallBrief]:
+        """Every call of the run without its texts: seq, the model it ran on, outcome, failure
+        (bounded work for an overview, however long the prompts and answers are)."""
+        await self.open()
+        return await self._read_async(lambda conn: _read_briefs(conn, run_id))
+
+    async def call(self, run_id: str, seq: int) -> CallRecord | None:
+        """Call ``seq`` of the run, or None (a record that cannot be read: see :meth:`calls`)."""
+        await self.open()
+        return await self._read_async(lambda conn: _naming(
+            self._path, run_id, lambda: _read_call(conn, run_id, _bound(seq))))
+
+    async def provider(self, run_id: str) -> dict[str, Any] | None:
+        """The provider options the run was recorded with, or None."""
+        await self.open()
+        return await self._read_async(lambda conn: _read_provider(conn, run_id))
+
+    async def request_cancel(self, run_id: str) -> bool:
+        """Ask the process that owns the ``running`` run to cancel it (it polls for this);
+        returns once the request is committed; False when the run is not running (or its
+        owner is gone: then it reads ``interrupted``)."""
+        record = await self.get_run(run_id)
+        if record is None or record.status != "running":
+            return False
+        at = time.time()
+        return await self._write(lambda conn: _request_cancel(conn, run_id, at))
+
+    async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
+        """Which of ``run_ids`` another process asked to cancel (:meth:`request_cancel`)."""
+        if not run_ids:
+            return []
+        await self.open()
+        ids = list(run_ids)
+        return await self._read_async(lambda conn: _cancel_requested(conn, ids))
 
     # ---- internals ---------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
+        if not self._file_ready:
+            # Before SQLite first opens it: a new file (and so its -wal and -shm) owner-only.
+            prepare_database(self._path)
+            self._file_ready = True
         return connect(self._path, synchronous=self._synchronous,
                        busy_timeout_s=self._busy_timeout_s)
 
@@ -484,6 +593,11 @@ class SQLiteRunStore:
                 self._writer.submit_bulk("journal", open_tick.journal, open_tick.journal_waiter)
         except RunStoreError as exc:
             self._fail_unqueued(open_tick.journal_waiter, exc)
+        try:
+            if open_tick.calls:
+                self._writer.submit_bulk("calls", open_tick.calls)
+        except RunStoreError as exc:
+            self._deferred_failure(exc)
 
     def _fail_unqueued(self, waiter: Waiter | None, error: RunStoreError) -> None:
         if waiter is not None:
@@ -542,7 +656,12 @@ class SQLiteRunStore:
 
     def _get_run(self, conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
         row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return None if row is None else self._reconcile([row])[0]
+        if row is None:
+            return None
+        record = self._reconcile([row])[0]
+        if record.problem is not None:
+            raise RunStoreError(self._path, f"run {run_id!r} is broken: {record.problem}")
+        return record
 
     def _reconcile(self, rows: list[tuple[Any, ...]]) -> list[RunRecord]:
         """Records from rows, with ``running`` runs of dead owners read as ``interrupted``; each
@@ -553,7 +672,7 @@ class SQLiteRunStore:
         for row in rows:
             record = _record(row)
             owner = row[9]
-            if record.status == "running" and owner is not None and self._owner_dead(
+            if record.status == "running" and isinstance(owner, str) and self._owner_dead(
                     owner, record.owner_host):
                 if owner not in found_dead:
                     found_dead.append(owner)
@@ -608,6 +727,10 @@ class SQLiteRunStore:
             raise
         except (sqlite3.Error, OSError) as exc:
             raise store_error(self._path, exc, busy_timeout_s=self._busy_timeout_s) from exc
+        except Exception as exc:  # a row nothing above foresaw: still the store's error
+            keep = True
+            raise RunStoreError(self._path, f"the read failed ({type(exc).__name__}: "
+                                            f"{_short(exc)}); is a row corrupt?") from exc
         finally:
             if conn is not None:
                 with self._readers_lock:
@@ -622,12 +745,13 @@ class _Tick:
     """Bulk writes made in one loop iteration: they go to the writer as one item per kind, and
     the callers that wait for them share one waiter per kind."""
 
-    __slots__ = ("events", "events_waiter", "handle", "journal", "journal_waiter")
+    __slots__ = ("calls", "events", "events_waiter", "handle", "journal", "journal_waiter")
 
     def __init__(self, handle: LoopHandle) -> None:
         self.handle = handle
         self.events: list[tuple[str, float, list[str | bytes]]] = []
         self.journal: list[tuple[Any, ...]] = []
+        self.calls: list[CallRow] = []
         self.events_waiter: Waiter | None = None
         self.journal_waiter: Waiter | None = None
 
@@ -645,22 +769,56 @@ class _Tick:
 def _journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[Any, ...]]:
     return [(e.run_id, e.kind, e.seq, e.key, None if e.text is None else _text(e.text),
              None if e.structured is None else _dumps(e.structured), e.number,
-             None if e.usage is None else e.usage.input_tokens,
-             None if e.usage is None else e.usage.output_tokens,
+             None if e.usage is None else _count(e.usage.input_tokens),
+             None if e.usage is None else _count(e.usage.output_tokens),
              None if e.usage is None else e.usage.cost_usd,
              None if e.usage is None or not e.usage.cache_read_tokens
-             else e.usage.cache_read_tokens,
+             else _count(e.usage.cache_read_tokens),
              None if e.usage is None or not e.usage.cache_write_tokens
-             else e.usage.cache_write_tokens) for e in entries]
+             else _count(e.usage.cache_write_tokens)) for e in entries]
 
 
-def _journal_usage(tin: int | None, tout: int | None, cost: float | None, cread: int | None,
-                   cwrite: int | None) -> Usage | None:
-    """A journaled answer's usage as stored (None: the provider reported none)."""
-    if tin is None:
-        return None
-    return Usage(input_tokens=tin, output_tokens=tout or 0, cost_usd=cost,
-                 cache_read_tokens=cread or 0, cache_write_tokens=cwrite or 0)
+def _event_pairs(first_seq: Any, data: Any) -> list[tuple[int, float, dict[str, Any]]]:
+    """``(seq, at, event)`` of one ``events`` row (a JSON array of ``[at, event]`` pairs)."""
+    if type(first_seq) is not int:
+        raise _BadRow(f"an events row starts at {first_seq!r}, not at a whole number")
+    loaded = _column_json(f"events from seq {first_seq}", data)
+    if not isinstance(loaded, list):
+        raise _BadRow(f"its events from seq {first_seq} are not a JSON array")
+    pairs = []
+    for seq, pair in enumerate(loaded, first_seq):
+        if not (isinstance(pair, list) and len(pair) == 2
+                and isinstance(pair[0], int | float) and not isinstance(pair[0], bool)
+                and isinstance(pair[1], dict)):
+            raise _BadRow(f"its event {seq} is not a [time, object] pair")
+        pairs.append((seq, float(pair[0]), pair[1]))
+    return pairs
+
+
+def _journal_entry(run_id: str, row: tuple[Any, ...]) -> JournalEntry:
+    kind, seq, key, text, structured, number, tin, tout, cost, cread, cwrite = row
+    try:
+        return JournalEntry(
+            run_id=run_id, kind=kind, seq=seq, key=key,
+            text=None if text is None else _column_text(f"journal entry {seq} text", text),
+            structured=None if structured is None
+            else _column_json(f"journal entry {kind} {seq}", structured),
+            number=number,
+            usage=None if tin is None else Usage(
+                input_tokens=tin, output_tokens=tout or 0, cost_usd=cost,
+                cache_read_tokens=cread or 0, cache_write_tokens=cwrite or 0))
+    except ValidationError as exc:
+        raise _BadRow(f"journal entry {kind} {seq}: {_invalid(exc)}") from None
+
+
+def _naming(path: str, run_id: str, read: Callable[[], T]) -> T:
+    """``read()``, with a stored call record that cannot be read (corrupt JSON, wrong types)
+    reported as a :class:`RunStoreError` naming the run."""
+    try:
+        return read()
+    except (ValueError, TypeError, RecursionError) as exc:  # ValidationError is a ValueError
+        raise RunStoreError(path, f"run {run_id!r} has a broken call record: "
+                                  f"{type(exc).__name__}: {_short(exc)}") from None
 
 
 def _noop(conn: sqlite3.Connection) -> None:
@@ -673,15 +831,97 @@ def _stored_result(data: Any) -> Any:
     return with_error_code(data) if isinstance(data, dict) else data
 
 
+class _BadRow(Exception):
+    """A stored value that cannot be read; ``str()`` says which and why."""
+
+
+def _column_json(column: str, value: Any) -> Any:
+    """The JSON value stored in ``column`` (text, or the bytes of a lone-surrogate text)."""
+    if not isinstance(value, str | bytes):
+        raise _BadRow(f"its {column} is not JSON text (it holds {type(value).__name__})")
+    try:
+        return _loads(value)
+    except (ValueError, RecursionError) as exc:
+        raise _BadRow(f"its {column} is not valid JSON ({_short(exc)})") from None
+
+
+def _column_text(column: str, value: Any) -> str:
+    if not isinstance(value, str | bytes):
+        raise _BadRow(f"its {column} is not text (it holds {type(value).__name__})")
+    try:
+        return _untext(value)
+    except ValueError as exc:
+        raise _BadRow(f"its {column} is not UTF-8 text ({_short(exc)})") from None
+
+
+def _short(exc: BaseException, limit: int = 160) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _invalid(exc: ValidationError) -> str:
+    """A pydantic error of a stored row in a line: the first field that is wrong, and how."""
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "row"
+    got = repr(first.get("input"))
+    got = got if len(got) <= 60 else got[:60] + "…"
+    more = exc.error_count() - 1
+    return (f"its {where} is invalid: {first.get('msg', 'wrong value')} (got {got})"
+            + (f"; and {more} more" if more > 0 else ""))
+
+
 def _record(row: tuple[Any, ...]) -> RunRecord:
+    """The record of a ``runs`` row; a row that cannot be read whole gives a ``broken`` record
+    naming what is wrong (never an exception: one bad row must not hide the others)."""
+    try:
+        return _whole_record(row)
+    except _BadRow as exc:
+        problem = str(exc)
+    except ValidationError as exc:
+        problem = _invalid(exc)
+    except Exception as exc:  # noqa: BLE001 - whatever a foreign row holds, it is reported
+        problem = f"it cannot be read ({type(exc).__name__}: {_short(exc)})"
+    return _broken_record(row, problem)
+
+
+def _whole_record(row: tuple[Any, ...]) -> RunRecord:
     (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
-     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, cost_usd) = row
-    stored = None if result is None else _stored_result(_loads(result))
-    return RunRecord(id=run_id, meta=_loads(meta), script=_untext(script),
-                     args=None if args is None else _loads(args), created_at=created_at,
-                     ended_at=ended_at, status=status,
-                     result=stored, resumed_from=resumed_from, owner_pid=owner_pid,
-                     owner_host=owner_host,
+     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, agents_failed,
+     cost_usd) = row
+    meta = _column_json("meta", meta)
+    if not isinstance(meta, dict):
+        raise _BadRow(f"its meta is not a JSON object (it is {type(meta).__name__})")
+    loaded = None if result is None else _column_json("result", result)
+    if loaded is not None and not isinstance(loaded, dict):
+        raise _BadRow(f"its result is not a JSON object (it is {type(loaded).__name__})")
+    return RunRecord(id=run_id, meta=meta, script=_column_text("script", script),
+                     args=None if args is None else _column_json("args", args),
+                     created_at=created_at, ended_at=ended_at, status=status,
+                     result=None if loaded is None else _stored_result(loaded),
+                     resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
                      agents=agents, replayed=replayed,
                      usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens,
-                                 cost_usd=cost_usd))
+                                 cost_usd=cost_usd),
+                     agents_failed=agents_failed)
+
+
+def _broken_record(row: tuple[Any, ...], problem: str) -> RunRecord:
+    """A ``broken`` record of ``row``: its id and what else reads cleanly (for the listing)."""
+    run_id, meta, created_at, ended_at = row[0], row[1], row[4], row[5]
+    if isinstance(run_id, bytes):
+        run_id = run_id.decode("utf-8", "replace")
+    run_id = str(run_id) if run_id is not None and str(run_id) else "(no id)"
+    try:
+        shown = _column_json("meta", meta)
+    except _BadRow:
+        shown = None
+    name = shown.get("name") if isinstance(shown, dict) else None
+
+    def when(value: Any) -> float | None:
+        ok = isinstance(value, int | float) and not isinstance(value, bool) \
+            and math.isfinite(value)
+        return float(value) if ok else None
+
+    return RunRecord(id=run_id, meta={"name": name} if isinstance(name, str) else {},
+                     script="", created_at=when(created_at) or 0.0, ended_at=when(ended_at),
+                     status="broken", problem=problem)

@@ -6,16 +6,28 @@ their live status (from the engine's events), their cancellation, and the delive
 one's completion — the same :class:`~dsh_workflow.ToolResult` a foreground call would have
 returned — to ``tool.completions()`` and to the ``on_complete`` callback, exactly once each.
 
-Who waits for the runs: a tool entered with ``async with`` waits in a task group of its own
-(completions are delivered as runs end, also to ``on_complete``); a tool that was not entered
-delivers them while the harness iterates ``completions()``. Either way every run is disposed
-once delivered, a run still going when the tool's block ends is cancelled and disposed, and
-nothing outlives the engine.
+Who waits for the runs, so that no completion is ever lost:
+
+* a tool entered with ``async with`` waits in a task group of its own;
+* a tool that was not entered waits in the engine's task group
+  (:meth:`WorkflowEngine.start_soon`), so ``on_complete`` is called as runs end all the same;
+* over an engine without ``start_soon``, a tool that was not entered delivers completions
+  while the harness iterates ``completions()``; with an ``on_complete`` it refuses to start
+  (:meth:`BackgroundRuns.add` returns False) rather than leave the callback uncalled.
+
+A delivered completion is not kept: without ``on_complete``, ``completions()`` is its only
+way out and it waits there until taken; with ``on_complete``, only the latest
+``max_runs`` are also kept for ``completions()``. An ``on_complete`` that raises is logged
+(WARNING, ``dsh_workflow.tool``) and changes nothing else. Every run is disposed once
+delivered, a run still going when the tool's block ends is cancelled and disposed, and nothing
+outlives the engine.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,9 +43,15 @@ from .._tally import RunTally
 __all__ = ["BackgroundRuns", "OnComplete", "RunStatus"]
 
 OnComplete = Callable[[Any], "Awaitable[object] | object"]
+#: ``WorkflowEngine.start_soon``: run a task in the engine's task group; False when it cannot.
+StartSoon = Callable[..., bool]
+
+logger = logging.getLogger("dsh_workflow.tool")
 
 #: Statuses of delivered runs kept for ``status(run_id)``.
 _KEPT_STATUSES = 256
+#: How long an async ``on_complete`` may take, shielded from the closing of the tool or engine.
+ON_COMPLETE_GRACE_S = 30.0
 
 
 @dataclass(eq=False)
@@ -73,13 +91,16 @@ class BackgroundRuns:
     """The background runs of one tool (see the module docstring)."""
 
     def __init__(self, *, max_runs: int, describe: Callable[[WorkflowRun, Any], Awaitable[Any]],
-                 on_complete: OnComplete | None) -> None:
+                 on_complete: OnComplete | None, start_soon: StartSoon | None = None) -> None:
         self.max_runs = max_runs
         self._describe = describe
         self._on_complete = on_complete
+        self._start_soon = start_soon
         self._runs: dict[str, _Tracked] = {}
         self._finished: dict[str, RunStatus] = {}  # statuses of delivered runs (the latest)
-        self._delivered: deque[Any] = deque()
+        # completions not yet taken through completions(); with on_complete they have been
+        # delivered already, so only the latest few are kept for a later iterator
+        self._delivered: deque[Any] = deque(maxlen=None if on_complete is None else max_runs)
         self._changed: anyio.Event | None = None
         self._tg: TaskGroup | None = None
 
@@ -104,12 +125,34 @@ class BackgroundRuns:
     def running(self) -> int:
         return sum(1 for tracked in self._runs.values() if not tracked.ended)
 
-    def add(self, run: WorkflowRun) -> None:
-        self._runs[run.id] = _Tracked(run=run, status=RunStatus(run_id=run.id,
-                                                                name=run.meta.name))
+    @property
+    def has_on_complete(self) -> bool:
+        return self._on_complete is not None
+
+    @property
+    def entered(self) -> bool:
+        """Whether the tool's own task group waits for the runs."""
+        return self._tg is not None
+
+    def add(self, run: WorkflowRun) -> bool:
+        """Track ``run`` and arrange the delivery of its completion. False (and ``run`` not
+        tracked) when nothing would call ``on_complete`` for it: the tool was not entered and
+        the engine cannot run the delivery in its task group."""
+        tracked = _Tracked(run=run, status=RunStatus(run_id=run.id, name=run.meta.name))
+        self._runs[run.id] = tracked
+        name = f"dsh-workflow background {run.id}"
+        tracked.claimed = True
         if self._tg is not None:
-            self._claim(run.id)
-            self._tg.start_soon(self._deliver, run.id, name=f"dsh-workflow background {run.id}")
+            self._tg.start_soon(self._deliver, run.id, name=name)
+            return True
+        if self._start_soon is not None and self._start_soon(
+                functools.partial(self._deliver, run.id), name=name):
+            return True
+        tracked.claimed = False
+        if self._on_complete is None:
+            return True  # delivered while the harness iterates completions()
+        self._runs.pop(run.id, None)
+        return False
 
     def status(self, run_id: str) -> RunStatus | None:
         tracked = self._runs.get(run_id)
@@ -164,7 +207,8 @@ class BackgroundRuns:
         finally:
             with anyio.CancelScope(shield=True):
                 await tracked.run.dispose()
-        completion = await self._describe(tracked.run, result)
+        with anyio.CancelScope(shield=True):  # the run is over: its completion is not lost
+            completion = await self._describe(tracked.run, result)
         self._delivered.append(completion)
         self._runs.pop(run_id, None)
         self._finished[run_id] = tracked.status
@@ -172,9 +216,27 @@ class BackgroundRuns:
             self._finished.pop(next(iter(self._finished)))
         self._wake()
         if self._on_complete is not None:
-            returned = self._on_complete(completion)
-            if inspect.isawaitable(returned):
-                await returned
+            await self._call_on_complete(run_id, completion)
+
+    async def _call_on_complete(self, run_id: str, completion: Any) -> None:
+        """Hand ``completion`` to ``on_complete``; what it raises is logged, nothing more.
+
+        Shielded for up to :data:`ON_COMPLETE_GRACE_S`: the completions of runs cancelled by
+        the tool's (or the engine's) block ending are delivered while it closes, and an async
+        callback is not cancelled half-way by that; one still running after the grace is
+        cancelled and logged."""
+        assert self._on_complete is not None
+        with anyio.move_on_after(ON_COMPLETE_GRACE_S, shield=True) as bounded:
+            try:
+                returned = self._on_complete(completion)
+                if inspect.isawaitable(returned):
+                    await returned
+            except Exception:
+                logger.warning("workflow tool: on_complete raised for background run %s",
+                               run_id, exc_info=True)
+        if bounded.cancelled_caught:
+            logger.warning("workflow tool: on_complete for background run %s did not finish "
+                           "within %g s and was cancelled", run_id, ON_COMPLETE_GRACE_S)
 
     def _wake(self) -> None:
         if self._changed is not None:

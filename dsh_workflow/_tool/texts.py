@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from typing import Any
+
+from .._subagent import provider_description
 
 __all__ = [
     "DESCRIPTION",
@@ -36,56 +39,73 @@ Parameters:
 - meta: JSON data, never code: {name: short kebab-case, description: one line, whenToUse?, \
 phases?: [{title, detail?, provider?, model?}]}. Never write `export const meta` in the script.
 - script: plain JavaScript (not TypeScript: no type annotations), run as the body of an async \
-function: top-level await works; end with `return <value>`. The value must be JSON data; it is \
-the tool result (no return gives null).
+function: top-level await works; end with `return <value>`. The value is the tool result, made \
+JSON as JSON.stringify does (no return gives null); each lossy step (NaN or undefined in an \
+array becoming null, an un-awaited Promise becoming {}) is listed under Warnings. BigInt and \
+cycles are errors.
 - args: optional JSON object, the script's global `args`. Wrap a list: {"items": [...]}.
 
 Globals:
-- agent(prompt, opts?) (alias subagent): runs one subagent and resolves to its final text. \
-opts: label, phase, schema, model, provider, effort ("low"|"medium"|"high"|"max"), agentType \
-(an agent definition, e.g. "general-purpose"), isolation ("worktree": its own git worktree); \
-any other key is an error. With schema the child is given the schema and asked to answer in it; \
-agent() resolves to the validated object. The schema: JSON Schema 2020-12, root type "object", \
-self-contained (local $defs/$ref only); every keyword is enforced (pattern, format, minimum, \
-enum...). agent() resolves null when the child fails, its structured value is missing or \
-invalid, or it times out; the script is not told which (the host logs it): use \
-.filter(Boolean), retry once, or fall back.
-- parallel(thunks): runs zero-argument functions concurrently and waits for all (a barrier); \
-a thunk that throws gives null in its slot.
-- pipeline(items, ...stages): each item runs its own chain, stage(prev, item, index), where prev \
-is the previous stage's result (the item itself for the first stage). No barrier between stages, \
-so prefer it for multi-stage work. A stage that throws makes its item null and skips the item's \
-remaining stages.
+- agent(prompt, opts?) (alias subagent): runs one subagent, a fresh child that sees only its \
+prompt (give it everything it needs), and resolves to its final text. opts: label (display \
+name, any string, need not be unique; default: the prompt's first line, up to 48 characters), \
+phase (progress group, display only; default: the current phase(title)), schema, model, \
+provider, effort ("low"|"medium"|"high"|"max"), \
+agentType (an agent definition, e.g. "general-purpose"), isolation ("worktree": its own git \
+worktree), failure ("null", the default, or "throw"); any other key is a fatal error. With \
+schema the child is given the schema and asked to answer in it; agent() resolves to the \
+validated object. The schema: JSON Schema 2020-12, root type "object", self-contained (local \
+$defs/$ref only); every keyword is enforced (pattern, format, minimum, enum...). The host does \
+not re-ask a child whose answer is invalid (a provider may repair once: see its line below). \
+agent() resolves null when the child fails, its structured value is missing or invalid, or it \
+times out: use .filter(Boolean), retry once, or fall back. With failure: "throw" it rejects \
+instead with a non-fatal {name: "AgentFailure", kind: "provider"|"invalid"|"missing"|"timeout"|\
+"cancelled", message, details}.
+- parallel(thunks): runs zero-argument functions concurrently and waits for all \
+(a barrier); a thunk that throws gives null in its slot.
+- pipeline(items, ...stages): each item runs its own chain, \
+stage(prev, item, index), where prev is the previous stage's result (the item itself for the \
+first stage). No barrier between stages, so prefer it for multi-stage work. A stage that throws \
+makes its item null and skips the item's remaining stages.
+- parallel(thunks, {concurrency: N}), pipeline(items, ...stages, {concurrency: N}): at most N \
+items in flight (a whole number >= 1; the engine's own cap still applies).
 - phase(title) marks progress; log(message) and console.log/info/warn/error narrate.
-- workflow(name, args?) or workflow({scriptPath}, args?): runs a saved workflow inline (its \
-agents share this run's caps and budget) and resolves to its return value; one level only.
+- workflow(name, args?) or workflow({scriptPath}, args?): runs a saved workflow inline with \
+`args` as its own args (its agents share this run's caps and budget) and resolves to its \
+return value; calls may run inside parallel; one level only. A saved workflow that throws \
+makes workflow() throw fatal AGENT_FAILED (workflow("name") failed: ...); its fatal errors keep \
+their code.
 - budget: tokens (input + output): budget.total (null: unlimited), budget.spent(), \
 budget.remaining() (Infinity when unlimited: never return it raw). Once spent reaches total, \
 every later agent() call throws fatal BUDGET_EXCEEDED; running children finish.
 
-Errors: hook misuse (bad arguments, unknown options, an invalid schema), a tripped cap and \
-cancellation throw a fatal error {name: "WorkflowError", code, message} that ends the script \
-unless you catch it; parallel and pipeline never turn it into null. Caps: agents running at once \
-(extra calls queue), total agents per run, items per parallel/pipeline call; the error names the \
-cap and its value.
+Errors: hook misuse (bad arguments, unknown options, an invalid schema), a tripped cap, the \
+budget and cancellation throw {name: "WorkflowError", code, fatal: true, message}; test \
+e.code === "BUDGET_EXCEEDED" etc. Codes: INVALID_ARGUMENT, \
+UNSUPPORTED_OPTION, UNSUPPORTED_SCHEMA, AGENT_CAP, ITEM_CAP, BUDGET_EXCEEDED, AGENT_FAILED \
+(a provider fault, a failed saved workflow), RESULT_UNSERIALIZABLE, CANCELLED. Fatal means \
+parallel and pipeline never turn it into null: it rejects the whole call. The script may still \
+catch it and return what it has; uncaught, it fails the run. Caps: agents running at once \
+(extra calls queue), total agents per run, items per parallel/pipeline call; the error names \
+the cap and its value.
 
-JavaScript: ES2023 built-ins (Map, Set, JSON, Math, RegExp, Promise.all/allSettled/race/any, \
-Array.prototype.at/findLast/toSorted, Object.hasOwn/groupBy, String.prototype.replaceAll, \
-Date.now(), Math.random()). Sandbox: no timers (setTimeout), structuredClone, Intl, \
+JavaScript: ES2023 built-ins (Promise.allSettled, Array.prototype.at/findLast/toSorted, \
+Object.groupBy, replaceAll, Date.now(), Math.random()...). Sandbox: no timers (setTimeout), structuredClone, Intl, \
 TextEncoder, URL, fetch, filesystem, network, modules/import/require or host objects. Agents do \
 the work; the script only coordinates. Awaiting a promise that nothing will ever settle ends \
 the run with an error at once.
 
-Values leaving the script (return value, options): properties whose value is undefined are \
-dropped, as JSON.stringify does; functions, Date, Map, Set, class instances, NaN/Infinity, \
-BigInt and cycles are errors.
+Options and workflow() args must be JSON data: undefined properties are dropped, as \
+JSON.stringify does; functions, Date, Map, Set, class instances, NaN/Infinity, BigInt and \
+cycles are errors there.
 
 Example (args {"files": ["a.py", "b.py"]}):
 phase("review");
 const found = await pipeline(args.files,
   (_, f) => agent(`Find bugs in ${f}.`, {label: f, schema: {type: "object",
     properties: {bugs: {type: "array", items: {type: "string"}}}, required: ["bugs"]}}),
-  (r, f) => r && r.bugs.length ? agent(`Verify in ${f}: ${JSON.stringify(r.bugs)}`) : null);
+  (r, f) => r && r.bugs.length ? agent(`Verify in ${f}: ${JSON.stringify(r.bugs)}`) : null,
+  {concurrency: 4});
 return {files: args.files.length, confirmed: found.filter(Boolean)};"""
 
 _SYSTEM_PROMPT = (
@@ -197,11 +217,17 @@ def render_value(value: Any, max_chars: int) -> str:
     return f"{text[:max_chars]}\n… [truncated: {len(text) - max_chars} more characters]"
 
 
-def success_text(name: str, agents_started: int, value: Any, max_chars: int) -> str:
-    """``workflow "<name>" completed (<n> agent|agents).``, ``Return value:``, the value."""
+def success_text(name: str, agents_started: int, value: Any, max_chars: int,
+                 warnings: Sequence[str] = ()) -> str:
+    """``workflow "<name>" completed (<n> agent|agents).``, ``Return value:``, the value; then,
+    when converting the value to JSON lost something, ``Warnings:`` and one ``- <warning>``
+    line each (already bounded by the engine)."""
     noun = "agent" if agents_started == 1 else "agents"
-    return (f'workflow "{name}" completed ({agents_started} {noun}).\n'
+    text = (f'workflow "{name}" completed ({agents_started} {noun}).\n'
             f"Return value:\n{render_value(value, max_chars)}")
+    if warnings:
+        text += "\nWarnings:\n" + "\n".join(f"- {warning}" for warning in warnings)
+    return text
 
 
 def with_run_id(text: str, run_id: str) -> str:
@@ -273,6 +299,18 @@ def background_limit_text(limit: int) -> str:
             "again")
 
 
+#: The reason a run is cancelled with when nothing could deliver its completion.
+NOT_ENTERED_REASON = "the background workflow tool was not entered"
+
+
+def background_not_entered_text() -> str:
+    """The refusal of a background call whose ``on_complete`` nothing would call: the tool
+    was not entered and its engine cannot wait for the run in its own task group."""
+    return ("Error: this background workflow tool cannot deliver results: the harness must "
+            "enter it first (`async with WorkflowTool(engine, background=True, "
+            "on_complete=...) as tool:`) or iterate `tool.completions()`; nothing was run")
+
+
 def unknown_run_text(run_id: str) -> str:
     return f"Error: no background workflow run {run_id!r}"
 
@@ -292,17 +330,23 @@ def cancel_text(run_id: str, cancelled: bool) -> str:
     return f"Run {run_id} has already ended; nothing to cancel."
 
 
-def engine_section(config: Any, provider: Any, library: Any) -> str:
-    """What this engine allows, for the description: its caps, its provider routes (when its
-    provider is a ``RoutingProvider``) and the saved workflows ``workflow(name)`` can run."""
+def engine_section(config: Any, provider: Any, library: Any,
+                   max_result_chars: int | None = None) -> str:
+    """What this engine allows, for the description: its caps and size limits, what each
+    provider route's children can do (each provider's one-line ``description``) and the saved
+    workflows ``workflow(name)`` can run, with their ``whenToUse``."""
     if config is None:
         return ""
     mib = config.memory_limit_bytes / (1024 * 1024)
     parts = [f"up to {config.max_concurrent_agents} agents run at once (more queue in order)",
              f"{config.max_total_agents} agent() calls per run",
              f"{config.max_items_per_call} items per parallel()/pipeline() call",
+             f"prompts up to {config.max_prompt_chars} characters",
+             f"values nested up to {config.max_value_depth} levels",
              f"{config.slice_cpu_limit_s:g} s of CPU per synchronous stretch of script",
              f"{mib:g} MiB of script memory"]
+    if max_result_chars is not None:
+        parts.append(f"the result text is cut at {max_result_chars} characters")
     if config.run_timeout_s is not None:
         parts.append(f"a {config.run_timeout_s:g} s limit on the whole run")
     if config.agent_timeout_s is not None:
@@ -310,13 +354,47 @@ def engine_section(config: Any, provider: Any, library: Any) -> str:
     if config.budget_tokens is not None:
         parts.append(f"a budget of {config.budget_tokens} tokens per run")
     lines = ["This engine: " + "; ".join(parts) + "."]
+    lines.extend(_provider_lines(provider))
+    lines.extend(_library_lines(library))
+    return "\n".join(lines)
+
+
+def _provider_lines(provider: Any) -> list[str]:
+    """What the children of each provider route can do, one line each."""
     routes = getattr(provider, "routes", None)
     default = getattr(provider, "default", None)
     if isinstance(routes, dict) and routes:
-        lines.append("Provider routes for opts.provider: " + ", ".join(sorted(routes))
-                     + (f" (default {default})" if default else "") + ".")
-    names = library.names() if library is not None else []
-    if names:
-        shown = ", ".join(names[:30]) + (f", … ({len(names)} in all)" if len(names) > 30 else "")
-        lines.append(f"Saved workflows for workflow(name): {shown}.")
-    return "\n".join(lines)
+        lines = ["Provider routes for opts.provider: " + ", ".join(sorted(routes))
+                 + (f" (default {default})" if default else "") + ":"]
+        for name in sorted(routes):
+            described = provider_description(routes[name])
+            lines.append(f"- {name}: {described or 'a provider that does not describe itself'}")
+        return lines
+    described = provider_description(provider)
+    return [] if described is None else [f"Children: {described}."]
+
+
+#: Saved workflows the description lists, and the longest line it gives one.
+_MAX_LISTED_WORKFLOWS = 20
+_MAX_WORKFLOW_LINE = 200
+
+
+def _library_lines(library: Any) -> list[str]:
+    """The saved workflows for workflow(name): name, description and whenToUse, one line each."""
+    workflows = library.workflows() if library is not None else []
+    if not workflows:
+        return []
+    lines = ["Saved workflows for workflow(name): "
+             + ", ".join(w.name for w in workflows[:_MAX_LISTED_WORKFLOWS])
+             + (f", … ({len(workflows)} in all)" if len(workflows) > _MAX_LISTED_WORKFLOWS
+                else "") + ":"]
+    for saved in workflows[:_MAX_LISTED_WORKFLOWS]:
+        line = f"- {saved.name}: {saved.description}"
+        when = saved.meta.when_to_use
+        if when:
+            line += f" Use when: {when}"
+        line = " ".join(line.split())
+        if len(line) > _MAX_WORKFLOW_LINE:
+            line = line[:_MAX_WORKFLOW_LINE - 1] + "…"
+        lines.append(line)
+    return lines

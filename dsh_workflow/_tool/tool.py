@@ -28,6 +28,7 @@ from .._result import WorkflowResult
 from .._run import WorkflowEngine, WorkflowRun
 from . import texts
 from .background import BackgroundRuns, OnComplete
+from .failures import FailureLog, failures_data, failures_line
 
 __all__ = ["DurableToolArgs", "ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs"]
 
@@ -55,6 +56,11 @@ class ToolResult(BaseModel):
 
     Over an engine with a run store, the data of a run that started also holds
     ``agents_replayed`` (calls answered from the resumed run's journal).
+
+    When any child of the run failed, its data also holds ``agents_failed`` and ``failures``:
+    each failed child's ``{seq, label, phase, outcome, kind, message, details}`` (at most
+    100), and a completed run's text ends with one more line, ``Agents failed: <n> of
+    <started> — ...`` (README, "Truthful outcomes"); otherwise text and data are unchanged.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -189,9 +195,12 @@ class WorkflowTool:
     ``status(run_id)`` and ``cancel(run_id)`` serve the companion tools ``<name>_status`` and
     ``<name>_cancel`` (see :meth:`openai_tools`, :meth:`anthropic_tools`, :meth:`call`). At
     most ``max_background_runs`` run at once; one more is refused with a clear text. Enter the
-    tool (``async with tool:``) to have completions delivered as runs end (``on_complete``
-    needs that, or someone iterating ``completions()``); leaving the block cancels and disposes
-    the runs still going.
+    tool (``async with tool:``) to have completions delivered as runs end; leaving the block
+    cancels and disposes the runs still going. A tool that was not entered has its runs waited
+    for in the engine's task group (:meth:`WorkflowEngine.start_soon`), so ``on_complete`` is
+    still called for each; over an engine that cannot, ``execute`` refuses with a text saying
+    how to enter the tool rather than lose a completion. An ``on_complete`` that raises is
+    logged on ``dsh_workflow.tool`` and changes nothing else.
     """
 
     def __init__(self, engine: WorkflowEngine, *, tool_name: str = "workflow",
@@ -208,6 +217,8 @@ class WorkflowTool:
         self._background: BackgroundRuns | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._tg: TaskGroup | None = None
+        self._failures = FailureLog()
+        self._unsubscribe_failures = engine.events.subscribe(self._failures.on_event)
         if background:
             if isinstance(max_background_runs, bool) or not isinstance(max_background_runs, int) \
                     or max_background_runs < 1:
@@ -216,7 +227,8 @@ class WorkflowTool:
             if on_complete is not None and not callable(on_complete):
                 raise TypeError("on_complete must be callable")
             self._background = BackgroundRuns(max_runs=max_background_runs,
-                                              describe=self._completion, on_complete=on_complete)
+                                              describe=self._completion, on_complete=on_complete,
+                                              start_soon=getattr(engine, "start_soon", None))
             self._unsubscribe = engine.events.subscribe(self._background.on_event)
 
     async def __aenter__(self) -> Self:
@@ -273,7 +285,7 @@ class WorkflowTool:
         engine = self._engine
         section = texts.engine_section(getattr(engine, "config", None),
                                        getattr(engine, "provider", None),
-                                       getattr(engine, "library", None))
+                                       getattr(engine, "library", None), self._max_result_chars)
         if section:
             text = f"{text}\n\n{section}"
         if self.durable:
@@ -409,13 +421,20 @@ class WorkflowTool:
         if background is not None and background.running >= background.max_runs:
             return ToolResult(text=texts.background_limit_text(background.max_runs),
                               is_error=True, data={"error_code": "BACKGROUND_LIMIT"})
+        if background is not None and not self._can_deliver():
+            return _not_entered()
         try:
             run = self._engine.start(request)
         except WorkflowError as exc:
             return ToolResult(text=texts.start_error_text(exc.message), is_error=True,
                               data={"error_code": exc.code.value})
+        self._failures.watch(run.id)
         if background is not None:
-            background.add(run)
+            if not background.add(run):
+                run.cancel(texts.NOT_ENTERED_REASON)
+                with anyio.CancelScope(shield=True):
+                    await run.dispose()
+                return _not_entered()
             return ToolResult(text=texts.background_started_text(run.meta.name, run.id),
                               data={"run_id": run.id, "background": True})
         try:
@@ -428,23 +447,51 @@ class WorkflowTool:
                 await run.dispose()
         return await self._completion(run, result)
 
+    def _can_deliver(self) -> bool:
+        """Whether a background run's ``on_complete`` would be called: the tool was entered,
+        or the engine waits for runs in its task group (it overrides ``start_soon``), or
+        there is no ``on_complete`` (``completions()`` delivers while iterated)."""
+        assert self._background is not None
+        if self._background.entered or not self._background.has_on_complete:
+            return True
+        start_soon = getattr(type(self._engine), "start_soon", None)
+        return start_soon is not None and start_soon is not WorkflowEngine.start_soon
+
     async def _completion(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
         """What a finished run's call returns (foreground) or delivers (background)."""
-        described = self._describe(run, result)
+        described = self._with_failures(self._describe(run, result), run, result)
         if not self.durable:
             return described
         data = {**(described.data or {}), "agents_replayed": result.agents_replayed}
         return described.model_copy(update={"text": texts.with_run_id(described.text, run.id),
                                             "data": data})
 
+    def _with_failures(self, described: ToolResult, run: WorkflowRun,
+                       result: WorkflowResult) -> ToolResult:
+        """``described`` with the run's failed children: ``data`` lists them, and a completed
+        run's text gains the ``Agents failed:`` line when any child failed."""
+        failures = self._failures.take(run.id)
+        if not failures and not result.agents_failed:
+            return described
+        data = {**(described.data or {}), "agents_failed": max(result.agents_failed,
+                                                               len(failures)),
+                "failures": failures_data(failures)}
+        text = described.text
+        line = failures_line(failures, result.agents_started) \
+            if result.stop_reason == "completed" else None
+        if line is not None:
+            text = f"{text}\n{line}"
+        return described.model_copy(update={"text": text, "data": data})
+
     def _describe(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
         if result.stop_reason == "completed":
             text = texts.success_text(run.meta.name, result.agents_started, result.value,
-                                      self._max_result_chars)
-            return ToolResult(text=text, data={"run_id": run.id,
-                                               "agents_started": result.agents_started,
-                                               "usage": result.usage.model_dump(),
-                                               "result": result.value})
+                                      self._max_result_chars, result.warnings)
+            data: dict[str, Any] = {"run_id": run.id, "agents_started": result.agents_started,
+                                    "usage": result.usage.model_dump(), "result": result.value}
+            if result.warnings:
+                data["warnings"] = list(result.warnings)
+            return ToolResult(text=text, data=data)
         data = {"run_id": run.id, "agents_started": result.agents_started,
                 "usage": result.usage.model_dump(),
                 "stop_reason": result.stop_reason, "error": result.error,
@@ -456,6 +503,11 @@ class WorkflowTool:
         else:
             text = texts.abnormal_text(result.stop_reason)
         return ToolResult(text=text, is_error=True, data=data)
+
+
+def _not_entered() -> ToolResult:
+    return ToolResult(text=texts.background_not_entered_text(), is_error=True,
+                      data={"error_code": "BACKGROUND_NOT_ENTERED"})
 
 
 def _run_id_argument(args: object) -> str | None:

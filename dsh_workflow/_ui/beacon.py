@@ -1,9 +1,12 @@
 """How other commands learn that a viewer serves a store: a small file beside the store.
 
 Contract: while ``dsh-workflow ui`` serves the store ``PATH`` it keeps ``PATH-ui.json``
-(``{"url", "pid", "store"}``, written atomically, removed when it stops). :func:`viewer_url`
-reads it and returns the page of a run only when the file names this store and its process is
-still alive, so a file left behind by a killed viewer is ignored (and removed).
+(``{"url", "pid", "store", "token"}``, removed when it stops). The file holds the viewer's
+token, so it is created owner-only: a new file opened with mode ``0600`` (never widened and
+narrowed later), written, then renamed over the old one (atomic). :func:`viewer_url` reads it
+and returns the page of a run — with ``?token=`` so the link opens the viewer — only when the
+file names this store, belongs to the current user and its process is still alive, so a file
+left behind by a killed viewer is ignored (and removed).
 """
 
 from __future__ import annotations
@@ -11,19 +14,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
+from urllib.parse import quote
 
 __all__ = ["Beacon", "beacon_path", "read_beacon", "remove_beacon", "viewer_url", "write_beacon"]
 
 
 @dataclass(frozen=True)
 class Beacon:
-    """A running viewer: its base URL (no trailing slash), its process and the store it serves."""
+    """A running viewer: its base URL (no trailing slash), its process, the store it serves and
+    its access token (None in a beacon written before viewers had one)."""
 
     url: str
     pid: int
     store: str
+    token: str | None = field(default=None, repr=False)
 
 
 def beacon_path(store_path: str) -> str:
@@ -31,12 +37,16 @@ def beacon_path(store_path: str) -> str:
     return os.path.abspath(store_path) + "-ui.json"
 
 
-def write_beacon(store_path: str, url: str, *, pid: int | None = None) -> Beacon:
-    """Announce a viewer of ``store_path`` at ``url`` (replaces an earlier beacon)."""
+def write_beacon(store_path: str, url: str, *, token: str | None = None,
+                 pid: int | None = None) -> Beacon:
+    """Announce a viewer of ``store_path`` at ``url`` taking ``token`` (replaces an earlier
+    beacon; the file is owner-only from its creation)."""
     beacon = Beacon(url=url.rstrip("/"), pid=os.getpid() if pid is None else pid,
-                    store=os.path.abspath(store_path))
+                    store=os.path.abspath(store_path), token=token)
     target = beacon_path(store_path)
-    fd, temporary = tempfile.mkstemp(prefix=".ui-", dir=os.path.dirname(target))
+    temporary = os.path.join(os.path.dirname(target), f".ui-{secrets.token_hex(8)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(temporary, flags, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as file:
             json.dump(beacon.__dict__, file)
@@ -71,17 +81,25 @@ def read_beacon(store_path: str) -> Beacon | None:
 
 
 def viewer_url(store_path: str, run_id: str) -> str | None:
-    """The viewer's page of ``run_id`` when a viewer serves ``store_path``, else None."""
+    """The viewer's page of ``run_id`` when a viewer serves ``store_path``, else None; it
+    carries the viewer's token (``?token=``), which the viewer trades for its cookie."""
     beacon = read_beacon(store_path)
-    return None if beacon is None else f"{beacon.url}/runs/{run_id}"
+    if beacon is None:
+        return None
+    page = f"{beacon.url}/runs/{quote(run_id, safe='')}"
+    return page if beacon.token is None else f"{page}?token={quote(beacon.token, safe='')}"
 
 
 def _load(path: str) -> Beacon | None:
     try:
         with open(path, encoding="utf-8") as file:
+            if hasattr(os, "getuid") and os.fstat(file.fileno()).st_uid != os.getuid():
+                return None  # not written by this user's viewer
             data = json.load(file)
-        return Beacon(url=str(data["url"]), pid=int(data["pid"]), store=str(data["store"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        token = data.get("token")
+        return Beacon(url=str(data["url"]), pid=int(data["pid"]), store=str(data["store"]),
+                      token=None if token is None else str(token))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 

@@ -7,12 +7,16 @@ Contract of ``GET /api/runs/{id}/stream`` (see :func:`run_stream`):
   seq sent, so a reconnecting browser (``Last-Event-ID``) continues after it. Everything stored
   so far comes at once; afterwards the store is polled every :data:`POLL_S` seconds.
 - ``event: end`` — once the run is no longer ``running`` and every event is sent: ``data`` is
-  :func:`~.summary.run_payload` (status, row, error with code, result as HTML). The stream
-  then closes; the page closes its ``EventSource`` so it does not reconnect.
+  :func:`~.summary.run_payload` (status, row, error with code, and — unless the page asked
+  ``result=0`` because it shows the result already — the result folded to a bounded size,
+  made off the event loop); for a run whose stored record or events cannot be read, status
+  ``broken`` and the error says what is wrong. The stream then closes; the page closes its
+  ``EventSource`` so it does not reconnect.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,7 +24,7 @@ from typing import Any
 import anyio
 from sse_starlette import ServerSentEvent
 
-from .._store import RunStore, StoredEvent
+from .._store import RunStore, RunStoreError, StoredEvent
 from .summary import run_payload
 
 __all__ = ["BATCH", "POLL_S", "event_stream"]
@@ -40,9 +44,35 @@ def _message(events: list[StoredEvent]) -> ServerSentEvent:
     return ServerSentEvent(data=body, event="events", id=str(events[-1].seq))
 
 
+def _end_message(record: Any, with_result: bool) -> str:
+    return json.dumps(run_payload(record, with_result=with_result), ensure_ascii=False)
+
+
+def _broken(problem: str) -> ServerSentEvent:
+    """The ``end`` of a stream whose run can no longer be read: the page shows the run as
+    broken and why (the same payload shape as :func:`~.summary.run_payload`)."""
+    payload: dict[str, Any] = {
+        "status": "broken", "row": {"duration": "-"}, "ended_at": None,
+        "error": {"code": "broken run", "message": problem},
+        "value": None, "result": None, "warnings": []}
+    return ServerSentEvent(data=json.dumps(payload, ensure_ascii=False), event="end")
+
+
 async def event_stream(store: RunStore, run_id: str, *, after: int = 0,
-                       poll_s: float = POLL_S) -> AsyncIterator[ServerSentEvent]:
-    """The messages of the stream of ``run_id`` from event ``after`` on (the run exists)."""
+                       poll_s: float = POLL_S,
+                       with_result: bool = True) -> AsyncIterator[ServerSentEvent]:
+    """The messages of the stream of ``run_id`` from event ``after`` on (the run exists). A
+    run whose record or events cannot be read ends the stream as ``broken``, saying why."""
+    try:
+        async for message in _stream(store, run_id, after=after, poll_s=poll_s,
+                                     with_result=with_result):
+            yield message
+    except RunStoreError as exc:
+        yield _broken(exc.reason)
+
+
+async def _stream(store: RunStore, run_id: str, *, after: int, poll_s: float,
+                  with_result: bool) -> AsyncIterator[ServerSentEvent]:
     last = after
     while True:
         # Read the status before the events: a run's events are committed before its end, so
@@ -58,7 +88,8 @@ async def event_stream(store: RunStore, run_id: str, *, after: int = 0,
                 break
         if record is None or record.status != "running":
             if record is not None:
-                yield ServerSentEvent(data=json.dumps(run_payload(record), ensure_ascii=False),
-                                      event="end")
+                end = await anyio.to_thread.run_sync(
+                    functools.partial(_end_message, record, with_result))
+                yield ServerSentEvent(data=end, event="end")
             return
         await anyio.sleep(poll_s)

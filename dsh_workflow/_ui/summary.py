@@ -2,6 +2,12 @@
 
 Pure functions over :class:`~dsh_workflow._store.RunRecord` (no I/O), so the pages and the
 live stream describe a run the same way.
+
+Bounded: a value, script or args block is shown as at most :data:`SHOWN_CHARS` characters of
+its text (highlighted); a longer one is *folded* (:class:`Shown`), and the page fetches the
+rest on request, :data:`CHUNK_CHARS` at a time (:func:`text_chunk`), as plain text. A value's
+JSON text is made only as far as it is shown (the encoder stops there), so a page of a 5 MB
+result costs about as much as one of a 64 kB result.
 """
 
 from __future__ import annotations
@@ -21,11 +27,20 @@ from .._prices import cost_text
 from .._result import code_in_text, stored_code
 from .._store import RunRecord, StoredEvent
 
-__all__ = ["HIGHLIGHT_CLASS", "Counts", "ErrorView", "RunRow", "count_events", "error_view", "highlight_css",
-           "highlight_js", "highlight_json", "run_payload", "run_row"]
+__all__ = ["CHUNK_CHARS", "HIGHLIGHT_CLASS", "PARTS", "SHOWN_CHARS", "Counts", "ErrorView", "RunRow",
+           "Shown", "count_events", "error_view", "highlight_css", "highlight_js",
+           "highlight_json", "part_text", "run_payload", "run_row", "show_js", "show_json",
+           "text_chunk"]
 
 HIGHLIGHT_CLASS = "hl"
 _FORMATTER = HtmlFormatter(cssclass=HIGHLIGHT_CLASS, nowrap=False)
+
+#: The most characters of one value's text a page or a stream message carries highlighted.
+SHOWN_CHARS = 64_000
+#: The most characters one "show more" request returns.
+CHUNK_CHARS = 256_000
+#: The parts of a run whose whole text can be fetched in chunks (:func:`part_text`).
+PARTS = ("value", "result", "args", "script", "meta")
 
 
 @dataclass(frozen=True)
@@ -41,6 +56,7 @@ class RunRow:
     cost: str  # ``$0.0123`` (``+``: some children's cost is unknown), ``—`` when none is known
     started: str
     duration: str
+    problem: str | None = None  # a broken run: what is wrong with its stored row
 
 
 @dataclass(frozen=True)
@@ -55,10 +71,11 @@ class Counts:
     unpriced: int = 0
 
 
-def count_events(events: Iterable[StoredEvent]) -> Counts:
-    """The counts of a run so far, from its stored events."""
-    agents = replayed = tokens = unpriced = 0
-    cost: float | None = None
+def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Counts:
+    """The counts of a run so far, from its stored events (added to ``start``: the counts of
+    the events before them)."""
+    agents, replayed, tokens = start.agents, start.replayed, start.tokens
+    unpriced, cost = start.unpriced, start.cost_usd
     for event in events:
         kind = event.data.get("event")
         if kind == "AgentStarted":
@@ -66,8 +83,11 @@ def count_events(events: Iterable[StoredEvent]) -> Counts:
         elif kind == "AgentReplayed":
             replayed += 1
         elif kind == "AgentEnded":
-            usage = event.data.get("usage") or {}
-            spent = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            usage = event.data.get("usage")
+            if not isinstance(usage, dict):  # stored data: anything a foreign writer put there
+                continue
+            spent = sum(n for n in (usage.get("input_tokens"), usage.get("output_tokens"))
+                        if isinstance(n, int) and not isinstance(n, bool))
             tokens += spent
             child_cost = usage.get("cost_usd")
             if isinstance(child_cost, int | float) and not isinstance(child_cost, bool):
@@ -128,7 +148,7 @@ def run_row(record: RunRecord, *, now: float | None = None,
                   agents=counts.agents, replayed=counts.replayed, tokens=counts.tokens,
                   cost=cost_text(counts.cost_usd, counts.unpriced) or "—",
                   started=format_time(record.created_at),
-                  duration=format_duration(ended - record.created_at))
+                  duration=format_duration(ended - record.created_at), problem=record.problem)
 
 
 def error_view(record: RunRecord) -> ErrorView | None:
@@ -149,7 +169,83 @@ def error_view(record: RunRecord) -> ErrorView | None:
         error = error[len(named.value) + 1:].lstrip()
     elif code == SCRIPT_FAILED:
         code = None
+    if len(error) > SHOWN_CHARS:  # bounded like every other block of a page
+        error = f"{error[:SHOWN_CHARS]}\n… ({len(error) - SHOWN_CHARS} more characters)"
     return ErrorView(code=None if code is None else code.value, message=error)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A block as a page shows it: highlighted HTML of the first ``shown`` characters of its
+    text; ``folded`` when the text goes on (its whole length is what :func:`part_text`
+    gives, made only when asked)."""
+
+    html: str
+    shown: int
+    folded: bool
+
+
+def _json_encoder() -> json.JSONEncoder:
+    return json.JSONEncoder(indent=2, ensure_ascii=False, default=str)
+
+
+def _json_text(value: Any) -> str:
+    return _json_encoder().encode(value)
+
+
+def _json_prefix(value: Any, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` characters of ``value``'s JSON text (as :func:`_json_text` makes
+    it), and whether the text goes on — encoding stops soon after ``limit``."""
+    pieces: list[str] = []
+    size = 0
+    for piece in _json_encoder().iterencode(value):
+        pieces.append(piece)
+        size += len(piece)
+        if size > limit:
+            return "".join(pieces)[:limit], True
+    return "".join(pieces), False
+
+
+def show_json(value: Any, limit: int = SHOWN_CHARS) -> Shown:
+    """``value`` as indented JSON, its first ``limit`` characters highlighted."""
+    text, more = _json_prefix(value, limit)
+    return _shown_text(text, more, JsonLexer)
+
+
+def show_js(source: str, limit: int = SHOWN_CHARS) -> Shown:
+    """Script ``source``, its first ``limit`` characters highlighted."""
+    return _shown_text(source[:limit], len(source) > limit, JavascriptLexer)
+
+
+def _shown_text(text: str, more: bool, lexer: Any) -> Shown:
+    html = str(highlight(text, lexer(ensurenl=not more), _FORMATTER))
+    if more and not text.endswith("\n"):
+        # the highlighted part ends where the fetched rest goes on: no line break between
+        html = html.replace("\n</pre>", "</pre>", 1)
+    return Shown(html=html, shown=len(text), folded=more)
+
+
+def part_text(record: RunRecord, part: str) -> str | None:
+    """The whole text of one of :data:`PARTS` of ``record`` (None: the run has no such part
+    yet). ``value`` is the result's value, ``result`` the whole result object."""
+    if part == "script":
+        return record.script
+    if part == "args":
+        return _json_text(record.args)
+    if part == "meta":
+        return _json_text(record.meta)
+    if record.result is None:
+        return None
+    if part == "value":
+        return _json_text(record.result.get("value"))
+    if part == "result":
+        return _json_text(record.result)
+    raise ValueError(f"unknown part {part!r}")
+
+
+def text_chunk(text: str, offset: int, size: int = CHUNK_CHARS) -> str:
+    """At most ``size`` characters of ``text`` from ``offset`` on."""
+    return text[max(offset, 0):max(offset, 0) + size]
 
 
 def highlight_js(source: str) -> str:
@@ -168,15 +264,31 @@ def highlight_css() -> str:
     return str(_FORMATTER.get_style_defs(f".{HIGHLIGHT_CLASS}"))
 
 
-def run_payload(record: RunRecord) -> dict[str, Any]:
-    """What the live stream sends when a run has ended: its row, error and result as HTML."""
-    error = error_view(record)
+def result_warnings(record: RunRecord) -> list[str]:
+    """The warnings stored with a run's result (lossy steps of its return value's conversion
+    to JSON); empty for a run without any, or stored before results carried them."""
     result = record.result
+    raw = result.get("warnings") if isinstance(result, dict) else None
+    return [w for w in raw if isinstance(w, str)] if isinstance(raw, list) else []
+
+
+def _shown(shown: Shown | None) -> dict[str, Any] | None:
+    return None if shown is None else {"html": shown.html, "shown": shown.shown,
+                                       "folded": shown.folded}
+
+
+def run_payload(record: RunRecord, *, with_result: bool = True) -> dict[str, Any]:
+    """What the live stream sends when a run has ended: its row, error and — unless the page
+    already shows it (``with_result=False``) — its result (``value`` and the whole ``result``
+    object, each as :class:`Shown` fields: ``html``, ``shown``, ``folded``)."""
+    error = error_view(record)
+    result = record.result if with_result else None
     return {
         "status": record.status,
         "row": run_row(record).__dict__,
         "ended_at": record.ended_at,
         "error": None if error is None else {"code": error.code, "message": error.message},
-        "result_html": None if result is None else highlight_json(result.get("value")),
-        "result_full_html": None if result is None else highlight_json(result),
+        "value": _shown(None if result is None else show_json(result.get("value"))),
+        "result": _shown(None if result is None else show_json(result)),
+        "warnings": result_warnings(record),
     }

@@ -102,12 +102,30 @@ def events_from_records(records: Iterable[Mapping[str, Any]]) -> list[WorkflowEv
     """Events rebuilt from their JSON records (``{"event": <class name>, "run": {...}, ...}``,
     as ``dsh-workflow run --events FILE`` writes them), for :func:`check_run_events`.
 
-    Raises ``ValueError`` for a record of no known event kind or with invalid fields."""
+    The file writes a run's meta once, on its ``WorkflowStarted`` line, and stamps each line
+    with ``ts``: a record whose ``run`` has no ``meta`` gets the meta of that run's
+    ``WorkflowStarted`` record read before it, and ``ts`` is dropped. Raises ``ValueError``
+    for a record of no known event kind, with invalid fields, or naming a run whose meta no
+    earlier record gave."""
     events: list[WorkflowEvent] = []
+    metas: dict[str, Any] = {}
     for record in records:
         fields = dict(_RECORD.validate_python(record))
         kind = _EVENT_TYPES.get(str(fields.pop("event", "")))
         if kind is None:
             raise ValueError(f"not an event record: {record!r}")
+        fields.pop("ts", None)
+        run = fields.get("run")
+        if isinstance(run, Mapping):
+            run_id = str(run.get("id"))
+            if "meta" in run:
+                metas.setdefault(run_id, run["meta"])
+                if kind is WorkflowStarted:
+                    metas[run_id] = run["meta"]
+            elif run_id in metas:
+                fields["run"] = {**run, "meta": metas[run_id]}
+            else:
+                raise ValueError(f"the record names run {run_id!r} without its meta, and no "
+                                 f"WorkflowStarted record of that run came before: {record!r}")
         events.append(kind.model_validate(fields))
     return events

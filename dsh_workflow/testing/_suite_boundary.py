@@ -21,11 +21,14 @@ class BoundarySuite(ConformanceBase):
 
     Checks: ``args`` is a deep copy (script mutation never reaches the caller), absent args
     leave ``args`` undefined, scalars pass through, text crosses exactly (NUL, lone surrogates,
-    astral characters); on the way out an ``undefined`` property is dropped and a top-level
-    ``undefined`` is ``None``, while functions, symbols, bigints, NaN/Infinity, ``undefined``
-    in arrays, cycles, sparse arrays, Dates, Maps, class instances and throwing getters are
-    RESULT_UNSERIALIZABLE naming the path; a DAG, a ``__proto__`` key and a null-prototype
-    object are fine.
+    astral characters); on the way out the value is JSON as ``JSON.stringify`` makes it: an
+    ``undefined`` property is dropped and a top-level ``undefined`` is ``None`` (no warning),
+    functions and symbols are dropped from objects and null in arrays, NaN/Infinity become
+    null, ``toJSON`` is honoured (a Date is its ISO string), a Map, Set or Promise becomes
+    ``{}`` — each lossy step with a warning naming its path, bounded; bigints and cycles are
+    RESULT_UNSERIALIZABLE naming the path; a throw from a getter or ``toJSON`` is the script's
+    own error; a DAG, a ``__proto__`` key and a null-prototype object are fine; hook options
+    stay strict.
     """
 
     # ---- args -----------------------------------------------------------------------------
@@ -105,35 +108,158 @@ class BoundarySuite(ConformanceBase):
 
     @pytest.mark.anyio
     @pytest.mark.parametrize(("expression", "path"), [
-        pytest.param("{f: () => 1}", ".f", id="function"),
-        pytest.param("{s: Symbol('x')}", ".s", id="symbol"),
         pytest.param("{b: 10n}", ".b", id="bigint"),
-        pytest.param("{n: NaN}", ".n", id="nan"),
-        pytest.param("[1, Infinity]", "[1]", id="infinity"),
-        pytest.param("{x: -Infinity}", ".x", id="minus-infinity"),
-        pytest.param("[1, undefined]", "[1]", id="undefined-in-array"),
+        pytest.param("[1, {b: 2n}]", "[1].b", id="nested-bigint"),
         pytest.param("(() => { const o = {a: {}}; o.a.self = o; return o; })()", ".a.self",
                      id="cycle"),
-        pytest.param("[1, , 3]", "[1]", id="sparse-array"),
-        pytest.param("{d: new Date(0)}", ".d", id="date"),
-        pytest.param("{m: new Map([[1, 2]])}", ".m", id="map"),
-        pytest.param("{s: new Set([1])}", ".s", id="set"),
-        pytest.param("{c: new (class Point { constructor() { this.x = 1; } })()}", ".c",
-                     id="class-instance"),
-        pytest.param("{e: new Error('x')}", ".e", id="error-object"),
-        pytest.param("{t: new Uint8Array(2)}", ".t", id="typed-array"),
-        pytest.param("{a: {b: [0, {c: () => 1}]}}", ".a.b[1].c", id="nested-path"),
-        pytest.param("{get x() { throw new Error('read failed'); }}", ".x", id="throwing-getter"),
-        pytest.param("{[Symbol('k')]: 1}", "", id="symbol-key"),
-        pytest.param("() => 1", "", id="top-level-function"),
-        pytest.param("Symbol('top')", "", id="top-level-symbol"),
-        pytest.param("NaN", "", id="top-level-nan"),
+        pytest.param("(() => { const a = [1]; a.push({a}); return a; })()", "[1].a",
+                     id="array-cycle"),
+        pytest.param("(() => { const r = Proxy.revocable({}, {}); r.revoke(); return {p: r.proxy}; })()",
+                     ".p", id="revoked-proxy"),
     ])
-    async def test_value_non_json_is_rejected_with_its_path(self, expression: str,
-                                                            path: str) -> None:
+    async def test_value_bigints_and_cycles_are_refused_with_their_path(
+            self, expression: str, path: str) -> None:
         async with self.open() as h:
             result = await h.run(f"return {expression};")
-            assert_run_error(result, path, code="RESULT_UNSERIALIZABLE")
+            assert_run_error(result, "return value" + path, code="RESULT_UNSERIALIZABLE")
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize(("expression", "value", "warnings"), [
+        pytest.param("{f: () => 1, a: 1}", {"a": 1}, ["return value.f: a function was dropped"],
+                     id="function-in-object"),
+        pytest.param("[1, () => 1]", [1, None], ["return value[1]: a function became null"],
+                     id="function-in-array"),
+        pytest.param("{s: Symbol('x')}", {}, ["return value.s: a symbol was dropped"], id="symbol"),
+        pytest.param("{n: NaN}", {"n": None}, ["return value.n: NaN became null"], id="nan"),
+        pytest.param("[1, Infinity]", [1, None], ["return value[1]: Infinity became null"],
+                     id="infinity"),
+        pytest.param("{x: -Infinity}", {"x": None}, ["return value.x: -Infinity became null"],
+                     id="minus-infinity"),
+        pytest.param("{items: [1, 2, undefined]}", {"items": [1, 2, None]},
+                     ["return value.items[2]: undefined became null"], id="undefined-in-array"),
+        pytest.param("[1, , 3]", [1, None, 3],
+                     ["return value[1]: an empty slot of a sparse array became null"],
+                     id="sparse-array"),
+        pytest.param("{m: new Map([[1, 2]])}", {"m": {}}, ["return value.m: a Map became {}"],
+                     id="map"),
+        pytest.param("{s: new Set([1])}", {"s": {}}, ["return value.s: a Set became {}"], id="set"),
+        pytest.param("{phases: {findings: [agent('x')]}}", {"phases": {"findings": [{}]}},
+                     ["return value.phases.findings[0]: a Promise became {} (missing await?)"],
+                     id="unawaited-agent"),
+        pytest.param("{c: new (class Point { constructor() { this.x = 1; } })()}",
+                     {"c": {"x": 1}}, ["return value.c: a Point became a plain object"],
+                     id="class-instance"),
+        pytest.param("{e: new Error('x')}", {"e": {}}, ["return value.e: an Error became {}"],
+                     id="error-object"),
+        pytest.param("{t: new Uint8Array(2)}", {"t": {"0": 0, "1": 0}},
+                     ["return value.t: a Uint8Array became a plain object"], id="typed-array"),
+        pytest.param("{a: {b: [0, {c: () => 1}]}}", {"a": {"b": [0, {}]}},
+                     ["return value.a.b[1].c: a function was dropped"], id="nested-path"),
+        pytest.param("{[Symbol('k')]: 1, a: 2}", {"a": 2},
+                     ["return value: a symbol-keyed property was dropped"], id="symbol-key"),
+        pytest.param("Object.assign([1, 2], {extra: 3})", [1, 2],
+                     ['return value: the array\'s non-index property "extra" was dropped'],
+                     id="array-extra-property"),
+        pytest.param("() => 1", None, ["return value: a function became null"],
+                     id="top-level-function"),
+        pytest.param("NaN", None, ["return value: NaN became null"], id="top-level-nan"),
+    ])
+    async def test_value_is_json_as_stringify_makes_it_with_a_warning_per_loss(
+            self, expression: str, value: Any, warnings: list[str]) -> None:
+        async with self.open() as h:
+            result = await h.run(f"return {expression};")
+            assert result.stop_reason == "completed", result
+            assert result.value == value
+            assert list(result.warnings) == warnings
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize(("expression", "value"), [
+        pytest.param("{d: new Date(0)}", {"d": "1970-01-01T00:00:00.000Z"}, id="date"),
+        pytest.param("{d: new Date(NaN)}", {"d": None}, id="invalid-date"),
+        pytest.param("[new Number(3), new String('s'), new Boolean(false)]", [3, "s", False],
+                     id="boxed-primitives"),
+        pytest.param("{a: undefined, b: 1}", {"b": 1}, id="undefined-property"),
+        pytest.param("{x: {toJSON(key) { return 'key:' + key; }}, y: [{toJSON(k) { return k; }}]}",
+                     {"x": "key:x", "y": ["0"]}, id="tojson-gets-its-key"),
+        pytest.param("{toJSON(key) { return {root: key}; }}", {"root": ""}, id="tojson-at-root"),
+        pytest.param("{o: {toJSON() { return new Date(0); }}}", {"o": {}},
+                     id="tojson-result-not-converted-again"),
+    ])
+    async def test_value_to_json_is_honoured_without_warnings(self, expression: str,
+                                                              value: Any) -> None:
+        async with self.open() as h:
+            result = await h.run(f"return {expression};")
+            assert result.stop_reason == "completed", result
+            assert result.value == value
+            if expression.startswith("{o:"):  # a Date that toJSON returned is only an object
+                assert list(result.warnings) == ["return value.o: a Date became {}"]
+            else:
+                assert result.warnings == ()
+
+    @pytest.mark.anyio
+    async def test_value_warnings_are_bounded(self) -> None:
+        async with self.open() as h:
+            result = await h.run("return Array.from({length: 50}, () => undefined);")
+            assert result.value == [None] * 50
+            assert len(result.warnings) == 21
+            assert result.warnings[0] == "return value[0]: undefined became null"
+            assert result.warnings[-1] == "... and 30 more"
+
+    @pytest.mark.anyio
+    async def test_value_warning_paths_are_cut(self) -> None:
+        script = """
+            const long = 'k'.repeat(100000);
+            const arr = [1]; arr[long] = 2;
+            return {[long]: {[long]: [undefined], arr}};"""
+        async with self.open() as h:
+            result = await h.run(script)
+            assert result.stop_reason == "completed", result
+            assert len(result.warnings) == 2
+            assert all(len(w) < 400 for w in result.warnings), result.warnings
+            assert result.warnings[0].endswith("[0]: undefined became null")
+            assert "…" in result.warnings[0]
+            assert result.warnings[1].endswith("was dropped")
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("expression", [
+        pytest.param("{x: {toJSON() { throw new TypeError('no json'); }}}", id="tojson"),
+        pytest.param("{get x() { throw new TypeError('no json'); }}", id="getter"),
+    ])
+    async def test_value_script_code_that_throws_is_the_scripts_error(self,
+                                                                      expression: str) -> None:
+        async with self.open() as h:
+            result = await h.run(f"return {expression};")
+            text = assert_run_error(result, "TypeError: no json", "return value.x")
+            assert not text.startswith("RESULT_UNSERIALIZABLE:"), text
+
+    @pytest.mark.anyio
+    async def test_value_fatal_error_from_to_json_is_fatal(self) -> None:
+        async with self.open() as h:
+            result = await h.run("return {x: {toJSON() { phase(''); }}};")
+            assert_run_error(result, "phase()", code="INVALID_ARGUMENT")
+
+    @pytest.mark.anyio
+    async def test_value_to_json_runs_under_the_cpu_slice(self) -> None:
+        async with self.open(slice_cpu_limit_s=0.3) as h:
+            result = await h.run("return {x: {toJSON() { for (;;) {} }}};")
+            assert_run_error(result, "slice_cpu_limit_s", code="RESOURCE_LIMIT")
+
+    @pytest.mark.anyio
+    async def test_value_depth_limit_still_applies(self) -> None:
+        async with self.open(max_value_depth=8) as h:
+            result = await h.run("let v = 1; for (let i = 0; i < 20; i++) v = [v]; return v;")
+            assert_run_error(result, "max_value_depth=8", code="RESULT_UNSERIALIZABLE")
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("options", [
+        "{label: () => 1}", "{model: NaN}", "{label: 'x', phase: new Date(0)}",
+        "{schema: {type: 'object', properties: {a: {type: 'string', x: undefined}}}, label: [undefined]}",
+    ])
+    async def test_hook_options_stay_strict(self, options: str) -> None:
+        async with self.open() as h:
+            result = await h.run(f"return await agent('x', {options});")
+            assert_run_error(result, "agent() options must be plain JSON data",
+                             code="INVALID_ARGUMENT")
 
     @pytest.mark.anyio
     async def test_value_shared_subobjects_are_fine(self) -> None:

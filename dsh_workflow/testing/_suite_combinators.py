@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
+from .._subagent import SubagentRequest
 from ._doubles import FunctionProvider, GatedProvider
 from ._suite_base import (
     ConformanceBase,
@@ -25,6 +27,9 @@ class CombinatorSuite(ConformanceBase):
     thunk runs; ``[]`` gives ``[]``; ITEM_CAP names ``max_items_per_call`` and the refused
     count. ``pipeline`` has no barrier between stages, calls stages ``(prev, item, index)``,
     nulls an item whose stage throws and skips its later stages, propagates fatal errors.
+    ``{concurrency: N}`` (parallel's second argument, pipeline's last) keeps at most N items
+    in flight, under the engine's own cap, with the same null/fatal rules; a bad N is fatal
+    INVALID_ARGUMENT and an unknown key UNSUPPORTED_OPTION, before any item starts.
     """
 
     # ---- parallel -------------------------------------------------------------------------
@@ -211,3 +216,132 @@ class CombinatorSuite(ConformanceBase):
     async def test_pipeline_of_nothing_is_an_empty_array(self) -> None:
         async with self.open() as h:
             assert (await h.run("return await pipeline([], x => x)")).value == []
+
+    # ---- {concurrency} ---------------------------------------------------------------------
+
+    @staticmethod
+    def _counting_provider(delay_s: float = 0.02) -> tuple[FunctionProvider, list[int]]:
+        """A provider that records how many children run at once: ``[now, most]``."""
+        counts = [0, 0]
+
+        async def handler(request: SubagentRequest) -> str:
+            counts[0] += 1
+            counts[1] = max(counts[1], counts[0])
+            try:
+                await anyio.sleep(delay_s)
+            finally:
+                counts[0] -= 1
+            return "ok:" + request.prompt
+
+        return FunctionProvider(handler), counts
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("limit", [1, 2, 3])
+    async def test_parallel_concurrency_caps_the_items_in_flight(self, limit: int) -> None:
+        provider, counts = self._counting_provider()
+        script = """
+            return await parallel(Array.from({length: 7}, (_, i) => () => agent('p' + i)),
+                                  {concurrency: args.n});"""
+        async with self.open(provider) as h:
+            result = await h.run(script, args={"n": limit})
+            assert result.value == [f"ok:p{i}" for i in range(7)]
+            assert counts[1] == limit, counts
+            assert len(provider.requests) == 7
+
+    @pytest.mark.anyio
+    async def test_parallel_without_concurrency_runs_everything_at_once(self) -> None:
+        provider, counts = self._counting_provider()
+        async with self.open(provider) as h:
+            result = await h.run("return await parallel([1, 2, 3, 4, 5].map(i => () => "
+                                 "agent('p' + i)), {})")
+            assert result.stop_reason == "completed"
+            assert counts[1] == 5, counts
+
+    @pytest.mark.anyio
+    async def test_concurrency_above_the_engine_cap_is_held_to_it(self) -> None:
+        provider, counts = self._counting_provider()
+        async with self.open(provider, max_concurrent_agents=2) as h:
+            result = await h.run("return await parallel([1, 2, 3, 4, 5].map(i => () => "
+                                 "agent('p' + i)), {concurrency: 4})")
+            assert result.stop_reason == "completed"
+            assert counts[1] == 2, counts
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("limit", [1, 2])
+    async def test_pipeline_concurrency_caps_the_items_in_flight(self, limit: int) -> None:
+        provider, counts = self._counting_provider()
+        # an item is in flight from its first stage until its last: two agents per item, in turn
+        script = """
+            let now = 0, most = 0;
+            const out = await pipeline([1, 2, 3, 4, 5],
+              async (x) => { now++; most = Math.max(most, now); return agent('a' + x); },
+              async (prev, x) => { const r = await agent('b' + x); now--; return prev + '|' + r; },
+              {concurrency: args.n});
+            return {out, most};"""
+        async with self.open(provider) as h:
+            result = await h.run(script, args={"n": limit})
+            assert result.value == {"out": [f"ok:a{i}|ok:b{i}" for i in range(1, 6)],
+                                    "most": limit}
+            assert counts[1] == limit, counts
+            assert len(provider.requests) == 10
+
+    @pytest.mark.anyio
+    async def test_concurrency_keeps_the_null_and_fatal_rules(self) -> None:
+        script = """
+            let started = 0;
+            const r = await parallel([
+              () => { started++; throw new Error('plain'); },
+              () => { started++; return agent('x'); },
+            ], {concurrency: 1});
+            let fatal = null;
+            try {
+              await pipeline([1, 2, 3], (x) => { started++; return agent('y', {bogus: x}); },
+                             {concurrency: 1});
+            } catch (e) { fatal = e.code; }
+            return {r, fatal, started};"""
+        async with self.open() as h:
+            result = await h.run(script)
+            # after the fatal error no further item starts
+            assert result.value == {"r": [None, "ok:x"], "fatal": "UNSUPPORTED_OPTION",
+                                    "started": 3}
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize(("options", "code", "fragment"), [
+        pytest.param("{concurrency: 0}", "INVALID_ARGUMENT", "got 0", id="zero"),
+        pytest.param("{concurrency: -1}", "INVALID_ARGUMENT", "got -1", id="negative"),
+        pytest.param("{concurrency: 1.5}", "INVALID_ARGUMENT", "got 1.5", id="fraction"),
+        pytest.param("{concurrency: NaN}", "INVALID_ARGUMENT", "got NaN", id="nan"),
+        pytest.param("{concurrency: Infinity}", "INVALID_ARGUMENT", "got Infinity",
+                     id="infinity"),
+        pytest.param("{concurrency: '2'}", "INVALID_ARGUMENT", 'the string "2"', id="string"),
+        pytest.param("{concurrency: null}", "INVALID_ARGUMENT", "got null", id="null"),
+        pytest.param("{concurrency: 2, limit: 1}", "UNSUPPORTED_OPTION", '"limit"',
+                     id="unknown-key"),
+        pytest.param("new Map()", "INVALID_ARGUMENT", "plain object", id="not-plain"),
+    ])
+    @pytest.mark.parametrize("hook", ["parallel", "pipeline"])
+    async def test_bad_concurrency_options_are_fatal(self, hook: str, options: str, code: str,
+                                                     fragment: str) -> None:
+        call = (f"parallel([() => agent('x')], {options})" if hook == "parallel"
+                else f"pipeline([1], x => agent('x'), {options})")
+        provider, _ = self._counting_provider()
+        async with self.open(provider) as h:
+            result = await h.run(caught(f"await {call}"))
+            assert_hook_error(result.value, code, f"{hook}()", fragment)
+            assert provider.requests == []  # refused before any item started
+            uncaught = await h.run(f"return await {call}")
+            assert_run_error(uncaught, fragment, code=code)
+
+    @pytest.mark.anyio
+    async def test_options_left_undefined_are_absent(self) -> None:
+        async with self.open() as h:
+            result = await h.run("return [await parallel([() => 1], args?.opts), "
+                                 "await pipeline([1, 2], x => x * 2, args?.opts), "
+                                 "await pipeline([3], x => x + 1, {concurrency: undefined})]")
+            assert result.value == [[1], [2, 4], [4]]
+
+    @pytest.mark.anyio
+    async def test_parallel_options_must_be_an_object(self) -> None:
+        async with self.open() as h:
+            result = await h.run(caught("await parallel([() => 1], 3)"))
+            assert_hook_error(result.value, "INVALID_ARGUMENT", "parallel() options", "a number")

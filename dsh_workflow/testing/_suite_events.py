@@ -53,7 +53,7 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], int | None, str]] = {
     "run-timeout": ("await parallel([() => agent('a'), () => agent('hang')])",
                     {"run_timeout_s": 0.2}, None, "error"),
     "resource-limit": ("agent('hang'); await agent('a'); while (true) {}", {}, None, "error"),
-    "unserializable": ("await agent('a'); return () => 1", {}, None, "error"),
+    "unserializable": ("await agent('a'); return {n: 10n}", {}, None, "error"),
     "stray": ("agent('hang stray'); await agent('awaited'); return 'done'", {}, None,
               "completed"),
     "stalled": ("agent('a'); await new Promise(() => {})", {}, None, "error"),

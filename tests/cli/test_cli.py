@@ -152,6 +152,22 @@ def test_value_only_without_json(tmp_path: Path) -> None:
     assert re.fullmatch(f"run id: {UUID}\n", done.stderr)  # quiet: only the run id
 
 
+def test_lossy_return_value_prints_warnings_on_stderr(tmp_path: Path) -> None:
+    script = write(tmp_path, "s.js", META_HEADER
+                   + "const a = agent('x');\nreturn {items: [1, undefined], pending: a}")
+    done = cli("run", script, "-q")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"items": [1, None], "pending": {}}
+    lines = done.stderr.splitlines()
+    first = lines.index("warning: return value.items[1]: undefined became null")
+    assert lines[first + 1] == "warning: return value.pending: a Promise became {} (missing await?)"
+    assert "warning" not in done.stdout
+    full = cli("run", script, "-q", "--json")
+    assert json.loads(full.stdout)["warnings"] == [
+        "return value.items[1]: undefined became null",
+        "return value.pending: a Promise became {} (missing await?)"]
+
+
 def test_undefined_return_prints_null(tmp_path: Path) -> None:
     done = cli("run", write(tmp_path, "s.js", META_HEADER + "log('nothing to return')"))
     assert done.returncode == 0
@@ -181,7 +197,8 @@ def test_events_file_is_json_lines(tmp_path: Path) -> None:
     assert events[-1]["event"] == "WorkflowEnded"
     assert events[-1]["stop_reason"] == "completed"
     assert {e["event"] for e in events} >= {"PhaseStarted", "LogEmitted", "AgentStarted", "AgentEnded"}
-    assert all(e["run"]["meta"]["name"] == "code-review" for e in events)
+    assert events[0]["run"]["meta"]["name"] == "code-review"  # the meta once, on the first line
+    assert all("meta" not in e["run"] for e in events[1:])
     assert len({e["run"]["id"] for e in events}) == 1
     assert_paired(events)
     assert events[-1]["agents_started"] == sum(e["event"] == "AgentStarted" for e in events)

@@ -187,8 +187,8 @@ def test_runs_lists_newest_first(tmp_path: Path, history: dict[str, Any]) -> Non
     table = cli("runs", "--store", store, cwd=tmp_path)
     assert table.returncode == 0
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "TOKENS",
-                                "STARTED", "DURATION"]
+    assert lines[0].split() == ["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "FAILED",
+                                "TOKENS", "STARTED", "DURATION"]
     assert [line.split()[0] for line in lines[1:]] == [history["again"], history["bad"],
                                                        history["ok"]]
     assert lines[1].split()[2:5] == ["completed", "0", "4"]
@@ -206,7 +206,7 @@ def test_show_prints_meta_status_result_and_agents(tmp_path: Path,
     assert f"resumed from {history['ok']}" in text
     assert '"echo: step 4"' in text
     rows = [line.split() for line in text.splitlines() if re.match(r"\s*\d+\s+step", line)]
-    assert rows == [[str(i), "step", str(i), "Steps", "completed", "-", "yes"]
+    assert rows == [[str(i), "step", str(i), "Steps", "completed", "-", "yes", "-"]
                     for i in range(1, 5)]
 
     failed = cli("show", history["bad"], "--store", store, cwd=tmp_path)
@@ -474,7 +474,7 @@ def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
     assert [r["id"] for r in runs_json(tmp_path, store, "--status", "interrupted")] == [run_id]
     shown = cli("show", run_id, "--store", store, cwd=tmp_path).stdout
     assert "status:      interrupted" in shown and "result:      none (the run was" in shown
-    assert re.search(r"3\s+step 3\s+Steps\s+unfinished", shown) or \
+    assert re.search(r"3\s+step 3\s+Steps\s+interrupted", shown) or \
         re.search(r"3\s+step 3\s+Steps\s+completed", shown)  # step 3 may have ended first
     logs = cli("logs", run_id, "--follow", "--store", store, cwd=tmp_path)
     assert logs.returncode == 0 and "[done]" not in logs.stdout  # it never ended

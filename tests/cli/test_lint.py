@@ -53,6 +53,41 @@ def test_literal_option_values_are_checked() -> None:
     assert found("await agent('x', {agentType: 'ghost'});", agents=None) == []
 
 
+def test_failure_option_is_known_and_its_literal_values_checked() -> None:
+    assert found("await agent('x', {failure: 'throw'}); await agent('y', {failure: 'null'});"
+                 " await agent('z', {failure: mode});") == []
+    [(line, col, message)] = found("await agent('x', {failure: 'raise'});")
+    assert (line, col) == (1, 28)
+    assert message == 'agent() option "failure" must be one of "null", "throw" (got "raise")'
+
+
+def test_unknown_agent_options_such_as_stall_ms_are_still_reported() -> None:
+    [(line, col, message)] = found("await agent('x', {label: 'l', stallMs: 60000});")
+    assert (line, col) == (1, 31)
+    assert message.startswith('agent() option "stallMs" is not supported')
+    assert "failure" in message and "label" in message
+
+
+def test_concurrency_options_of_parallel_and_pipeline_are_checked() -> None:
+    body = ("await parallel(xs, {concurrency: 4});\n"
+            "await pipeline(xs, a, b, {concurrency: n});\n"
+            "await parallel(xs, {concurrency: 0});\n"
+            "await pipeline(xs, a, {concurrency: 1.5, limit: 2});\n"
+            "await parallel(xs, {concurency: 2});\n"
+            "await parallel(xs, {concurrency: '3'});\n"
+            "await pipeline(xs, {concurrency: -2});\n"
+            "await pipeline(xs, {notAStage: 1});\n")
+    result = found(body)
+    assert [(line, col) for line, col, _ in result] == [(3, 34), (4, 37), (4, 42), (5, 21),
+                                                          (6, 34)]
+    assert result[0][2] == ('parallel() option "concurrency" must be a whole number of at least '
+                            "1 (got 0)")
+    assert "1.5" in result[1][2]
+    assert result[2][2].startswith('pipeline() option "limit" is not supported')
+    assert result[3][2].startswith('parallel() option "concurency" is not supported')
+    assert "'3'" in result[4][2]
+
+
 def test_missing_globals_are_reported_once_per_use() -> None:
     body = ("setTimeout(() => {}, 10);\n"
             "const data = await fetch('https://example.com');\n"

@@ -1,9 +1,11 @@
 """A child process that runs one durable workflow, for tests/durable/test_durable_crash.py (a script).
 
-argv: ``ENGINE BACKEND PATH SHAPE N [SELF_KILL_AT]``. ``ENGINE`` is ``quickjs`` or ``subprocess``; ``BACKEND``
-the anyio backend; ``PATH`` the store file; ``SHAPE`` one of :data:`SCRIPTS` (``sequential``:
-N ``agent()`` calls one after another; ``parallel``: a ``parallel`` fan-out of N thunks, so many
-commits are in flight at once); both log ``got <value>`` for every value the script received.
+argv: ``ENGINE BACKEND PATH SHAPE N SEED [SELF_KILL_AT]``. ``ENGINE`` is ``quickjs`` or
+``subprocess``; ``BACKEND`` the anyio backend; ``PATH`` the store file; ``SHAPE`` one of
+:data:`SCRIPTS` (``sequential``: N ``agent()`` calls one after another; ``parallel``: a
+``parallel`` fan-out of N thunks, so many commits are in flight at once); both log
+``got <value>`` for every value the script received. ``SEED`` seeds the provider's pauses (the
+test derives it from its own seed, so a failing test replays them).
 
 Stdout, one line each, written unbuffered with ``os.write`` (so what is printed is what the test
 reads, even when the process is killed mid-line): ``run <id>`` once the run is started, then one
@@ -91,7 +93,7 @@ def engine_for(kind: str, cfg: EngineConfig, provider: object,
                             pool_size=1)
 
 
-async def main(kind: str, path: str, shape: str, n: int, self_kill_at: int) -> None:
+async def main(kind: str, path: str, shape: str, n: int, seed: int, self_kill_at: int) -> None:
     printed = 0
 
     def on_event(event: object) -> None:
@@ -102,7 +104,7 @@ async def main(kind: str, path: str, shape: str, n: int, self_kill_at: int) -> N
             if printed == self_kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    async with engine_for(kind, config(n), JitterProvider(os.getpid()),
+    async with engine_for(kind, config(n), JitterProvider(seed),
                           SQLiteRunStore(path)) as engine:
         engine.events.subscribe(on_event)
         run = engine.start(WorkflowStartRequest(meta=META, script=SCRIPTS[shape],
@@ -115,6 +117,6 @@ async def main(kind: str, path: str, shape: str, n: int, self_kill_at: int) -> N
 
 
 if __name__ == "__main__":
-    engine_kind, backend, store_path, script_shape, count, *kill_at = sys.argv[1:]
-    anyio.run(main, engine_kind, store_path, script_shape, int(count),
+    engine_kind, backend, store_path, script_shape, count, jitter_seed, *kill_at = sys.argv[1:]
+    anyio.run(main, engine_kind, store_path, script_shape, int(count), int(jitter_seed),
               int(kill_at[0]) if kill_at else 0, backend=backend)

@@ -10,8 +10,11 @@ Then the test resumes the run in its own process: it completes, exactly the jour
 are replayed (``agents_replayed`` = the journal's agent entries) and the provider is asked
 only for the others.
 
-The seed is printed in every assertion message; each test instance has a time budget (the
-machine is shared), so the kills per instance are few but the moments are varied.
+The moments are random but reproducible: the seed comes from ``DSH_CRASH_SEED`` when it is set
+(else a fresh one), is printed when the test starts, and is in every assertion message and in a
+note on any other failure (``DSH_CRASH_SEED=<seed> pytest ...`` replays the same choices, the
+children's provider pauses included). Each test instance has a time budget (the machine is
+shared), so the kills per instance are few but the moments are varied.
 """
 
 from __future__ import annotations
@@ -247,10 +250,25 @@ async def resume(kind: str, store: SQLiteRunStore, child: Child, entries: list[A
     assert len(await store.journal(run.id, kind="agent")) == n, why
 
 
+def crash_seed() -> int:
+    """The seed of the random moments: ``DSH_CRASH_SEED`` when set, else a fresh one."""
+    given = os.environ.get("DSH_CRASH_SEED", "").strip()
+    return int(given) if given else random.randrange(2**32)
+
+
 @pytest.mark.parametrize("kind", ENGINES)
 async def test_kill_9_at_random_moments_then_resume(kind: str, tmp_path: Path,
                                                      anyio_backend: Any) -> None:
-    seed = random.randrange(2**32)
+    seed = crash_seed()
+    print(f"DSH_CRASH_SEED={seed}")  # shown with the captured output of a failing test
+    try:
+        await _kill_and_resume(kind, tmp_path, anyio_backend, seed)
+    except BaseException as exc:
+        exc.add_note(f"the random moments came from DSH_CRASH_SEED={seed}; set it to replay them")
+        raise
+
+
+async def _kill_and_resume(kind: str, tmp_path: Path, anyio_backend: Any, seed: int) -> None:
     rng = random.Random(seed)
     backend = backend_name(anyio_backend)
     db = str(tmp_path / "runs.sqlite3")
@@ -266,7 +284,7 @@ async def test_kill_9_at_random_moments_then_resume(kind: str, tmp_path: Path,
                 what, amount = child.moment
                 child.process = await anyio.open_process(
                     [sys.executable, CHILD, kind, backend, db, child.shape, str(N[child.shape]),
-                     *([str(amount)] if what == "self" else [])],
+                     str(rng.randrange(2**32)), *([str(amount)] if what == "self" else [])],
                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
                 tg.start_soon(read_child, child)
                 tg.start_soon(kill_child, child)

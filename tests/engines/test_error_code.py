@@ -88,7 +88,7 @@ PATHS: dict[str, tuple[str, dict[str, Any], Code | None, bool]] = {
     "agent-failed": ("return await agent('raise')", {}, Code.AGENT_FAILED, True),
     "budget-exceeded": ("await agent('a'); return await agent('b')", {"budget_tokens": 10},
                         Code.BUDGET_EXCEEDED, True),
-    "unserializable": ("return () => 1", {}, Code.RESULT_UNSERIALIZABLE, True),
+    "unserializable": ("return 10n", {}, Code.RESULT_UNSERIALIZABLE, True),
     "slice": ("while (true) {}", {}, Code.RESOURCE_LIMIT, True),
     "stack": ("const f = n => f(n + 1) + 1; return f(0)", {}, Code.RESOURCE_LIMIT, True),
     "memory": ("const xs = []; while (true) xs.push('x'.repeat(1 << 16) + xs.length)", {},

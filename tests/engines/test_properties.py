@@ -4,8 +4,8 @@ Hypothesis builds a small program from a grammar of hook calls — ``agent()`` w
 options or a schema (valid, violated, or with an unsupported option), ``parallel()`` and
 ``pipeline()`` nesting thunks and stages, ``phase()``, ``log()``/``console.log()``, throws (an
 Error, a string, a forged fatal look-alike), ``await null``, ``try``/``catch``, loops with
-small bounds, and a return of JSON or of something that is not JSON (a function, NaN, a Map,
-a cycle, a bigint, ``undefined``). It renders the program as JavaScript and also evaluates it
+small bounds, and a return of JSON or of something JSON.stringify converts (a function, NaN,
+a Map, ``undefined``) or refuses (a cycle, a bigint). It renders the program as JavaScript and also evaluates it
 in Python (:class:`Model`), the semantics of README, "Writing a script" in a few lines. Every ``agent()`` call site
 draws its provider behaviour — succeed, succeed after a delay, fail (a non-completed
 ``stop_reason``), raise, or hang — and each run draws an ``agent_timeout_s`` and a moment to
@@ -393,6 +393,15 @@ class Model:
             return "completed", out
         if program.returns == "undefined":
             return "completed", None
+        # JSON as JSON.stringify makes it (README, "The return value"); BigInt and cycles fail
+        if program.returns == "function":
+            return "completed", [out, None]
+        if program.returns == "nan":
+            return "completed", {"out": out, "n": None}
+        if program.returns == "map":
+            return "completed", {}
+        if program.returns == "undefined-in-array":
+            return "completed", [out, None]
         return "error", "RESULT_UNSERIALIZABLE"
 
 

@@ -239,3 +239,51 @@ async def test_a_resumed_parent_replays_its_nested_children(make_engine: Any,
             two = await again.result()
             await again.dispose()
     assert two.value == one.value and calls == [] and two.agents_replayed == 1
+
+
+@pytest.mark.anyio
+async def test_script_path_refusals_are_one_text_for_missing_and_outside(
+        make_engine: Any, library: WorkflowLibrary, tmp_path: Path) -> None:
+    outside = write(tmp_path.parent / f"{tmp_path.name}-outside", "secret", "return 1")
+    missing = outside.with_name("nothing.js")
+    result, _ = await run(make_engine, library, f"""
+        const out = [];
+        for (const p of [{str(outside)!r}, {str(missing)!r}]) {{
+          try {{ await workflow({{scriptPath: p}}); out.push('ran'); }}
+          catch (e) {{ out.push(e.message.replace(p, '<path>')); }}
+        }}
+        return out;""")
+    assert result.stop_reason == "completed", result.error
+    first, second = result.value
+    assert first == second, result.value
+    assert "is not a .js file inside the workflow folders" in first
+
+
+@pytest.mark.anyio
+async def test_a_saved_workflows_value_is_json_as_stringify_makes_it(
+        make_engine: Any, tmp_path: Path) -> None:
+    folder = tmp_path / "lossy-workflows"
+    write(folder, "lossy", "return {when: new Date(0), pending: agent('p'), gaps: [1, undefined],"
+                           " f: () => 1};")
+    write(folder, "bigint", "return {n: 1n};")
+    write(folder, "badjson", "return {x: {toJSON() { throw new Error('no json'); }}};")
+    library = WorkflowLibrary([folder], base_dir=tmp_path)
+    result, _ = await run(make_engine, library, """
+        const inner = await workflow('lossy');
+        let big = null, bad = null;
+        try { await workflow('bigint'); } catch (e) { big = [e.code, e.message]; }
+        try { await workflow('badjson'); } catch (e) { bad = [e.code, e.message]; }
+        return {inner, big, bad};""")
+    assert result.stop_reason == "completed", result
+    value = result.value
+    assert value["inner"] == {"when": "1970-01-01T00:00:00.000Z", "pending": {},
+                              "gaps": [1, None]}
+    assert result.warnings == (
+        'workflow("lossy") return value.pending: a Promise became {} (missing await?)',
+        'workflow("lossy") return value.gaps[1]: undefined became null',
+        'workflow("lossy") return value.f: a function was dropped')
+    assert value["big"][0] == "RESULT_UNSERIALIZABLE"
+    assert 'workflow("bigint") return value.n: bigints' in value["big"][1]
+    assert value["bad"][0] == "AGENT_FAILED"
+    assert 'workflow("badjson") failed: Error: no json' in value["bad"][1]
+    assert 'workflow("badjson") return value.x' in value["bad"][1]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -76,14 +77,19 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def http_server(*options: str) -> AsyncIterator[str]:
-    """``dsh-workflow mcp --http PORT`` as a child process; yields its URL once it listens."""
+async def http_server(*options: str, token: str | None = None) -> AsyncIterator[str]:
+    """``dsh-workflow mcp --http PORT`` as a child process; yields its URL once it listens.
+
+    Its token is ``token`` (by ``$DSH_WORKFLOW_TOKEN``; default: a random one, see
+    :func:`bearer_client` and ``test_mcp_auth.py``)."""
     port = _free_port()
+    env = dict(os.environ)
+    env["DSH_WORKFLOW_TOKEN"] = token or TOKEN
     # stderr is inherited: the server's log stays visible when a test fails.
     async with await anyio.open_process(
             [sys.executable, *_server_argv(*options, "--http", str(port))],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None,
-            env=dict(os.environ)) as process:
+            env=env) as process:
         try:
             with anyio.fail_after(30):
                 while True:
@@ -102,10 +108,21 @@ async def http_server(*options: str) -> AsyncIterator[str]:
                 await process.wait()
 
 
+#: The token the HTTP servers of these tests are started with.
+TOKEN = secrets.token_urlsafe(32)
+
+
+def bearer_client(token: str = TOKEN) -> Any:
+    """The SDK's own HTTP client, sending ``Authorization: Bearer <token>``."""
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    return create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+
+
 @asynccontextmanager
 async def http_session(*options: str, sampling: Sampler | None = None) -> AsyncIterator[ClientSession]:
-    async with http_server(*options) as url, \
-            streamable_http_client(url) as (read, write, *_), \
+    async with http_server(*options) as url, bearer_client() as client, \
+            streamable_http_client(url, http_client=client) as (read, write, *_), \
             ClientSession(read, write, sampling_callback=sampling) as session:
         await session.initialize()
         yield session
@@ -360,8 +377,9 @@ async def test_a_client_that_probes_the_newer_protocol_still_gets_sampling(trans
         async with Client(params, sampling_callback=sampling) as client:
             result = await client.call_tool("workflow", {"meta": META, "script": script})
     else:
-        async with http_server("--provider", "sampling") as url, \
-                Client(url, sampling_callback=sampling) as client:
+        async with http_server("--provider", "sampling") as url, bearer_client() as http, \
+                Client(streamable_http_client(url, http_client=http),
+                       sampling_callback=sampling) as client:
             result = await client.call_tool("workflow", {"meta": META, "script": script})
     assert not result.is_error, _text(result)
     assert result.structured_content is not None

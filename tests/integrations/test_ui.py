@@ -6,6 +6,7 @@ Screenshots of every page a test loads are saved under the test's tmp folder.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,7 +17,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -46,20 +49,40 @@ needs_chromium = pytest.mark.skipif(
 
 
 class Viewer:
-    """``dsh-workflow ui --port 0`` on a store, as a child process."""
+    """``dsh-workflow ui --port 0`` on a store, as a child process (its token is made at start
+    and read from the address it prints)."""
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, *options: str, env: dict[str, str] | None = None) -> None:
         self.store = store
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", "ui", "--store", store, "--port", "0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            [sys.executable, "-m", "dsh_workflow", "ui", "--store", store, "--port", "0",
+             *options],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env=env if env is not None else _env_without_token())
         assert self.process.stderr is not None
         line = self.process.stderr.readline()
-        match = re.match(r"viewer: (http://127\.0\.0\.1:\d+)/", line)
+        match = re.match(r"viewer: (http://127\.0\.0\.1:(\d+))/\?token=(\S+)  ", line)
         if match is None:
             self.stop()
             raise AssertionError(f"the viewer did not start: {line!r}")
         self.url = match.group(1)
+        self.port = int(match.group(2))
+        self.token = urllib.parse.unquote(match.group(3))
+
+    def enter(self, page: Any) -> None:
+        """Open the printed address in ``page``: the viewer sets its cookie, and the page takes
+        the token out of its address."""
+        response = page.goto(f"{self.url}/?token={urllib.parse.quote(self.token, safe='')}")
+        assert response is not None and response.status == 200
+        page.wait_for_url(self.url + "/")
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[httpx.Client]:
+        """An HTTP client holding the viewer's cookie (got the way a browser gets it)."""
+        with httpx.Client(base_url=self.url, timeout=10) as client:
+            entered = client.get("/", params={"token": self.token})
+            assert entered.status_code == 200 and "set-cookie" in entered.headers
+            yield client
 
     def stop(self, how: int = signal.SIGINT) -> int:
         if self.process.poll() is None:
@@ -72,6 +95,10 @@ class Viewer:
         assert self.process.stderr is not None
         self.process.stderr.close()
         return self.process.returncode
+
+
+def _env_without_token() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "DSH_WORKFLOW_TOKEN"}
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +170,7 @@ def _chart(page: Any) -> dict[str, Any]:
 def test_the_list_shows_finished_runs_newest_first(
         viewer: Viewer, page: Any, runs: tuple[str, dict[str, str]],
         made: tuple[str, dict[str, str], dict[str, int]], tmp_path: pathlib.Path) -> None:
+    viewer.enter(page)
     page.goto(viewer.url + "/")
     rows = page.locator("tr.run")
     names = runs[1]
@@ -165,6 +193,7 @@ def test_the_list_shows_finished_runs_newest_first(
 @needs_chromium
 def test_the_list_filters_by_status_and_name(viewer: Viewer, page: Any,
                                             runs: tuple[str, dict[str, str]]) -> None:
+    viewer.enter(page)
     page.goto(viewer.url + "/")
     page.select_option("#status-filter", "error")  # submits the form
     page.wait_for_url(re.compile(r"status=error"))
@@ -187,6 +216,7 @@ def test_the_list_filters_by_status_and_name(viewer: Viewer, page: Any,
 def test_a_run_page_shows_tree_timeline_log_script_args_and_result(
         viewer: Viewer, page: Any, runs: tuple[str, dict[str, str]],
         tmp_path: pathlib.Path) -> None:
+    viewer.enter(page)
     page.goto(f"{viewer.url}/runs/{runs[1]['research-report']}")
     _ended(page)
     assert page.inner_text("#run-status") == "completed"
@@ -221,6 +251,7 @@ def test_a_run_page_shows_tree_timeline_log_script_args_and_result(
 def test_a_failed_run_shows_its_error_and_code(viewer: Viewer, page: Any,
                                                runs: tuple[str, dict[str, str]],
                                                name: str, code: str, message: str) -> None:
+    viewer.enter(page)
     page.goto(f"{viewer.url}/runs/{runs[1][name]}")
     _ended(page)
     assert page.inner_text("#run-status") == "error"
@@ -233,6 +264,7 @@ def test_a_failed_run_shows_its_error_and_code(viewer: Viewer, page: Any,
 @needs_chromium
 def test_replayed_agents_are_marked_in_tree_and_timeline(viewer: Viewer, page: Any,
                                                          runs: tuple[str, dict[str, str]]) -> None:
+    viewer.enter(page)
     page.goto(f"{viewer.url}/runs/{runs[1]['research-resumed']}")
     _ended(page)
     replayed = page.locator("tr.agent.replayed")
@@ -248,6 +280,7 @@ def test_replayed_agents_are_marked_in_tree_and_timeline(viewer: Viewer, page: A
 @needs_chromium
 def test_a_thousand_agent_run_renders_within_seconds(viewer: Viewer, page: Any,
                                                      runs: tuple[str, dict[str, str]]) -> None:
+    viewer.enter(page)
     started = time.monotonic()
     page.goto(f"{viewer.url}/runs/{runs[1]['fanout-1000']}")
     page.wait_for_function("document.getElementById('timeline').dataset.bars === '1000' "
@@ -277,6 +310,7 @@ def test_a_live_run_grows_on_the_page_without_reloading(viewer: Viewer, page: An
         assert child.stdout is not None
         run_id = child.stdout.readline().strip()
         assert run_id, "the live run did not start"
+        viewer.enter(page)
         page.goto(viewer.url + "/")
         row = f'tr.run[data-id="{run_id}"]'
         assert page.locator(row).get_attribute("data-status") == "running"
@@ -326,6 +360,7 @@ def test_a_live_thousand_agent_run_stays_responsive(viewer: Viewer, page: Any,
     try:
         assert child.stdout is not None
         run_id = child.stdout.readline().strip()
+        viewer.enter(page)
         page.goto(f"{viewer.url}/runs/{run_id}")
         summary = 'details.phase[data-phase="even"] > summary'
         page.wait_for_selector(summary)
@@ -370,6 +405,7 @@ def test_an_interrupted_run_shows_its_counts_and_ends_on_its_page(
     child.stdout.close()
     second = Viewer(store)
     try:
+        second.enter(page)
         page.goto(second.url + "/")
         row = page.locator(f'tr.run[data-id="{run_id}"]')
         assert row.get_attribute("data-status") == "interrupted"
@@ -391,22 +427,27 @@ def test_an_interrupted_run_shows_its_counts_and_ends_on_its_page(
 
 def test_the_stream_continues_after_the_last_event_id(viewer: Viewer,
                                                       runs: tuple[str, dict[str, str]]) -> None:
-    url = f"{viewer.url}/api/runs/{runs[1]['research-report']}/stream"
-    whole = _messages(httpx.get(url, timeout=10).text)
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        _check_the_stream(viewer, http, url)
+
+
+def _check_the_stream(viewer: Viewer, http: httpx.Client, url: str) -> None:
+    whole = _messages(http.get(url).text)
     assert [kind for kind, _, _ in whole] == ["events", "end"]
     events = json.loads(whole[0][2])
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert events[0]["data"] == {"event": "WorkflowStarted"}  # the run's info is left out
     assert whole[0][1] == str(len(events))
-    rest = _messages(httpx.get(url, headers={"Last-Event-ID": "5"}, timeout=10).text)
+    rest = _messages(http.get(url, headers={"Last-Event-ID": "5"}).text)
     assert [e["seq"] for e in json.loads(rest[0][2])] == list(range(6, len(events) + 1))
     end = json.loads(whole[1][2])
     assert end["status"] == "completed" and end["error"] is None
-    assert httpx.get(f"{viewer.url}/api/runs/nope/stream", timeout=10).status_code == 404
-    assert httpx.get(f"{viewer.url}/runs/nope", timeout=10).status_code == 404
-    assert httpx.get(f"{viewer.url}/?status=bogus", timeout=10).status_code == 400
+    assert http.get("/api/runs/nope/stream").status_code == 404
+    assert http.get("/runs/nope").status_code == 404
+    assert http.get("/?status=bogus").status_code == 400
     assert httpx.get(viewer.url.replace("127.0.0.1", "localhost") + "/",
-                     timeout=10).status_code == 200
+                     params={"token": viewer.token}, timeout=10).status_code == 200
     foreign = httpx.get(viewer.url + "/", headers={"Host": "attacker.example"}, timeout=10)
     assert foreign.status_code == 400  # a rebound host name gets nothing
 
@@ -424,10 +465,15 @@ def _messages(text: str) -> list[tuple[str, str | None, str]]:
 
 
 def test_assets_are_served_locally(viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
-    page = httpx.get(f"{viewer.url}/runs/{runs[1]['research-report']}", timeout=10).text
-    sources = re.findall(r'(?:src|href)="([^"]+)"', page)
-    assert all(s.startswith("/") for s in sources), sources
-    for source in sources:
+    with viewer.client() as http:
+        page = http.get(f"/runs/{runs[1]['research-report']}").text
+        sources = re.findall(r'(?:src|href)="([^"]+)"', page)
+        assert all(s.startswith("/") for s in sources), sources
+        for source in sources:
+            assert http.get(source).status_code == 200, source
+    assets = [s for s in sources if s.startswith("/static/")]
+    assert len(assets) >= 3, sources
+    for source in assets:  # they hold no data: served without the token
         assert httpx.get(viewer.url + source, timeout=10).status_code == 200, source
 
 
@@ -438,7 +484,7 @@ def test_a_running_viewer_is_announced_for_its_store(viewer: Viewer,
                                                      runs: tuple[str, dict[str, str]]) -> None:
     lines: list[str] = []
     url = announce_viewer(runs[0], "some-run", lines.append)
-    assert url == f"{viewer.url}/runs/some-run"
+    assert url == f"{viewer.url}/runs/some-run?token={urllib.parse.quote(viewer.token, safe='')}"
     assert lines == [f"viewer: {url}"]
     assert announce_viewer(runs[0] + ".other", "some-run", lines.append) is None
     assert announce_viewer(None, "some-run", lines.append) is None
@@ -477,7 +523,10 @@ def test_run_prints_the_viewer_address_of_its_run(viewer: Viewer, tmp_path: path
     match = re.search(r"viewer: (\S+)", done.stderr)
     assert match is not None, done.stderr
     assert match.group(1).startswith(viewer.url + "/runs/")
-    assert httpx.get(match.group(1), timeout=10).status_code == 200
+    # the link works as printed: the page, and the viewer's cookie for the next ones
+    opened = httpx.get(match.group(1), timeout=10)
+    assert opened.status_code == 200 and "set-cookie" in opened.headers
+    assert httpx.get(match.group(1).split("?")[0], timeout=10).status_code == 401
 
 
 # -- the command's start errors --------------------------------------------------------------
@@ -492,12 +541,12 @@ def test_ui_stops_cleanly_and_removes_its_beacon(tmp_path: pathlib.Path, how: in
     live = subprocess.Popen([sys.executable, str(HERE / "_viewer_runs.py"), "live", store, "2",
                              "30"], stdout=subprocess.PIPE, text=True)
     try:
-        assert beacon.viewer_url(store, "r") == f"{second.url}/runs/r"
+        assert beacon.viewer_url(store, "r") == f"{second.url}/runs/r?token={second.token}"
         assert live.stdout is not None
         run_id = live.stdout.readline().strip()
         # the stream of a running run stays open: it must not hold the viewer up
-        with httpx.stream("GET", f"{second.url}/api/runs/{run_id}/stream",
-                          timeout=10) as open_stream:
+        with second.client() as http, \
+                http.stream("GET", f"/api/runs/{run_id}/stream") as open_stream:
             assert open_stream.status_code == 200
             assert re.fullmatch(r"id: \d+", next(open_stream.iter_lines()))  # a first message
             started = time.monotonic()
@@ -585,8 +634,419 @@ def test_counts_so_far_come_from_the_events() -> None:
     assert count_events(events) == Counts(agents=2, replayed=1, tokens=7, unpriced=1)
     priced = [*data[:4], {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "completed",
                           "usage": {"input_tokens": 1, "output_tokens": 1, "cost_usd": 0.25}}]
-    events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d) for i, d in enumerate(priced, 1)]
+    events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d)
+              for i, d in enumerate(priced, 1)]
     assert count_events(events) == Counts(agents=2, replayed=1, tokens=2, cost_usd=0.25)
+
+
+def test_a_run_page_lists_the_return_values_warnings(tmp_path: pathlib.Path) -> None:
+    import anyio
+
+    from dsh_workflow import (
+        EchoProvider,
+        EngineConfig,
+        QuickJSEngine,
+        SQLiteRunStore,
+        WorkflowStartRequest,
+    )
+
+    store_path = str(tmp_path / "runs.sqlite3")
+    script = "const a = agent('x'); return {items: [1, undefined], pending: a, tag: '<b>'};"
+
+    async def record() -> tuple[str, str]:
+        async with SQLiteRunStore(store_path) as store, \
+                QuickJSEngine(EngineConfig(), provider=EchoProvider(), store=store) as engine:
+            lossy = engine.start(WorkflowStartRequest(
+                meta={"name": "lossy", "description": "returns a lossy value"}, script=script))
+            clean = engine.start(WorkflowStartRequest(
+                meta={"name": "clean", "description": "returns JSON"}, script="return 1"))
+            assert (await lossy.result()).warnings
+            await clean.result()
+            return lossy.id, clean.id
+
+    # In a thread of its own: the browser tests before this one leave an event loop running
+    # on the main thread.
+    ids: list[tuple[str, str]] = []
+    worker = threading.Thread(target=lambda: ids.append(anyio.run(record)))
+    worker.start()
+    worker.join()
+    [(lossy_id, clean_id)] = ids
+    viewer = Viewer(store_path)
+    try:
+        with viewer.client() as http:
+            page = http.get(f"/runs/{lossy_id}").text
+            clean = http.get(f"/runs/{clean_id}").text
+        box = page[page.index('<div id="warnings-box"'):]
+        box = box[:box.index("</ul>")]
+        assert "hidden" not in box.split(">", 1)[0]
+        assert re.findall(r"<li>(.*?)</li>", box) == [
+            "return value.items[1]: undefined became null",
+            "return value.pending: a Promise became {} (missing await?)"]
+        assert '<div id="warnings-box" hidden>' in clean
+    finally:
+        viewer.stop()
+
+
+# -- access: only the holder of the viewer's token reads anything (SECURITY.md) -------------
+
+
+def _data_paths(runs: tuple[str, dict[str, str]]) -> list[str]:
+    run_id = runs[1]["research-report"]
+    return ["/", "/?status=completed", "/runs-table", f"/runs/{run_id}",
+            f"/api/runs/{run_id}/stream", "/runs/nope"]
+
+
+def test_without_the_token_nothing_is_read(viewer: Viewer,
+                                           runs: tuple[str, dict[str, str]]) -> None:
+    wrong = "x" + viewer.token[1:]
+    from dsh_workflow._ui.auth import cookie_name, cookie_value
+
+    attempts: list[dict[str, Any]] = [
+        {},
+        {"params": {"token": wrong}},
+        {"params": {"token": ""}},
+        {"headers": {"Authorization": f"Bearer {wrong}"}},
+        {"headers": {"Authorization": f"Basic {viewer.token}"}},
+        {"cookies": {cookie_name(viewer.port): cookie_value(wrong)}},
+        {"cookies": {cookie_name(viewer.port): viewer.token}},  # the token is not the cookie
+        {"cookies": {cookie_name(viewer.port + 1): cookie_value(viewer.token)}},  # another port's
+    ]
+    for attempt in attempts:
+        with httpx.Client(base_url=viewer.url, timeout=10, cookies=attempt.get("cookies")) as http:
+            for path in _data_paths(runs):
+                refused = http.get(path, params=attempt.get("params"),
+                                   headers=attempt.get("headers"))
+                assert refused.status_code == 401, (attempt, path)
+                assert "set-cookie" not in refused.headers
+                assert "research" not in refused.text and "WorkflowStarted" not in refused.text
+
+
+def test_the_token_in_the_address_becomes_an_httponly_strict_cookie(
+        viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
+    with httpx.Client(base_url=viewer.url, timeout=10) as http:
+        entered = http.get("/", params={"status": "completed", "token": viewer.token,
+                                        "name": "research"})
+        assert entered.status_code == 200  # the printed link opens its page at once
+        assert runs[1]["research-report"] in entered.text  # filtered as asked
+        assert runs[1]["throws"] not in entered.text
+        assert entered.headers["referrer-policy"] == "no-referrer"
+        cookie = entered.headers["set-cookie"]
+        attributes = {part.strip().lower() for part in cookie.split(";")[1:]}
+        assert {"httponly", "samesite=strict", "path=/"} <= attributes, cookie
+        assert viewer.token not in cookie  # the cookie is derived from it, not the token
+        for path in _data_paths(runs)[:-1]:  # the cookie alone opens every page
+            assert http.get(path).status_code == 200, path
+        assert runs[1]["research-report"] in http.get("/runs-table").text
+        assert http.get("/runs/nope").status_code == 404
+    # a script may send the token as a bearer header instead
+    bearer = httpx.get(viewer.url + "/runs-table", timeout=10,
+                       headers={"Authorization": f"Bearer {viewer.token}"})
+    assert bearer.status_code == 200 and runs[1]["research-report"] in bearer.text
+    # a run page's address with the token opens the run page itself, and sets the cookie
+    run_page = f"/runs/{runs[1]['throws']}"
+    with httpx.Client(base_url=viewer.url, timeout=10) as http:
+        entered = http.get(run_page, params={"token": viewer.token})
+        assert entered.status_code == 200 and "the script gave up" in entered.text
+        assert http.get(run_page).status_code == 200
+
+
+def test_state_changing_requests_need_the_viewers_own_origin(viewer: Viewer) -> None:
+    own = viewer.url
+    with viewer.client() as http:
+        for origin in (None, "http://attacker.example", "null",
+                       f"http://127.0.0.1:{viewer.port + 1}", own.replace("http:", "https:")):
+            headers = {} if origin is None else {"Origin": origin}
+            for path in ("/", "/runs-table", "/api/runs/x/cancel"):
+                refused = http.post(path, headers=headers)
+                assert refused.status_code == 403, (origin, path)
+        # from its own origin the guard lets the request through (no POST route yet: 405)
+        assert http.post("/", headers={"Origin": own}).status_code == 405
+    # its own origin without the token is still refused
+    assert httpx.post(own + "/", headers={"Origin": own}, timeout=10).status_code == 401
+
+
+def test_the_beacon_is_owner_only_and_carries_the_token(
+        tmp_path: pathlib.Path, runs: tuple[str, dict[str, str]]) -> None:
+    store = str(tmp_path / "copy.sqlite3")
+    shutil.copyfile(runs[0], store)
+    stale = beacon.beacon_path(store)
+    with open(stale, "w") as file:  # an old, world-readable beacon of a dead viewer
+        file.write('{"url": "http://127.0.0.1:1", "pid": 1, "store": "elsewhere"}')
+    os.chmod(stale, 0o644)
+    previous = os.umask(0)  # a permissive umask must not widen the file
+    try:
+        second = Viewer(store)
+    finally:
+        os.umask(previous)
+    try:
+        assert os.stat(stale).st_mode & 0o777 == 0o600
+        with open(stale) as file:
+            assert json.load(file)["token"] == second.token
+        link = announce_viewer(store, "some-run", lambda line: None)
+        assert link == f"{second.url}/runs/some-run?token={second.token}"
+        assert [n for n in os.listdir(tmp_path) if n.startswith(".ui-")] == []
+    finally:
+        assert second.stop() == 0
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_the_viewers_token_can_be_chosen(tmp_path: pathlib.Path, how: str,
+                                         runs: tuple[str, dict[str, str]]) -> None:
+    chosen = "my-viewer-token_42"
+    store = str(tmp_path / "copy.sqlite3")  # the module's viewer keeps its own store's beacon
+    shutil.copyfile(runs[0], store)
+    env = _env_without_token()
+    options: tuple[str, ...] = ()
+    if how == "option":
+        options = ("--token", chosen)
+        env["DSH_WORKFLOW_TOKEN"] = "not-this-one"
+    else:
+        env["DSH_WORKFLOW_TOKEN"] = chosen
+    second = Viewer(store, *options, env=env)
+    try:
+        assert second.token == chosen
+        with second.client() as http:
+            assert http.get("/runs-table").status_code == 200
+        assert httpx.get(second.url + "/", params={"token": "not-this-one"},
+                         timeout=10).status_code == 401
+    finally:
+        assert second.stop() == 0
+
+
+def test_each_viewer_start_makes_a_new_token(runs: tuple[str, dict[str, str]],
+                                             tmp_path: pathlib.Path) -> None:
+    store = str(tmp_path / "copy.sqlite3")
+    shutil.copyfile(runs[0], store)
+    tokens = []
+    for _ in range(2):
+        started = Viewer(store)
+        tokens.append(started.token)
+        assert started.stop() == 0
+    assert tokens[0] != tokens[1] and min(len(t) for t in tokens) >= 40
+
+
+@needs_chromium
+def test_the_browser_keeps_the_token_out_of_the_address_and_the_script(
+        viewer: Viewer, browser: Any, runs: tuple[str, dict[str, str]]) -> None:
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        viewer.enter(page)  # lands on the list, the token gone from the address
+        assert page.locator("tr.run").count() >= 5
+        assert page.evaluate("document.cookie") == ""  # HttpOnly: the page's script cannot read it
+        (cookie,) = [c for c in context.cookies() if c["name"].startswith("dsh_workflow_viewer_")]
+        assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+        assert viewer.token not in page.evaluate("location.href")
+        page.goto(f"{viewer.url}/runs/{runs[1]['research-report']}")  # the cookie alone
+        _ended(page)
+        assert page.inner_text("#run-status") == "completed"
+        page.go_back()  # the history keeps the list's address without the token
+        assert page.url == viewer.url + "/"
+    finally:
+        context.close()
+    stranger = browser.new_context()
+    try:
+        response = stranger.new_page().goto(viewer.url + "/")
+        assert response is not None and response.status == 401
+    finally:
+        stranger.close()
+
+
+# -- bounded work per request ------------------------------------------------------------------
+
+
+def _record_runs(store: str, *, result_value: Any) -> list[str]:
+    """Record one completed run straight into ``store``, its result's value
+    ``result_value``; returns its id (in a list)."""
+    from dsh_workflow import SQLiteRunStore
+
+    async def write() -> list[str]:
+        run_id = f"big-{time.monotonic_ns()}"
+        async with SQLiteRunStore(store) as opened:
+            await opened.create_run(run_id, meta={"name": "big", "description": "d"},
+                                    script="return 1")
+            await opened.finish_run(run_id, status="completed", result={
+                "value": result_value, "error": None, "stop_reason": "completed"})
+        return [run_id]
+
+    import anyio
+
+    return anyio.run(write, backend="trio")  # Playwright runs an asyncio loop here
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def test_a_five_megabyte_result_is_folded_and_fetched_in_bounded_chunks(
+        tmp_path: pathlib.Path) -> None:
+    from dsh_workflow._ui.summary import CHUNK_CHARS, SHOWN_CHARS
+
+    store = str(tmp_path / "big.sqlite3")
+    value = {"rows": [{"i": i, "text": "x" * 90} for i in range(50_000)]}  # ~5.5 MB of JSON
+    text = _json_text(value)
+    assert len(text) > 5_000_000
+    (run_id,) = _record_runs(store, result_value=value)
+    big = Viewer(store)
+    try:
+        with big.client() as http:
+            started = time.monotonic()
+            page = http.get(f"/runs/{run_id}")
+            elapsed = time.monotonic() - started
+            assert page.status_code == 200
+            print(f"5 MB result page: {len(page.content)} bytes in {elapsed:.2f} s")
+            assert len(page.content) < 1_000_000 and elapsed < 8
+            assert 'Showing the first <span class="fold-shown">64000</span> characters' in page.text
+            # the end message of the stream is bounded too, and left out when asked
+            ended = _messages(http.get(f"/api/runs/{run_id}/stream").text)[-1]
+            assert ended[0] == "end" and len(ended[2]) < 1_000_000
+            payload = json.loads(ended[2])
+            assert payload["value"]["shown"] == SHOWN_CHARS and payload["value"]["folded"]
+            quiet = _messages(http.get(f"/api/runs/{run_id}/stream?result=0").text)[-1]
+            assert json.loads(quiet[2])["value"] is None and len(quiet[2]) < 10_000
+            # the rest of the text, one bounded chunk per request
+            chunks, offset = [], 0
+            while True:
+                part = http.get(f"/api/runs/{run_id}/text/value", params={"offset": offset})
+                assert part.status_code == 200
+                assert int(part.headers["x-total-chars"]) == len(text)
+                assert len(part.text) <= CHUNK_CHARS
+                if not part.text:
+                    break
+                chunks.append(part.text)
+                offset = int(part.headers["x-next-offset"])
+            assert "".join(chunks) == text
+            assert http.get(f"/api/runs/{run_id}/text/nope").status_code == 404
+            assert http.get(f"/api/runs/{run_id}/text/value?offset=x").status_code == 400
+            assert http.get("/api/runs/nope/text/value").status_code == 404
+        # and the whole of it is behind the token like everything else
+        assert httpx.get(f"{big.url}/api/runs/{run_id}/text/value", timeout=10
+                         ).status_code == 401
+    finally:
+        assert big.stop() == 0
+
+
+@needs_chromium
+def test_show_more_unfolds_a_big_result_on_the_page(tmp_path: pathlib.Path, page: Any) -> None:
+    store = str(tmp_path / "big.sqlite3")
+    value = [f"line {i} " + "y" * 40 for i in range(10_000)]  # ~600 kB of JSON
+    (run_id,) = _record_runs(store, result_value=value)
+    big = Viewer(store)
+    try:
+        big.enter(page)
+        page.goto(f"{big.url}/runs/{run_id}")
+        _ended(page)
+        fold = 'p.folded[data-for="result"]'
+        assert page.is_visible(fold)
+        clicks = 0
+        while page.is_visible(fold):
+            before = page.get_attribute(fold, "data-next")
+            page.click(f"{fold} button.show-more")
+            page.wait_for_function(f"document.querySelector('{fold}').dataset.next !== "
+                                   f"'{before}'")
+            clicks += 1
+            assert clicks < 10
+        assert clicks >= 2
+        assert json.loads(page.inner_text("#result")) == value
+    finally:
+        assert big.stop() == 0
+
+
+@pytest.mark.parametrize("after", ["abc", "1.5", "9223372036854775808",
+                                   "99999999999999999999999999", "0x10", "1e3", "١٢"])
+def test_a_malformed_after_is_400(viewer: Viewer, runs: tuple[str, dict[str, str]],
+                                  after: str) -> None:
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        assert http.get(url, params={"after": after}).status_code == 400
+        assert http.get(url, headers={"Last-Event-ID": after.encode()}
+                        ).status_code == 400
+
+
+def test_after_in_range_is_served(viewer: Viewer, runs: tuple[str, dict[str, str]]) -> None:
+    url = f"/api/runs/{runs[1]['research-report']}/stream"
+    with viewer.client() as http:
+        for after in ("9223372036854775807", "-3", "0"):
+            answered = http.get(url, params={"after": after})
+            assert answered.status_code == 200 and "event: end" in answered.text
+
+
+@needs_chromium
+def test_list_refreshes_never_overlap(viewer: Viewer, page: Any) -> None:
+    # every refresh answers only after 3 s (longer than the 2 s period)
+    page.add_init_script("""
+        window.__inflight = 0; window.__most = 0; window.__calls = 0;
+        const original = window.fetch.bind(window);
+        window.fetch = async (...args) => {
+            window.__calls++; window.__inflight++;
+            window.__most = Math.max(window.__most, window.__inflight);
+            try {
+                await new Promise(resolve => setTimeout(resolve, 3000));
+                return await original(...args);
+            } finally { window.__inflight--; }
+        };""")
+    viewer.enter(page)
+    page.fill("#name-filter", "res")  # typing during a refresh asks for one more, not two
+    page.wait_for_timeout(9_000)
+    assert page.evaluate("window.__calls") >= 2
+    assert page.evaluate("window.__most") == 1
+
+
+def _unfinished_runs(store: str, runs: int, agents: int, first_seq: int = 1) -> list[str]:
+    """Add ``agents`` started-and-ended agents to each of ``runs`` running runs of ``store``
+    (made on the first call, named ``live-N``); returns their ids."""
+    from dsh_workflow import SQLiteRunStore
+
+    async def write() -> list[str]:
+        ids = [f"live-{n}" for n in range(runs)]
+        async with SQLiteRunStore(store) as opened:
+            for run_id in ids:
+                if first_seq == 1:
+                    await opened.create_run(run_id, meta={"name": run_id, "description": "d"},
+                                            script="return 1")
+                batch: list[dict[str, Any]] = []
+                for seq in range(first_seq, first_seq + agents):
+                    batch.append({"event": "AgentStarted", "seq": seq, "label": f"a{seq}"})
+                    batch.append({"event": "AgentEnded", "seq": seq, "label": f"a{seq}",
+                                  "outcome": "completed",
+                                  "usage": {"input_tokens": 1, "output_tokens": 2}})
+                await opened.append_events(run_id, batch)
+        return ids
+
+    import anyio
+
+    return anyio.run(write, backend="trio")
+
+
+def _list_counts(http: httpx.Client) -> dict[str, tuple[str, int, int]]:
+    table = http.get("/runs-table")
+    assert table.status_code == 200
+    found = {}
+    for run_id, status, agents, tokens in re.findall(
+            r'<tr class="run" data-id="([^"]+)" data-status="([^"]+)">.*?'
+            r'<td class="num">(\d+)</td>\s*<td class="num">\d+</td>\s*<td class="num">(\d+)</td>',
+            table.text, re.S):
+        found[run_id] = (status, int(agents), int(tokens))
+    return found
+
+
+def test_the_list_counts_many_unfinished_runs_and_then_only_what_is_new(
+        tmp_path: pathlib.Path) -> None:
+    store = str(tmp_path / "live.sqlite3")
+    ids = _unfinished_runs(store, runs=8, agents=2_000)  # 32,000 events in all
+    listing = Viewer(store)
+    try:
+        with listing.client() as http:
+            counts = _list_counts(http)
+            assert {run_id: counts[run_id][1:] for run_id in ids} == \
+                {run_id: (2_000, 6_000) for run_id in ids}
+            assert {counts[run_id][0] for run_id in ids} <= {"running", "interrupted"}
+            _unfinished_runs(store, runs=8, agents=5, first_seq=2_001)
+            counts = _list_counts(http)
+            assert {counts[run_id][1] for run_id in ids} == {2_005}
+            assert {counts[run_id][2] for run_id in ids} == {6_015}
+    finally:
+        assert listing.stop() == 0
 
 
 def test_the_run_row_shows_the_cost_and_marks_a_lower_bound() -> None:
@@ -624,7 +1084,7 @@ def test_the_list_and_the_run_page_show_a_runs_cost(page: Any, tmp_path: pathlib
     assert done.returncode == 0, done.stderr
     served = Viewer(store)
     try:
-        page.goto(served.url + "/")
+        served.enter(page)
         row = page.locator("tr.run").first
         assert row.locator("td").nth(7).inner_text() == "$0.6250+"  # one child unpriced
         page.goto(served.url + row.locator("a").first.get_attribute("href"))

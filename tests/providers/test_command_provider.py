@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
+from dsh_workflow._failure import ProviderUnavailable
 from dsh_workflow._providers.command import CommandProvider, parse_structured_reply
 from dsh_workflow._subagent import SubagentRequest
 
@@ -264,7 +265,8 @@ async def test_concurrent_children() -> None:
 
 @pytest.mark.anyio
 async def test_missing_executable_raises() -> None:
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(ProviderUnavailable, match="the command '/nonexistent/agent-cli' does "
+                                                  "not exist"):
         await CommandProvider(["/nonexistent/agent-cli"]).run(request())
 
 
@@ -395,3 +397,45 @@ async def test_max_output_tokens_reaches_the_command() -> None:
                             "--max={max_output_tokens}"])
     assert (await argv.run(request(max_output_tokens=9))).text.strip() == "['--max=9']"
     assert (await argv.run(request())).text.strip() == "['--max=']"
+
+
+# ---- truthful outcomes (SPEC §17): why a command child failed -------------------------------
+
+@pytest.mark.anyio
+async def test_a_command_not_on_path_is_unavailable() -> None:
+    with pytest.raises(ProviderUnavailable) as caught:
+        await CommandProvider(["no-such-agent-cli-xyz", "--flag"]).run(request())
+    assert str(caught.value) == "the command 'no-such-agent-cli-xyz' was not found on PATH"
+
+
+@pytest.mark.anyio
+async def test_a_command_that_is_not_executable_is_unavailable(tmp_path: Path) -> None:
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    with pytest.raises(ProviderUnavailable, match=r"the command '.*agent\.sh' is not executable"):
+        await CommandProvider([str(script)]).run(request())
+
+
+@pytest.mark.anyio
+async def test_a_nonzero_exit_keeps_the_last_20_lines_of_stderr() -> None:
+    script = """
+        import sys
+        for i in range(1, 41):
+            print(f"line {i}", file=sys.stderr)
+        print('dsh-workflow-usage: {"input_tokens": 1, "output_tokens": 2}', file=sys.stderr)
+        sys.exit(7)
+    """
+    result = await python(script).run(request())
+    assert result.stop_reason == "error"
+    expected = "\n".join(f"line {i}" for i in range(21, 41))
+    assert result.error == f"command exited with status 7; stderr: {expected}"
+    assert result.usage is not None and result.usage.output_tokens == 2
+
+
+@pytest.mark.anyio
+async def test_an_invalid_answer_quotes_the_start_of_the_output() -> None:
+    result = await python("print('{\"n\": \"x\"}')").run(request(schema=SCHEMA))
+    assert result.stop_reason == "error"
+    assert (result.error or "").startswith("command output does not satisfy the schema: ")
+    assert """(the output began: '{"n": "x"}')""" in (result.error or "")

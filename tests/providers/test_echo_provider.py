@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dsh_workflow._providers import EchoProvider, minimal_instance
 from dsh_workflow._schema import schema_violations, value_violations
+from dsh_workflow._schema_instance import schema_instance
 from dsh_workflow._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 
 
@@ -242,11 +243,75 @@ def test_recursive_ref_with_a_way_out_is_minimal() -> None:
 
 
 def test_unsatisfiable_keywords_are_best_effort() -> None:
-    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[0-9]{3}$"}},
+    schema = {"type": "object", "properties": {"code": {"type": "string", "not": {"const": ""}}},
               "required": ["code"]}
     value = minimal_instance(schema)
     assert value == {"code": ""}
-    assert value_violations(schema, value) == ["value.code: '' does not match '^[0-9]{3}$'"]
+    assert value_violations(schema, value) == ["value.code: '' should not be valid under "
+                                               "{'const': ''}"]
+
+
+@pytest.mark.parametrize("pattern", [r"^INV-\d{4}$", "^[0-9]{3}$", r"^[A-Z]{2}-\d+$",
+                                     "^(red|green|blue)$", r"^\w+@\w+\.(com|org)$", "z"])
+def test_a_pattern_is_honoured_with_a_generated_string(pattern: str) -> None:
+    schema = {"type": "object", "required": ["s"],
+              "properties": {"s": {"type": "string", "pattern": pattern}}}
+    value = minimal_instance(schema, "a prompt")
+    assert isinstance(value, dict) and value["s"]
+    assert value_violations(schema, value) == []
+    assert minimal_instance(schema, "a prompt") == value  # the same seed, the same value
+
+
+def test_the_seed_varies_the_generated_strings() -> None:
+    schema = {"type": "object", "required": ["n"],
+              "properties": {"n": {"type": "string", "pattern": r"^INV-\d{4}$"}}}
+    values = {json.dumps(minimal_instance(schema, f"invoice {i}")) for i in range(20)}
+    assert len(values) > 10
+
+
+def test_a_pattern_with_lengths_and_a_format_with_lengths() -> None:
+    schema = {"type": "object", "required": ["a", "b", "c"], "properties": {
+        "a": {"type": "string", "pattern": "^z", "minLength": 5, "maxLength": 8},
+        "b": {"type": "string", "maxLength": 3, "minLength": 2},
+        "c": {"type": "string", "pattern": "^[a-c]+$", "minLength": 3, "maxLength": 4}}}
+    value = minimal_instance(schema, "s")
+    assert value_violations(schema, value) == [], value
+
+
+@pytest.mark.parametrize("fmt", ["date", "date-time", "time", "email", "uri", "uuid", "ipv4",
+                                 "ipv6", "hostname", "duration", "uri-reference", "json-pointer",
+                                 "regex", "idn-email"])
+def test_formats_are_honoured(fmt: str) -> None:
+    schema = {"type": "object", "required": ["v"],
+              "properties": {"v": {"type": "string", "format": fmt}}}
+    value = minimal_instance(schema)
+    assert value_violations(schema, value) == [], value
+
+
+@pytest.mark.parametrize("pattern", ["((a+)+)+b", r"\p{L}+", "(a)\\1{5000}"])
+def test_a_pattern_it_cannot_generate_from_is_left_unsatisfied_quickly(pattern: str) -> None:
+    schema = {"type": "object", "required": ["s"],
+              "properties": {"s": {"type": "string", "pattern": pattern}}}
+    started = time.perf_counter()
+    value, problems = schema_instance(schema, "x")
+    assert time.perf_counter() - started < 2
+    assert value == {"s": ""} and problems and problems[0].startswith("/s: '' does not match")
+
+
+@pytest.mark.anyio
+async def test_the_echo_provider_fails_a_child_it_cannot_answer_validly() -> None:
+    schema = {"type": "object", "required": ["s"],
+              "properties": {"s": {"type": "string", "not": {"const": ""}}}}
+    result = await EchoProvider().run(_request("x", schema))
+    assert result.stop_reason == "error"
+    assert result.structured is None and result.text == '{"s":""}'
+    assert result.error == ("the echo provider cannot build a value that satisfies the schema: "
+                            "/s: '' should not be valid under {'const': ''}")
+    invoice = {"type": "object", "required": ["number"],
+               "properties": {"number": {"type": "string", "pattern": r"^INV-\d{4}$"}}}
+    answered = await EchoProvider().run(_request("invoice 3", invoice))
+    assert answered.stop_reason == "completed"
+    assert value_violations(invoice, answered.structured) == []
 
 
 def test_odd_inputs_do_not_raise() -> None:

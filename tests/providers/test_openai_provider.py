@@ -20,6 +20,7 @@ from dsh_workflow import (
     AgentEnded,
     EngineConfig,
     OpenAIProvider,
+    ProviderUnavailable,
     QuickJSEngine,
     SubagentRequest,
     Usage,
@@ -306,16 +307,102 @@ async def test_malformed_reply_is_ordinary_failure(server: FakeOpenAI) -> None:
     assert result.stop_reason == "error" and "malformed" in (result.error or "")
 
 
-@pytest.mark.anyio
-async def test_connection_refused_is_ordinary_failure() -> None:
+def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.anyio
+async def test_connection_refused_after_the_retries_is_unavailable() -> None:
+    port = _closed_port()
     provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=2, **FAST)
     async with provider:
+        with pytest.raises(ProviderUnavailable) as caught:
+            await provider.run(request())
+    message = str(caught.value)
+    assert message.startswith("the endpoint is unreachable: ConnectError talking to "
+                              f"http://127.0.0.1:{port}/v1/chat/completions"), message
+    assert "3 attempts" in message
+
+
+@pytest.mark.anyio
+async def test_an_unknown_host_is_unavailable() -> None:
+    provider = OpenAIProvider(base_url="http://no-such-host.invalid/v1", model="m", max_retries=0,
+                              **FAST)
+    async with provider:
+        with pytest.raises(ProviderUnavailable, match="the endpoint is unreachable: ConnectError"):
+            await provider.run(request())
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("code", [401, 403])
+async def test_refused_credentials_are_unavailable_and_name_the_cause(server: FakeOpenAI,
+                                                                      code: int) -> None:
+    key = "sk-live-0123456789abcdef"
+    server.script = [status(code, f"Incorrect API key provided: {key}")]
+    async with server.provider(api_key=key) as provider:
+        with pytest.raises(ProviderUnavailable) as caught:
+            await provider.run(request())
+    assert str(caught.value) == (f"the provider refused its credentials: {code} Incorrect API "
+                                 f"key provided: [REDACTED] ({server.url})")
+    assert len(server.requests) == 1  # not retried
+
+
+@pytest.mark.anyio
+async def test_an_unknown_model_is_unavailable_and_named(server: FakeOpenAI) -> None:
+    server.script = [status(404, "The model `gpt-9` does not exist")]
+    async with server.provider() as provider:
+        with pytest.raises(ProviderUnavailable) as caught:
+            await provider.run(request(model="gpt-9"))
+    assert str(caught.value) == ("the endpoint does not know the model 'gpt-9': 404 The model "
+                                 f"`gpt-9` does not exist ({server.url})")
+
+
+@pytest.mark.anyio
+async def test_the_key_is_redacted_from_an_ordinary_failure(server: FakeOpenAI) -> None:
+    key = "my-private-key-1234"
+    server.script = [status(400, f"bad request from key {key}")]
+    async with server.provider(api_key=key) as provider:
         result = await provider.run(request())
     assert result.stop_reason == "error"
-    assert "ConnectError" in (result.error or "") and "3 attempts" in (result.error or "")
+    assert result.error == f"HTTP 400 from {server.url}/chat/completions: bad request from key [REDACTED]"
+
+
+@pytest.mark.anyio
+async def test_a_failed_repair_says_what_was_wrong_with_the_last_answer(server: FakeOpenAI) -> None:
+    server.script = [chat('{"n": "one"}'), chat('{"n": "two"}')]
+    async with server.provider() as provider:
+        result = await provider.run(request(schema=SCHEMA))
+    assert result.stop_reason == "error"
+    error = result.error or ""
+    assert "after one repair attempt" in error and "'two' is not of type 'integer'" in error
+    assert """(the last answer began: '{"n": "two"}')""" in error
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("factory", [quickjs_factory, subprocess_factory(pool_size=1)],
+                         ids=["quickjs", "subprocess"])
+async def test_a_run_on_refused_credentials_ends_at_once_with_the_cause(
+        server: FakeOpenAI, factory: Any) -> None:
+    if factory is None:
+        pytest.skip(ENGINE_SKIPS.get("subprocess", "subprocess engine unavailable"))
+    server.script = [status(401, "Incorrect API key provided")] * 20
+    ends: list[AgentEnded] = []
+    async with server.provider() as provider, \
+            factory(EngineConfig(max_concurrent_agents=1), provider) as engine:
+        engine.events.subscribe(lambda e: ends.append(e) if isinstance(e, AgentEnded) else None)
+        run = engine.start(WorkflowStartRequest(
+            meta={"name": "keyed", "description": "d"},
+            script="return await parallel([1, 2, 3, 4, 5].map((i) => () => agent('p' + i)))"))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "error"
+    assert result.error == ("AGENT_FAILED: the provider refused its credentials: 401 Incorrect "
+                            f"API key provided ({server.url})")
+    assert len(server.requests) == 1
+    assert ends[0].error is not None and ends[0].error.kind == "provider"
+    assert "401 Incorrect API key provided" in ends[0].error.message
 
 
 @pytest.mark.anyio

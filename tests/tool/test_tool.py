@@ -19,7 +19,7 @@ from dsh_workflow._meta import WorkflowMeta, parse_meta
 from dsh_workflow._request import WorkflowStartRequest
 from dsh_workflow._result import WorkflowResult
 from dsh_workflow._run import WorkflowEngine, WorkflowRun
-from dsh_workflow._tool import ToolCallCard, ToolResult, WorkflowTool
+from dsh_workflow._tool import ToolCallCard, ToolResult, WorkflowTool, texts
 
 META = {"name": "audit", "description": "d"}
 SCRIPT = "return 1"
@@ -172,6 +172,24 @@ async def test_truncation_boundary_exact_length_has_no_notice() -> None:
     tool = WorkflowTool(FakeEngine(completed(value)), max_result_chars=len(rendered))
     result = await tool.execute(call())
     assert result.text == _header() + rendered
+
+
+@pytest.mark.anyio
+async def test_warnings_follow_the_value_even_when_it_is_cut() -> None:
+    value = {"blob": "x" * 100}
+    rendered = json.dumps(value, indent=2)
+    result_in = WorkflowResult(value=value, stop_reason="completed",
+                               warnings=("return value.a: NaN became null", "... and 3 more"))
+    tool = WorkflowTool(FakeEngine(result_in), max_result_chars=10)
+    result = await tool.execute(call())
+    assert result.text == (_header() + rendered[:10]
+                           + f"\n… [truncated: {len(rendered) - 10} more characters]"
+                           + "\nWarnings:\n- return value.a: NaN became null\n- ... and 3 more")
+    assert result.data is not None
+    assert result.data["warnings"] == ["return value.a: NaN became null", "... and 3 more"]
+    clean = await WorkflowTool(FakeEngine(completed(value))).execute(call())
+    assert "Warnings:" not in clean.text
+    assert clean.data is not None and "warnings" not in clean.data
 
 
 @pytest.mark.anyio
@@ -456,9 +474,63 @@ def test_system_prompt_section_names_the_configured_tool() -> None:
     assert "one or two delegations" in section and "subagent" in section
 
 
+#: The description's length before it answered the questions of README, "The model-facing
+#: tool" (SPEC §21: error codes, fatal, providers, phase, repair, limits, saved workflows, labels,
+#: failure: "throw", {concurrency}), and the bound it keeps now: it is sent with every request.
+DESCRIPTION_CHARS_BEFORE = 3982
+DESCRIPTION_CHARS_MAX = 5350
+
+
+def test_description_stays_tight() -> None:
+    description = WorkflowTool(FakeEngine()).description
+    assert description == texts.DESCRIPTION  # an engine without a config adds nothing
+    assert 2500 <= len(description) <= DESCRIPTION_CHARS_MAX
+    assert len(description) - DESCRIPTION_CHARS_BEFORE <= 1400  # what the answers cost
+
+
+@pytest.mark.parametrize(("question", "answers"), [
+    pytest.param("error shape and codes", [
+        '{name: "WorkflowError", code, fatal: true, message}', 'e.code === "BUDGET_EXCEEDED"',
+        "INVALID_ARGUMENT", "UNSUPPORTED_OPTION", "UNSUPPORTED_SCHEMA", "AGENT_CAP", "ITEM_CAP",
+        "BUDGET_EXCEEDED", "AGENT_FAILED", "RESULT_UNSERIALIZABLE", "CANCELLED"], id="errors"),
+    pytest.param("what fatal means", [
+        "Fatal means parallel and pipeline never turn it into null",
+        "The script may still catch it and return what it has"], id="fatal"),
+    pytest.param("what a child can do", [
+        "a fresh child that sees only its prompt", "see its line below"], id="children"),
+    pytest.param("what opts.phase does", [
+        "phase (progress group, display only; default: the current phase(title))"], id="phase"),
+    pytest.param("is an invalid structured answer re-asked", [
+        "The host does not re-ask a child whose answer is invalid",
+        "a provider may repair once"], id="repair"),
+    pytest.param("why agent() returned null", [
+        "resolves null when the child fails, its structured value is missing or invalid, or it "
+        "times out"], id="null"),
+    pytest.param("how a saved workflow's failure arrives, in parallel, its args", [
+        'throw fatal AGENT_FAILED (workflow("name") failed: ...)',
+        "calls may run inside parallel", "with `args` as its own args"], id="saved-workflows"),
+    pytest.param("label rules", [
+        "label (display name, any string, need not be unique; default: the prompt's first "
+        "line, up to 48 characters)"], id="labels"),
+    pytest.param('failure: "throw"', [
+        'failure ("null", the default, or "throw")', 'With failure: "throw" it rejects',
+        '{name: "AgentFailure", kind: "provider"|"invalid"|"missing"|"timeout"|"cancelled", '
+        "message, details}"], id="failure-throw"),
+    pytest.param("{concurrency}", [
+        "parallel(thunks, {concurrency: N}), pipeline(items, ...stages, {concurrency: N}): at "
+        "most N items in flight"], id="concurrency"),
+    pytest.param("return value conversion", [
+        "made JSON as JSON.stringify does", "listed under Warnings",
+        "BigInt and cycles are errors"], id="return-value"),
+])
+def test_description_answers_each_question(question: str, answers: list[str]) -> None:
+    description = WorkflowTool(FakeEngine()).description
+    for answer in answers:
+        assert answer in description, f"{question}: {answer!r} missing"
+
+
 def test_description_carries_the_authoring_contract() -> None:
     description = WorkflowTool(FakeEngine()).description
-    assert 2500 <= len(description) <= 4000
     for fact in ["export const meta", "not TypeScript", "top-level await", "return <value>",
                  "subagent", "label", "phase", "schema", "model", "provider", "effort",
                  "isolation", "agentType", "null", ".filter(Boolean)", "parallel(thunks)",
@@ -525,3 +597,16 @@ def test_accessors_and_frozen_results() -> None:
     assert (result.is_error, result.data) == (False, None)
     with pytest.raises(pydantic.ValidationError):
         result.text = "changed"  # type: ignore[misc]  # deliberately writing a frozen result
+
+
+def test_description_lists_exactly_the_failure_kinds_and_the_catchable_codes() -> None:
+    from typing import get_args
+
+    from dsh_workflow._failure import FailureKind
+
+    kinds = "|".join(f'"{kind}"' for kind in get_args(FailureKind))
+    assert f"kind: {kinds}" in texts.DESCRIPTION
+    for code in ("INVALID_ARGUMENT", "UNSUPPORTED_OPTION", "UNSUPPORTED_SCHEMA", "AGENT_CAP",
+                 "ITEM_CAP", "BUDGET_EXCEEDED", "AGENT_FAILED", "CANCELLED"):
+        assert code in WorkflowErrorCode.__members__, code
+        assert code in texts.DESCRIPTION, code

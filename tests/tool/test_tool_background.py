@@ -10,7 +10,9 @@ import anyio
 import pytest
 from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
 
-from dsh_workflow import EngineConfig, ToolResult, WorkflowTool
+from dsh_workflow import CommandProvider, EngineConfig, ToolResult, WorkflowTool
+from dsh_workflow._subagent import provider_description
+from dsh_workflow._tool import texts
 from dsh_workflow.testing import GatedProvider
 
 META = {"name": "bg", "description": "a background workflow"}
@@ -123,17 +125,38 @@ async def test_description_states_the_engines_caps_routes_and_saved_workflows(
 
     folder = tmp_path / "wf"
     folder.mkdir()
-    (folder / "a.js").write_text("export const meta = {name: 'triage', description: 't'};\n"
+    (folder / "a.js").write_text("export const meta = {name: 'triage', description: 't', "
+                                 "whenToUse: 'a bug report needs sorting'};\n"
                                  "return 1", "utf-8")
-    provider = RoutingProvider({"fast": EchoProvider(), "deep": EchoProvider()}, default="fast")
+    deep = CommandProvider(["/usr/bin/my-agent", "--deep"], cwd=str(tmp_path))
+    provider = RoutingProvider({"fast": EchoProvider(), "deep": deep}, default="fast")
     config = EngineConfig(max_concurrent_agents=7, max_total_agents=123, max_items_per_call=55,
-                          run_timeout_s=90, budget_tokens=5000)
+                          run_timeout_s=90, budget_tokens=5000, max_prompt_chars=12345,
+                          max_value_depth=64)
     async with QuickJSEngine(config, provider=provider,
                              library=WorkflowLibrary([folder])) as engine:
-        description = WorkflowTool(engine).description
+        description = WorkflowTool(engine, max_result_chars=7777).description
     for fact in ["up to 7 agents run at once", "123 agent() calls per run",
                  "55 items per parallel()/pipeline() call", "a 90 s limit on the whole run",
-                 "a budget of 5000 tokens", "Provider routes for opts.provider: deep, fast "
-                 "(default fast)", "Saved workflows for workflow(name): triage",
+                 "a budget of 5000 tokens", "prompts up to 12345 characters",
+                 "values nested up to 64 levels", "the result text is cut at 7777 characters",
+                 "Provider routes for opts.provider: deep, fast (default fast):",
+                 f"- deep: {provider_description(deep)}",
+                 f"- fast: {EchoProvider().description}",
+                 "Saved workflows for workflow(name): triage:",
+                 "- triage: t Use when: a bug report needs sorting",
                  "given the schema and asked to answer in it", "ES2023", "Array.prototype.at"]:
         assert fact in description, fact
+    assert "my-agent" in deep.description and "own model, tools and files" in deep.description
+    # what the engine section adds stays bounded too
+    assert len(description) - len(texts.DESCRIPTION) <= 1300
+
+
+@pytest.mark.anyio
+async def test_description_names_what_a_single_providers_children_can_do() -> None:
+    from dsh_workflow import EchoProvider, QuickJSEngine
+
+    async with QuickJSEngine(EngineConfig(), provider=EchoProvider()) as engine:
+        description = WorkflowTool(engine).description
+    assert f"Children: {EchoProvider().description}." in description
+    assert "no tools, no files" in description

@@ -69,6 +69,31 @@ return {answered: texts.filter(Boolean).length, n: shaped.n, note: "naïve ✓",
 
 
 @pytest.mark.anyio
+async def test_lossy_return_value_completes_with_warnings_after_the_value(
+        engine: QuickJSEngine) -> None:
+    script = """
+const findings = [agent("a")];  // not awaited: the Promise becomes {}
+return {phases: {findings}, items: [1, 2, undefined], x: () => 1};
+"""
+    result = await WorkflowTool(engine).execute({"meta": META, "script": script})
+    value = {"phases": {"findings": [{}]}, "items": [1, 2, None]}
+    assert not result.is_error
+    expected = (
+        'workflow "e2e" completed (1 agent).\nReturn value:\n' + json.dumps(value, indent=2)
+        + "\nWarnings:\n"
+        "- return value.phases.findings[0]: a Promise became {} (missing await?)\n"
+        "- return value.items[2]: undefined became null\n"
+        "- return value.x: a function was dropped")
+    # the un-awaited child may still be running when the run ends: then it is cancelled and
+    # the failed-agents line follows the warnings
+    assert result.text in (expected, expected + "\nAgents failed: 1 of 1 — 1 cancelled.")
+    assert result.data is not None and result.data["result"] == value
+    assert result.data["warnings"] == [
+        "return value.phases.findings[0]: a Promise became {} (missing await?)",
+        "return value.items[2]: undefined became null", "return value.x: a function was dropped"]
+
+
+@pytest.mark.anyio
 async def test_script_error_is_a_failed_run(engine: QuickJSEngine) -> None:
     script = 'await agent("one");\nthrow new Error("boom");'
     result = await WorkflowTool(engine).execute({"meta": META, "script": script})

@@ -92,6 +92,13 @@ def test_general_purpose_is_built_in_and_may_be_redefined(tmp_path: Path) -> Non
     ("---\n- a\n- b\n---\n", "mapping"),
     ("---\nname: x\ntools: {a: 1}\n---\n", "'tools'"),
     ("---\nname: {a: 1}\n---\n", "'name' must be a string"),
+    ("---\nname: deep\nx: " + "[" * 20000 + "]" * 20000 + "\n---\n", "nested too deeply"),
+    ("---\nname: deep\nx: " + "{a: " * 20000 + "1" + "}" * 20000 + "\n---\n",
+     "nested too deeply"),
+    ("---\n" + "".join(" " * i + f"k{i}:\n" for i in range(1000)) + "---\n",
+     "nested too deeply"),
+    ("---\nname: deep\nx:\n  " + "- " * 20000 + "x\n---\n", "nested too deeply"),
+    ("---\ndescription: a: b\nx: " + "[" * 20000 + "\n---\n", "nested too deeply"),
 ])
 def test_unusable_files_are_skipped_and_reported(tmp_path: Path, text: str, reason: str,
                                                  caplog: pytest.LogCaptureFixture) -> None:

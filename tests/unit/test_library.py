@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dsh_workflow import WorkflowLibrary
+from dsh_workflow._library import read_regular_text, read_workflow_file
 
 
 def saved(folder: Path, file: str, name: str, body: str = "return 1",
@@ -84,3 +89,87 @@ def test_script_paths_stay_inside_the_workflow_folders(tmp_path: Path) -> None:
     for bad in [str(outside), "../elsewhere/secret.js", "data.txt", "missing.js"]:
         with pytest.raises(ValueError):
             library.resolve_script_path(bad)
+
+
+def test_script_path_refusals_do_not_tell_which_host_paths_exist(tmp_path: Path) -> None:
+    """A missing path, an existing file outside the folders, a symlink out of them and a file
+    that is not .js get the same text (with the path as given), so a script cannot probe the
+    host's files."""
+    base = tmp_path / "scripts"
+    saved(base, "ok.js", "ok")
+    outside = saved(tmp_path / "elsewhere", "secret.js", "secret")
+    (base / "link.js").symlink_to(outside)
+    (base / "notes.txt").write_text("text", "utf-8")
+    library = WorkflowLibrary([tmp_path / "lib"], base_dir=base)
+    texts: dict[str, str] = {}
+    for name, target in {"exists-outside": str(outside),
+                         "missing-outside": str(tmp_path / "elsewhere" / "nothing.js"),
+                         "missing-dir": str(tmp_path / "nowhere" / "x.js"),
+                         "relative-outside": "../elsewhere/secret.js",
+                         "relative-missing": "../elsewhere/nothing.js",
+                         "missing-inside": "missing.js", "symlink-out": "link.js",
+                         "not-js": "notes.txt"}.items():
+        with pytest.raises(ValueError) as caught:
+            library.resolve_script_path(target)
+        texts[name] = str(caught.value).replace(repr(target), "<path>")
+    assert set(texts.values()) == {"<path> is not a .js file inside the workflow folders"}, texts
+
+
+def _bounded(call: Any, seconds: float = 10) -> Any:
+    """``call()`` in a daemon thread: a call that blocks fails the test instead of hanging it."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append(("ok", call()))
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            outcome.append(("raised", exc))
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the call blocked"
+    kind, value = outcome[0]
+    if kind == "raised":
+        raise value
+    return value
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="POSIX FIFOs")
+def test_fifos_sockets_and_devices_named_js_are_skipped_never_opened_blocking(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "wf"
+    saved(folder, "good.js", "good")
+    os.mkfifo(folder / "pipe.js")
+    (folder / "dev.js").symlink_to(os.devnull)
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(folder / "sock.js"))
+        (folder / "dir.js").mkdir()
+        library = _bounded(lambda: WorkflowLibrary([folder]))
+    finally:
+        listener.close()
+    assert library.names() == ["good"]
+    problems = {problem.path.name: problem.reason for problem in library.problems}
+    assert set(problems) == {"pipe.js", "dev.js", "sock.js"}, problems
+    assert all("not a regular file" in reason for reason in problems.values()), problems
+    with pytest.raises(ValueError, match="not a regular file"):
+        _bounded(lambda: read_workflow_file(folder / "pipe.js"))  # no stat-first guard here
+    with pytest.raises(ValueError, match="not a regular file"):
+        _bounded(lambda: read_regular_text(folder / "pipe.js"))
+    for name in ("pipe.js", "dev.js", "dir.js"):
+        with pytest.raises(ValueError, match=r"is not a \.js file inside the workflow folders"):
+            _bounded(lambda name=name: library.resolve_script_path(name))
+
+
+def test_read_regular_text_keeps_read_text_semantics(tmp_path: Path) -> None:
+    path = tmp_path / "a.js"
+    path.write_bytes(b"one\r\ntwo\rthree\n\xc3\xa9")
+    assert read_regular_text(path) == path.read_text("utf-8") == "one\ntwo\nthree\né"
+    with pytest.raises(ValueError, match="larger than 4 bytes"):
+        read_regular_text(path, max_bytes=4)
+    path.write_bytes(b"\xff")
+    with pytest.raises(ValueError, match="cannot be read"):
+        read_regular_text(path)
+    with pytest.raises(ValueError, match="cannot be read"):
+        read_regular_text(tmp_path / "missing.js")

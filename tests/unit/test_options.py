@@ -65,11 +65,23 @@ def test_no_options_and_null_options_are_the_defaults() -> None:
 
 def test_every_supported_option_is_accepted_and_named_in_python() -> None:
     raw = {"label": "L", "phase": "P", "schema": OBJECT_SCHEMA, "model": "m", "provider": "p",
-           "effort": "high", "agentType": "reviewer", "isolation": "worktree"}
+           "effort": "high", "agentType": "reviewer", "isolation": "worktree",
+           "failure": "throw"}
     assert set(raw) == set(SUPPORTED_OPTIONS)
     assert parse_agent_options(raw) == AgentOptions(
         label="L", phase="P", schema=OBJECT_SCHEMA, model="m", provider="p", effort="high",
-        agent_type="reviewer", isolation="worktree")
+        agent_type="reviewer", isolation="worktree", failure="throw")
+
+
+@pytest.mark.parametrize(("value", "throw"), [("null", False), ("throw", True), (None, False)])
+def test_the_failure_option_chooses_null_or_throw(value: object, throw: bool) -> None:
+    assert parse_agent_options({"failure": value}).throw is throw
+
+
+@pytest.mark.parametrize("value", ["raise", "", 1, True, ["throw"]])
+def test_an_invalid_failure_option_is_an_invalid_argument(value: object) -> None:
+    message = _refused({"failure": value})
+    assert message.startswith('agent() option "failure" must be one of "null", "throw"'), message
 
 
 def test_the_schema_is_returned_as_given() -> None:

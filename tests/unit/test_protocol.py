@@ -218,6 +218,7 @@ def test_an_idle_frame_of_the_wrong_shape_is_refused(payload: Any) -> None:
 @pytest.mark.parametrize("outcome", [
     {"ok": True, "value": None},
     {"ok": True, "value": {"a": [1, "\ud800"]}},
+    {"ok": True, "value": [None], "warnings": ["return value[0]: undefined became null"]},
     {"ok": False, "code": None, "error": ""},
     {"ok": False, "code": "RESOURCE_LIMIT", "error": "x"},
     {"ok": False, "code": None, "error": "Error: boom", "thrown": True},
@@ -239,6 +240,9 @@ def test_an_end_frame_of_null_means_stopped() -> None:
     {"ok": False, "error": "x"},
     {"ok": True, "value": 1, "error": "x"},
     {"ok": True, "value": 1, "thrown": True},
+    {"ok": True, "value": 1, "warnings": "x"},
+    {"ok": True, "value": 1, "warnings": [1]},
+    {"ok": False, "code": None, "error": "x", "warnings": []},
     {"ok": False, "code": None},
     {"ok": False, "code": None, "error": None},
     {"ok": False, "code": None, "error": 3},

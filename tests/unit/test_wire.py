@@ -112,3 +112,20 @@ def test_no_internal_code_survives_translation(code: InternalCode, expected: str
                             near_memory=lambda: False)
     assert outcome["ok"] is False and outcome["code"] == expected
     assert outcome["error"]
+
+
+def test_the_warning_bound_is_spelled_once_on_each_side() -> None:
+    assert f"const MAX_WARNINGS = {wire.MAX_WARNINGS};" in (RUNTIME_JS / "boundary.js").read_text(
+        "utf-8")
+
+
+def test_a_completed_outcomes_warnings_are_checked_again_on_the_host() -> None:
+    many = [f"w{i}" for i in range(40)]
+    kept = wire.warnings_of({"ok": True, "value": None, "warnings": many})
+    assert kept == tuple(many[:wire.MAX_WARNINGS + 1])
+    long = "x" * (wire.MAX_WARNING_CHARS * 3)
+    [cut] = wire.warnings_of({"ok": True, "value": None, "warnings": [long]})
+    assert len(cut) == wire.MAX_WARNING_CHARS and cut.endswith("…")
+    assert wire.warnings_of({"ok": True, "value": None}) == ()
+    assert wire.warnings_of({"ok": True, "value": None, "warnings": "x"}) == ()  # type: ignore[typeddict-item]
+    assert wire.warnings_of({"ok": True, "value": None, "warnings": ["a", 3, "b"]}) == ("a", "b")  # type: ignore[list-item]

@@ -25,7 +25,7 @@ Child → parent (untrusted: everything is validated here, see :func:`parse_chil
   host parses it once and treats malformed text as a protocol violation);
 * ``I`` idle   ``[settles_received, cpu_seconds]`` — the script finished a stretch and waits;
 * ``E`` end    ``null`` (stopped) or an :data:`~..wire.Outcome` — always the last frame:
-  ``{"ok": true, "value"}`` or ``{"ok": false, "code", "error"}``, the latter with
+  ``{"ok": true, "value"[, "warnings"]}`` or ``{"ok": false, "code", "error"}``, the latter with
   ``"thrown": true`` and an optional ``"stack"`` string when the script threw it.
 
 A frame longer than the receiver's limit, an unknown kind, undecodable text or a payload of the
@@ -39,7 +39,13 @@ import json
 import struct
 from typing import Any
 
-from ..wire import COMPLETED_KEYS, FAILED_KEYS, FAILED_REQUIRED_KEYS, Outcome
+from ..wire import (
+    COMPLETED_KEYS,
+    COMPLETED_REQUIRED_KEYS,
+    FAILED_KEYS,
+    FAILED_REQUIRED_KEYS,
+    Outcome,
+)
 
 __all__ = [
     "CHILD_KINDS",
@@ -126,7 +132,10 @@ def _is_number(value: object) -> bool:
 def _outcome(value: object) -> Outcome | None:
     if value is None:
         return None
-    if isinstance(value, dict) and value.get("ok") is True and set(value) == COMPLETED_KEYS:
+    if (isinstance(value, dict) and value.get("ok") is True
+            and COMPLETED_REQUIRED_KEYS <= set(value) <= COMPLETED_KEYS
+            and (isinstance(value.get("warnings", []), list)
+                 and all(isinstance(w, str) for w in value.get("warnings", [])))):
         return value  # type: ignore[return-value]  # shape checked above
     if (isinstance(value, dict) and value.get("ok") is False
             and FAILED_REQUIRED_KEYS <= set(value) <= FAILED_KEYS

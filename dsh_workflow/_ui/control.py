@@ -1,0 +1,55 @@
+"""The viewer's Cancel button: ``POST /api/runs/{id}/cancel`` (README, "Runs under control").
+
+It asks the process that runs the run to cancel it, as ``dsh-workflow cancel`` does (the
+store's ``cancel_requested`` mark, which that process polls for): ``202`` with
+``{"requested": true}`` once the request is recorded, ``409`` with ``{"requested": false,
+"status"}`` when the run is not running, ``404`` for an unknown run. The run page then sees
+the run end through its event stream.
+
+A state-changing request must come from the viewer's own page: :func:`same_origin` refuses
+(``403``) a request whose ``Origin`` is missing or is not the address the request was sent to.
+It is the one check this module makes, kept in one function so the server-wide check (token,
+cookie and origin) can take its place.
+"""
+
+from __future__ import annotations
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .._store import RunStoreError, SQLiteRunStore
+
+__all__ = ["cancel_routes", "same_origin"]
+
+
+def same_origin(request: Request) -> None:
+    """Raise 403 unless the request's ``Origin`` is the origin it was addressed to."""
+    origin = request.headers.get("origin")
+    host = request.headers.get("host")
+    if not origin or not host or origin.rstrip("/") != f"{request.url.scheme}://{host}":
+        raise HTTPException(403, "a state-changing request must come from the viewer's page "
+                                 "(its Origin is missing or foreign)")
+
+
+def cancel_routes(store: SQLiteRunStore) -> list[Route]:
+    """The cancel route over ``store``."""
+
+    async def cancel(request: Request) -> Response:
+        same_origin(request)
+        run_id = request.path_params["run_id"]
+        record = await store.get_run(run_id)
+        if record is None:
+            raise HTTPException(404, f"no run {run_id!r} in this store")
+        try:
+            requested = await store.request_cancel(run_id)
+        except RunStoreError as exc:
+            return JSONResponse({"requested": False, "error": str(exc)}, status_code=503)
+        if not requested:
+            again = await store.get_run(run_id)
+            status = again.status if again is not None else record.status
+            return JSONResponse({"requested": False, "status": status}, status_code=409)
+        return JSONResponse({"requested": True, "status": "running"}, status_code=202)
+
+    return [Route("/api/runs/{run_id}/cancel", cancel, methods=["POST"])]

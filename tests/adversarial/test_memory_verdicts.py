@@ -1,0 +1,106 @@
+"""Out of memory inside the runtime's own work ends the run with the memory verdict, on both
+engines (issue 25): a nested ``parallel`` fan-out that runs out of memory in the combinators'
+bookkeeping must not leave the run waiting on its barrier while children are in flight, and a
+thrown value whose rendering runs out of memory is reported as the memory limit, not as
+"could not be rendered as text"."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+from _support import both_engines
+
+from dsh_workflow import EngineConfig, WorkflowResult, WorkflowStartRequest
+from dsh_workflow.testing import FunctionProvider, HangingProvider
+
+pytestmark = pytest.mark.anyio
+
+META = {"name": "memory", "description": "memory verdicts"}
+ENGINES = both_engines()
+MIB = 1024 * 1024
+
+
+def config(mib: int) -> EngineConfig:
+    return EngineConfig(memory_limit_bytes=mib * MIB, stack_limit_bytes=256 * 1024,
+                        slice_cpu_limit_s=2.0, dispose_grace_s=0.5, max_total_agents=100_000,
+                        max_concurrent_agents=4)
+
+
+async def run(factory: Any, script: str, cfg: EngineConfig, provider: Any,
+              seconds: float = 20) -> tuple[WorkflowResult, float]:
+    async with factory(cfg, provider) as engine:
+        started = time.monotonic()
+        handle = engine.start(WorkflowStartRequest(meta=META, script=script))
+        with anyio.fail_after(seconds):
+            result = await handle.result()
+        elapsed = time.monotonic() - started
+        await handle.dispose()
+    return result, elapsed
+
+
+def assert_memory(result: WorkflowResult, mib: int) -> None:
+    assert result.stop_reason == "error", result
+    assert result.error_code == "RESOURCE_LIMIT", result.error
+    assert result.error is not None and f"memory_limit_bytes={mib * MIB}" in result.error
+    assert "could not be rendered" not in result.error
+
+
+FAN_OUT = """
+const outer = [];
+for (let i = 0; i < 4096; i++) {
+  outer.push(() => parallel(Array.from({length: 4096}, (_, j) => () => agent('p' + i + '-' + j))));
+}
+return await parallel(outer);
+"""
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+@pytest.mark.parametrize("mib", [8, 16, 32])
+async def test_a_nested_fan_out_out_of_memory_ends_with_the_memory_verdict(
+        factory: Any, mib: int) -> None:
+    # The children never answer: only the memory verdict can end the run.
+    result, elapsed = await run(factory, FAN_OUT, config(mib), HangingProvider())
+    assert_memory(result, mib)
+    assert elapsed < 15
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+async def test_an_item_out_of_memory_rejects_the_barrier_instead_of_a_null_slot(
+        factory: Any) -> None:
+    # the item's own frame holds what it allocated, so the heap has room again once it threw
+    script = """
+    try {
+      const r = await parallel([
+        () => { const a = []; for (;;) a.push('x'.repeat(4096) + a.length); },
+        () => agent('sibling'),
+      ]);
+      return ['not rejected', r];
+    } catch (e) {
+      return ['rejected', e instanceof InternalError, e.message];
+    }"""
+    result, _ = await run(factory, script, config(16),
+                          FunctionProvider(lambda request: "ok:" + request.prompt))
+    assert result.stop_reason == "completed", result.error
+    assert result.value == ["rejected", True, "out of memory"]
+    # an ordinary throw, and a script-made look-alike, still null the slot
+    ordinary, _ = await run(factory, """
+        return await parallel([() => { throw new InternalError('out of memory'); },
+                               () => { throw null; }, () => agent('a')]);""",
+                            config(16), FunctionProvider(lambda request: "ok:" + request.prompt))
+    assert ordinary.value == [None, None, "ok:a"], ordinary.error
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+@pytest.mark.parametrize("thrown", [
+    "new Error('x'.repeat(7 * 1024 * 1024))",
+    "'x'.repeat(6 * 1024 * 1024)",
+    "{message: 'x'.repeat(6 * 1024 * 1024)}",
+])
+async def test_a_thrown_value_whose_rendering_runs_out_of_memory_names_memory(
+        factory: Any, thrown: str) -> None:
+    result, elapsed = await run(factory, f"throw {thrown};", config(16), HangingProvider())
+    assert_memory(result, 16)
+    assert elapsed < 15

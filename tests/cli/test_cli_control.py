@@ -1,0 +1,319 @@
+"""Runs under control from the command line (README, "Runs under control"), as real processes on
+a real store file: ``show --agent``, ``cancel`` from another process, ``resume --rerun``,
+``resume`` on the recorded provider, and ``replay-check``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+HEADER = "export const meta = { name: 'control-cli', description: 'runs under control' };\n"
+
+
+def env_for() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
+           and k not in ("COLUMNS", "FORCE_COLOR")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["TERM"] = "dumb"
+    return env
+
+
+def cli(*argv: str | Path, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
+                          env=env_for(), capture_output=True, text=True, encoding="utf-8",
+                          timeout=timeout)
+
+
+def start(*argv: str | Path, cwd: Path, err: Path) -> subprocess.Popen[bytes]:
+    with err.open("wb") as err_file:
+        return subprocess.Popen([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
+                                env=env_for(), stdout=subprocess.PIPE, stderr=err_file)
+
+
+def wait_for(path: Path, pattern: str, timeout: float = 30) -> re.Match[str]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(pattern, path.read_text(encoding="utf-8", errors="replace")
+                          if path.exists() else "")
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"{pattern!r} not seen in {path}: {path.read_text()!r}")
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def run_id_of(stderr: str) -> str:
+    found = re.search(f"run id: ({UUID})|\\(run ({UUID})\\)", stderr)
+    assert found, stderr
+    return found.group(1) or found.group(2)
+
+
+def runs_json(cwd: Path, store: Path) -> list[dict[str, Any]]:
+    done = cli("runs", "--json", "--store", store, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]  # a JSON array
+
+
+# -- show --agent ------------------------------------------------------------------------------
+
+
+def test_show_agent_prints_what_a_call_was_asked_and_answered(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    write(agents, "critic.md", "---\nname: critic\ndescription: criticises\nmodel: big\n---\n"
+          "You are a harsh critic.\n")
+    script = write(tmp_path, "flow.js", HEADER + """
+phase('ask');
+const long = await agent('tell me ' + 'x'.repeat(5000), {label: 'long one', effort: 'low'});
+const typed = await agent('typed', {agentType: 'critic', label: 'critic',
+  schema: {type: 'object', properties: {s: {type: 'string', minLength: 3, maxLength: 2}},
+           required: ['s']}});
+return [long.length, typed];
+""")
+    done = cli("run", script, "--store", store, "--agents", agents, "--model-alias",
+               "big=model-big", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = run_id_of(done.stderr)
+    first = cli("show", run_id, "--agent", "1", "--store", store, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    text = first.stdout
+    assert "agent:       1  long one" in text and "phase:       ask" in text
+    assert "outcome:     completed" in text and "effort:      low" in text
+    assert "tell me xxx" in text and "[folded: " in text and "--full" in text
+    assert len(text) < 6000  # the 5,000-character prompt and its echo are folded
+    full = cli("show", run_id, "--agent", "1", "--full", "--store", store, cwd=tmp_path)
+    assert "x" * 5000 in full.stdout and "[folded" not in full.stdout
+    second = cli("show", run_id, "--agent", "2", "--store", store, cwd=tmp_path).stdout
+    assert "outcome:     failed" in second
+    assert "failure:     " in second  # no answer can satisfy the schema
+    assert "You are a harsh critic." in second and "agent type:  critic" in second
+    assert "model:       model-big" in second and '"maxLength": 2' in second
+    as_json = json.loads(cli("show", run_id, "--agent", "2", "--json", "--store", store,
+                             cwd=tmp_path).stdout)
+    assert as_json["seq"] == 2 and as_json["options"]["agent_type"] == "critic"
+    assert as_json["model_used"] == "model-big" and as_json["failure"]["kind"]
+    missing = cli("show", run_id, "--agent", "3", "--store", store, cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "has no agent() call 3 (it has calls 1-2)" in missing.stderr
+    assert cli("show", "nope", "--agent", "1", "--store", store,
+               cwd=tmp_path).returncode == 2
+
+
+# -- cancel ------------------------------------------------------------------------------------
+
+SLOW = HEADER + """
+phase('slow');
+return await agent('wait for it', {label: 'sleeper'});
+"""
+
+
+def test_cancel_stops_a_run_of_another_process(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    script = write(tmp_path, "slow.js", SLOW)
+    err = tmp_path / "run.err"
+    marker = tmp_path / "child-started"
+    child = tmp_path / "child.sh"
+    child.write_text(f"#!/bin/sh\ntouch {marker}\nexec sleep 60\n", encoding="utf-8")
+    child.chmod(0o755)
+    running = start("run", script, "--store", store, "--provider", "command", "--command",
+                    str(child), cwd=tmp_path, err=err)
+    try:
+        run_id = wait_for(err, f"\\(run ({UUID})\\)|run id: ({UUID})").group(0)
+        run_id = re.search(UUID, run_id).group(0)  # type: ignore[union-attr]  # matched above
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert time.monotonic() < deadline, err.read_text()
+            time.sleep(0.02)
+        asked = time.monotonic()
+        done = cli("cancel", run_id, "--store", store, cwd=tmp_path)
+        took = time.monotonic() - asked
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"cancelled run {run_id}"
+        assert running.wait(timeout=30) == 130
+        assert running.stdout is not None
+        result = json.loads(running.stdout.read())
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+        if running.stdout is not None:
+            running.stdout.close()
+    assert result["stop_reason"] == "cancelled"
+    assert "cancelled from the command line" in result["error"]
+    assert took < 30
+    [row] = [r for r in runs_json(tmp_path, store) if r["id"] == run_id]
+    assert row["status"] == "cancelled"
+    # the run's own stderr tells the same
+    assert "cancelled from the command line" in err.read_text()
+    again = cli("cancel", run_id, "--store", store, cwd=tmp_path)
+    assert again.returncode == 1
+    assert "is not running (it is cancelled)" in again.stderr
+    assert cli("cancel", "no-such-run", "--store", store, cwd=tmp_path).returncode == 2
+
+
+def test_cancel_is_noticed_within_half_a_second(tmp_path: Path) -> None:
+    """Timed from the request in the store to the run's end, both seen in the store (the CLI's
+    own start-up time on a busy machine is not the owner's reaction time)."""
+    store = tmp_path / "runs.sqlite3"
+    script = write(tmp_path, "slow.js", SLOW)
+    err = tmp_path / "run.err"
+    running = start("run", script, "--store", store, "--provider", "command", "--command",
+                    "sleep 60", cwd=tmp_path, err=err)
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import anyio, sys, time\n"
+        "from dsh_workflow import SQLiteRunStore\n"
+        "async def main():\n"
+        "    async with SQLiteRunStore(sys.argv[1]) as store:\n"
+        "        while True:\n"
+        "            runs = await store.list_runs(status='running')\n"
+        "            events = await store.events(runs[0].id) if runs else []\n"
+        "            if any(e.data.get('event') == 'AgentStarted' for e in events): break\n"
+        "            await anyio.sleep(0.02)\n"
+        "        asked = time.monotonic()\n"
+        "        assert await store.request_cancel(runs[0].id)\n"
+        "        while (await store.get_run(runs[0].id)).status == 'running':\n"
+        "            await anyio.sleep(0.01)\n"
+        "        print(time.monotonic() - asked)\n"
+        "anyio.run(main)\n", encoding="utf-8")
+    try:
+        probed = subprocess.run([sys.executable, str(probe), str(store)], env=env_for(),
+                                capture_output=True, text=True, timeout=60)
+        assert probed.returncode == 0, probed.stderr
+        assert running.wait(timeout=30) == 130
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+        if running.stdout is not None:
+            running.stdout.close()
+    assert float(probed.stdout) < 0.5, probed.stdout
+
+
+# -- resume on the recorded provider, --rerun --------------------------------------------------
+
+CHAIN = HEADER + """
+const a = await agent('one', {label: 'first'});
+const b = await agent('two ' + a, {label: 'second'});
+const c = await agent('three ' + b, {label: 'third'});
+return [a, b, c];
+"""
+
+
+def _chain_run(tmp_path: Path, store: Path) -> tuple[Path, str]:
+    script = write(tmp_path, "chain.js", CHAIN)
+    counter = tmp_path / "count"
+    agent = tmp_path / "agent.sh"
+    # each child answers with its own number: a rerun shows as a new number
+    agent.write_text(f"#!/bin/sh\necho x >> {counter}\nn=$(wc -l < {counter})\n"
+                     "printf 'n%s ' $n; cat\n", encoding="utf-8")
+    agent.chmod(0o755)
+    done = cli("run", script, "--store", store, "--provider", "command", "--command",
+               str(agent), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["n1 one", "n2 two n1 one", "n3 three n2 two n1 one"]
+    return script, run_id_of(done.stderr)
+
+
+def test_resume_uses_the_recorded_provider(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    _, run_id = _chain_run(tmp_path, store)
+    again = cli("resume", run_id, "--store", store, cwd=tmp_path)  # no --provider given
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == ["n1 one", "n2 two n1 one", "n3 three n2 two n1 one"]
+    assert "3 replayed" in again.stderr and "warning:" not in again.stderr
+    other = cli("resume", run_id, "--store", store, "--provider", "echo", cwd=tmp_path)
+    assert other.returncode == 0, other.stderr
+    warning = [line for line in other.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1, other.stderr
+    assert "'echo'" in warning[0] and "agent.sh" in warning[0]
+    assert "its 3 completed calls will run live" in warning[0]
+    assert json.loads(other.stdout)[0] == "echo: one"
+
+
+def test_resume_rerun_runs_the_named_calls_live(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    _, run_id = _chain_run(tmp_path, store)
+    again = cli("resume", run_id, "--rerun", "2", "--store", store, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    # the second call ran live (a new number), the third depends on it, the first replayed
+    assert json.loads(again.stdout) == ["n1 one", "n4 two n1 one", "n5 three n4 two n1 one"]
+    assert "1 replayed" in again.stderr
+    odd = cli("resume", run_id, "--rerun", "3,7", "--store", store, cwd=tmp_path)
+    assert odd.returncode == 0, odd.stderr
+    assert "warning: --rerun 7:" in odd.stderr and "2 replayed" in odd.stderr
+    bad = cli("resume", run_id, "--rerun", "two", "--store", store, cwd=tmp_path)
+    assert bad.returncode == 2 and "--rerun" in bad.stderr
+
+
+# -- replay-check ------------------------------------------------------------------------------
+
+
+def _rows(store: Path) -> tuple[int, ...]:
+    import sqlite3
+
+    with sqlite3.connect(store) as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                     for table in ("runs", "events", "journal", "calls"))
+
+
+def test_replay_check_replays_fully_or_names_the_first_divergence(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    _, run_id = _chain_run(tmp_path, store)
+    spent = (tmp_path / "count").read_text()
+    before = _rows(store)
+    full = cli("replay-check", run_id, "--store", store, cwd=tmp_path)
+    assert full.returncode == 0, full.stderr
+    assert full.stdout.strip() == "replays fully (3 calls)"
+    edited = write(tmp_path, "edited.js", CHAIN.replace("'two ' + a", "'deux ' + a"))
+    diverged = cli("replay-check", run_id, "--script", edited, "--store", store, cwd=tmp_path)
+    assert diverged.returncode == 1, diverged.stderr
+    lines = diverged.stdout.splitlines()
+    assert lines[0] == "diverges at agent() call 2 (second): no journal entry for its key"
+    assert lines[1] == "the prompts first differ at character 1:"
+    assert lines[2] == "  recorded: 'two n1 one'" and lines[3] == "  new:      'deux n1 one'"
+    assert "Traceback" not in diverged.stderr
+    options = write(tmp_path, "options.js",
+                    CHAIN.replace("{label: 'third'}", "{label: 'third', effort: 'high'}"))
+    differs = cli("replay-check", run_id, "--script", options, "--store", store, cwd=tmp_path)
+    assert differs.returncode == 1
+    assert "call 3 (third)" in differs.stdout and "effort" in differs.stdout
+    args = cli("replay-check", run_id, "--args", '{"x": 1}', "--store", store, cwd=tmp_path)
+    assert args.returncode == 0, args.stderr  # the script ignores its args
+    # nothing recorded, nothing spent
+    assert _rows(store) == before
+    assert (tmp_path / "count").read_text() == spent
+    assert cli("replay-check", "nope", "--store", store, cwd=tmp_path).returncode == 2
+
+
+def test_resume_and_replay_check_keep_the_recorded_model_aliases(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    script = write(tmp_path, "aliased.js", HEADER + """
+return [await agent('a', {model: 'fast'}), await agent('b')];
+""")
+    done = cli("run", script, "--store", store, "--model-alias", "fast=model-f", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = run_id_of(done.stderr)
+    again = cli("resume", run_id, "--store", store, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "2 replayed" in again.stderr and "warning:" not in again.stderr
+    check = cli("replay-check", run_id, "--store", store, cwd=tmp_path)
+    assert check.stdout.strip() == "replays fully (2 calls)", check.stdout + check.stderr
+    other = cli("replay-check", run_id, "--model-alias", "fast=model-g", "--store", store,
+                cwd=tmp_path)
+    assert other.returncode == 1 and "model (recorded 'model-f', new 'model-g')" in other.stdout

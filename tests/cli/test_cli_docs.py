@@ -1,0 +1,53 @@
+"""The README against the command line it documents: no leftover placeholders, every command
+the real ``dsh-workflow --help`` lists is documented, and every extra the README tells a user to
+install exists (also from a clone, ``pip install '.[ui]'``)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def _help() -> str:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "dsh_workflow", "--help"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_no_placeholders_are_left_in_the_readme() -> None:
+    for marker in ("_LOCAL", "TODO", "XXX", "TBD", "FIXME"):
+        assert marker not in README, f"README still holds {marker!r}"
+    for line in README.splitlines():
+        if line.startswith("|"):  # a table row: no cell repeats its neighbour with a suffix
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            for left, right in itertools.pairwise(cells):
+                assert not (left and right != left and right.startswith(left)
+                            and re.fullmatch(r"_?[A-Z_]+", right[len(left):])), line
+
+
+def test_every_command_in_help_is_documented() -> None:
+    commands = re.findall(r"^    ([a-z][a-z-]*)\s{2,}\S", _help(), re.M)
+    assert {"run", "check", "runs", "show", "logs", "resume", "ui", "mcp"} <= set(commands)
+    for command in commands:
+        assert f"dsh-workflow {command}" in README, f"README never shows `dsh-workflow {command}`"
+    assert "dsh-workflow --version" in README
+
+
+def test_every_extra_the_readme_names_exists_and_a_clone_install_is_shown() -> None:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"]["optional-dependencies"]
+    named = set(re.findall(r"pip install '(?:dsh-workflow|\.)\[([a-z-]+)\]'", README))
+    assert {"ui", "mcp", "temporal"} <= named
+    assert named <= set(extras), named - set(extras)
+    assert "pip install '.[ui]'" in README  # from a clone: the package is not on an index

@@ -1,0 +1,129 @@
+"""Resuming a run that is still running is refused (README, "Durable runs"): its process would go on
+running its unfinished calls while the resume ran them a second time. A real second process
+holds the running run; ``resume`` exits 2 and the library refuses with ``INVALID_ARGUMENT``; once
+that process is gone (``kill -9``), the run reads ``interrupted`` and resumes."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from dsh_workflow import (
+    EngineConfig,
+    QuickJSEngine,
+    SQLiteRunStore,
+    WorkflowError,
+    WorkflowErrorCode,
+    WorkflowStartRequest,
+)
+from dsh_workflow.testing import FunctionProvider
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = ("export const meta = { name: 'long', description: 'a long run' };\n"
+          "return await agent('slow one');\n")
+META = {"name": "long", "description": "a long run"}
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def env() -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))}
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), out.get("PYTHONPATH")]))
+    return out
+
+
+def cli(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
+                          env=env(), capture_output=True, text=True, timeout=120)
+
+
+def started_run(err: Path, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = err.read_text(encoding="utf-8", errors="replace")
+        found = re.search(f"run ({UUID})", text)
+        if found and "[agent 1 started]" in text:
+            return found.group(1)
+        time.sleep(0.05)
+    raise AssertionError(f"the run did not start: {err.read_text()!r}")
+
+
+async def library_resume(store: Path, run_id: str) -> str | None:
+    """Start a resume of ``run_id`` in this process: None if accepted, else the refusal."""
+    async with SQLiteRunStore(store) as opened, \
+            QuickJSEngine(EngineConfig(), provider=FunctionProvider(), store=opened) as engine:
+        try:
+            run = engine.start(WorkflowStartRequest(meta=META, script="return 1",
+                                                    resume_from=run_id))
+        except WorkflowError as exc:
+            assert exc.code == WorkflowErrorCode.INVALID_ARGUMENT
+            return exc.message
+        await run.result()
+        await run.dispose()
+        return None
+
+
+def test_a_run_still_running_in_another_process_is_not_resumed(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    (tmp_path / "s.js").write_text(SCRIPT, encoding="utf-8")
+    err = tmp_path / "run.err"
+    with err.open("wb") as err_file:
+        holder = subprocess.Popen([sys.executable, "-m", "dsh_workflow", "run", "s.js",
+                                   "--echo-latency", "60", "--store", str(store)],
+                                  cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL,
+                                  stderr=err_file)
+    try:
+        run_id = started_run(err)
+        done = cli("resume", run_id, "--store", store, cwd=tmp_path)
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert line.startswith("Error: ") and f"run {run_id!r} is still running" in line
+        assert f"process {holder.pid}" in line
+        refused = anyio.run(library_resume, store, run_id)
+        assert refused is not None and "is still running" in refused
+        assert holder.poll() is None  # the holder was not disturbed
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    # its process is gone: the run reads interrupted and may be resumed
+    assert anyio.run(library_resume, store, run_id) is None
+    listed = cli("runs", "--store", store, cwd=tmp_path)
+    assert re.search(f"^{run_id} .* interrupted ", listed.stdout, re.MULTILINE), listed.stdout
+
+
+@pytest.mark.anyio
+async def test_a_run_still_running_in_this_process_is_not_resumed(tmp_path: Path) -> None:
+    release = anyio.Event()
+
+    async def held(request: object) -> str:
+        await release.wait()
+        return "done"
+
+    async with SQLiteRunStore(tmp_path / "runs.sqlite3") as store, \
+            QuickJSEngine(EngineConfig(), provider=FunctionProvider(held),
+                          store=store) as engine:
+        first = engine.start(WorkflowStartRequest(meta=META, script="return await agent('x')"))
+        with anyio.fail_after(20):
+            while (await store.get_run(first.id)) is None:
+                await anyio.sleep(0.01)
+        with pytest.raises(WorkflowError, match="is still running") as caught:
+            engine.start(WorkflowStartRequest(meta=META, script="return await agent('x')",
+                                              resume_from=first.id))
+        assert caught.value.code == WorkflowErrorCode.INVALID_ARGUMENT
+        release.set()
+        assert (await first.result()).value == "done"
+        # settled: resumable at once, even before its end is written
+        again = engine.start(WorkflowStartRequest(meta=META, script="return await agent('x')",
+                                                  resume_from=first.id))
+        result = await again.result()
+        assert result.value == "done" and result.agents_replayed == 1
+        await first.dispose()
+        await again.dispose()

@@ -1,0 +1,177 @@
+"""SIGTERM and SIGHUP to ``dsh-workflow run`` are handled like Ctrl-C (SPEC §18, §19): the
+command children are killed, worktrees removed, the run recorded ``cancelled`` and the resume
+hint printed. Real processes, a real store, a real git repository."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+REPO = Path(__file__).resolve().parents[2]
+META = "export const meta = { name: 'signals', description: 'a run stopped by a signal' };\n"
+# The agent command: records its pid and working directory, then sleeps far past the test.
+AGENT = """\
+import os, pathlib, sys, time
+folder = pathlib.Path(sys.argv[1])
+(folder / str(os.getpid())).write_text(os.getcwd())
+time.sleep(120)
+"""
+SIGNALS = [pytest.param(signal.SIGTERM, id="SIGTERM"), pytest.param(signal.SIGHUP, id="SIGHUP")]
+
+
+def env_for(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
+           and k not in ("COLUMNS", "FORCE_COLOR")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["TERM"] = "dumb"
+    env["TMPDIR"] = str(tmp)  # where isolated children's worktrees are made
+    return env
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # pragma: no cover - not Linux: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def make_repo(root: Path) -> Path:
+    repo = root / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "dev")
+    git(repo, "config", "user.email", "dev@localhost")
+    (repo / "tracked.txt").write_text("committed\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "first")
+    return repo
+
+
+def stop_run(tmp_path: Path, cwd: Path, script: str, how: signal.Signals,
+             children: int) -> tuple[subprocess.Popen[bytes], bytes, str, list[int], Path]:
+    """Start ``run`` with the sleeping agent command, wait until ``children`` agents run,
+    send ``how``; returns the process, its stdout, its stderr, the children's pids and the
+    store."""
+    pids_dir = tmp_path / "pids"
+    pids_dir.mkdir()
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT, encoding="utf-8")
+    body = tmp_path / "s.js"
+    body.write_text(META + script, encoding="utf-8")
+    store = tmp_path / "store" / "runs.sqlite3"
+    err = tmp_path / "stderr.txt"
+    command = f"{sys.executable} {agent} {pids_dir}"
+    with err.open("wb") as err_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_workflow", "run", str(body), "--provider", "command",
+             "--command", command, "--store", str(store)],
+            cwd=cwd, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=err_file)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(pids_dir.iterdir())) < children:
+            assert time.monotonic() < deadline, err.read_text()
+            assert process.poll() is None, err.read_text()
+            time.sleep(0.02)
+        pids = [int(p.name) for p in pids_dir.iterdir()]
+        process.send_signal(how)
+        stdout, _ = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        process.wait()
+    stderr = err.read_text(encoding="utf-8")
+    return process, stdout, stderr, pids, store
+
+
+def cleanup(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def assert_cancelled_and_recorded(process: subprocess.Popen[bytes], stdout: bytes, stderr: str,
+                                  store: Path, cwd: Path) -> None:
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    result: dict[str, Any] = json.loads(stdout)
+    assert result["stop_reason"] == "cancelled", result
+    run_id = result["run_id"]
+    hint = re.search(r"^Resume it with: (.+)$", stderr, re.MULTILINE)
+    assert hint, stderr
+    assert f"dsh-workflow resume {run_id}" in hint.group(1)
+    listed = subprocess.run([sys.executable, "-m", "dsh_workflow", "runs", "--json", "--store",
+                             str(store)], cwd=cwd, env=env_for(cwd), capture_output=True,
+                            text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(row["run_id"] if "run_id" in row else row["id"], row["status"]) for row in rows] \
+        == [(run_id, "cancelled")], rows
+
+
+def wait_gone(pids: list[int], timeout: float = 5) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [pid for pid in pids if alive(pid)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [pid for pid in pids if alive(pid)]
+
+
+@pytest.mark.parametrize("how", SIGNALS)
+def test_a_signal_kills_the_command_children_and_records_the_run_cancelled(
+        tmp_path: Path, how: signal.Signals) -> None:
+    script = "return await parallel([() => agent('a'), () => agent('b')]);\n"
+    process, stdout, stderr, pids, store = stop_run(tmp_path, tmp_path, script, how, children=2)
+    try:
+        assert len(pids) == 2
+        assert wait_gone(pids) == [], "the command children outlived the run"
+        assert_cancelled_and_recorded(process, stdout, stderr, store, tmp_path)
+        assert f"{how.name}" in json.loads(stdout)["error"]
+    finally:
+        cleanup(pids)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_removes_the_worktrees_of_isolated_children(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path)
+    script = "return await agent('edit', { isolation: 'worktree' });\n"
+    process, stdout, stderr, pids, store = stop_run(tmp_path, repo, script, signal.SIGTERM,
+                                                    children=1)
+    try:
+        worktree = Path((tmp_path / "pids" / str(pids[0])).read_text())
+        assert worktree != repo and worktree.is_relative_to(tmp_path.resolve()), worktree
+        assert wait_gone(pids) == []
+        assert_cancelled_and_recorded(process, stdout, stderr, store, repo)
+        assert not worktree.exists(), "the worktree was left behind"
+        listed = git(repo, "worktree", "list", "--porcelain")
+        assert [line for line in listed.splitlines() if line.startswith("worktree ")] \
+            == [f"worktree {repo.resolve()}"]
+    finally:
+        cleanup(pids)
