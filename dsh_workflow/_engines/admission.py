@@ -160,8 +160,7 @@ def admit(request: object, *, default_provider: SubagentProvider,
                      max_total_agents=max_total,
                      args_text=encode_args(request.args, config.max_value_depth),
                      parent=request.parent, budget_tokens=budget, budget_usd=budget_usd,
-                     args=request.args,
-                     resume_from=resume_from, rerun=rerun)
+                     args=request.args, resume_from=resume_from, rerun=rerun)
 
 
 def check_rerun(rerun: object, resume_from: str | None) -> frozenset[int]:
