@@ -154,7 +154,10 @@ def test_value_only_without_json(tmp_path: Path) -> None:
 
 def test_lossy_return_value_prints_warnings_on_stderr(tmp_path: Path) -> None:
     script = write(tmp_path, "s.js", META_HEADER
-                   + "const a = agent('x');\nreturn {items: [1, undefined], pending: a}")
+                   # a Promise that never settles: an un-awaited agent() would race the run's
+                   # end (started then cancelled, or never started), adding a failure line
+                   + "const a = new Promise(() => {});\n"
+                   + "return {items: [1, undefined], pending: a}")
     done = cli("run", script, "-q")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"items": [1, None], "pending": {}}
