@@ -76,8 +76,9 @@ return value; calls may run inside parallel; one level only. A saved workflow th
 makes workflow() throw fatal AGENT_FAILED (workflow("name") failed: ...); its fatal errors keep \
 their code.
 - budget: tokens (input + output): budget.total (null: unlimited), budget.spent(), \
-budget.remaining() (Infinity when unlimited: never return it raw). Once spent reaches total, \
-every later agent() call throws fatal BUDGET_EXCEEDED; running children finish.
+budget.remaining() (Infinity when unlimited: never return it raw); dollars: budget.totalUsd \
+(null: unset), budget.spentUsd(). Once spent reaches a total, every later agent() call throws \
+fatal BUDGET_EXCEEDED; running children finish.
 
 Errors: hook misuse (bad arguments, unknown options, an invalid schema), a tripped cap, the \
 budget and cancellation throw {name: "WorkflowError", code, fatal: true, message}; test \
@@ -353,6 +354,8 @@ def engine_section(config: Any, provider: Any, library: Any,
         parts.append(f"an agent that takes over {config.agent_timeout_s:g} s gives null")
     if config.budget_tokens is not None:
         parts.append(f"a budget of {config.budget_tokens} tokens per run")
+    if config.budget_usd is not None:
+        parts.append(f"a budget of ${config.budget_usd:g} per run")
     lines = ["This engine: " + "; ".join(parts) + "."]
     lines.extend(_provider_lines(provider))
     lines.extend(_library_lines(library))

@@ -478,7 +478,7 @@ def test_system_prompt_section_names_the_configured_tool() -> None:
 #: tool" (SPEC §21: error codes, fatal, providers, phase, repair, limits, saved workflows, labels,
 #: failure: "throw", {concurrency}), and the bound it keeps now: it is sent with every request.
 DESCRIPTION_CHARS_BEFORE = 3982
-DESCRIPTION_CHARS_MAX = 5350
+DESCRIPTION_CHARS_MAX = 5450
 
 
 def test_description_stays_tight() -> None:
@@ -610,3 +610,15 @@ def test_description_lists_exactly_the_failure_kinds_and_the_catchable_codes() -
                  "ITEM_CAP", "BUDGET_EXCEEDED", "AGENT_FAILED", "CANCELLED"):
         assert code in WorkflowErrorCode.__members__, code
         assert code in texts.DESCRIPTION, code
+
+
+def test_the_engine_section_names_both_budgets_and_the_description_the_dollar_hooks() -> None:
+    from dsh_workflow import EchoProvider, EngineConfig
+    from dsh_workflow._tool import texts
+
+    section = texts.engine_section(EngineConfig(budget_tokens=500, budget_usd=2.5),
+                                   EchoProvider(), None)
+    assert "a budget of 500 tokens per run" in section
+    assert "a budget of $2.5 per run" in section
+    assert "$" not in texts.engine_section(EngineConfig(), EchoProvider(), None)
+    assert "budget.totalUsd" in texts.DESCRIPTION and "budget.spentUsd()" in texts.DESCRIPTION
