@@ -57,10 +57,11 @@ class ToolResult(BaseModel):
     Over an engine with a run store, the data of a run that started also holds
     ``agents_replayed`` (calls answered from the resumed run's journal).
 
-    When any child of the run failed, its data also holds ``agents_failed`` and ``failures``:
-    each failed child's ``{seq, label, phase, outcome, kind, message, details}`` (at most
-    100), and a completed run's text ends with one more line, ``Agents failed: <n> of
-    <started> — ...`` (README, "Truthful outcomes"); otherwise text and data are unchanged.
+    The data of a run that started also holds ``agents_failed`` (children whose outcome was
+    not ``completed``). When any child failed, it holds ``failures`` too: each failed child's
+    ``{seq, label, phase, outcome, kind, message, details}`` (at most 100), and a completed
+    run's text ends with one more line, ``Agents failed: <n> of <started> — ...`` (README,
+    "Truthful outcomes"); otherwise the text is unchanged.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -472,7 +473,8 @@ class WorkflowTool:
         run's text gains the ``Agents failed:`` line when any child failed."""
         failures = self._failures.take(run.id)
         if not failures and not result.agents_failed:
-            return described
+            return described.model_copy(update={"data": {**(described.data or {}),
+                                                         "agents_failed": 0}})
         data = {**(described.data or {}), "agents_failed": max(result.agents_failed,
                                                                len(failures)),
                 "failures": failures_data(failures)}

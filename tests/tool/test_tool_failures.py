@@ -64,11 +64,13 @@ async def test_the_text_ends_with_the_failures_and_data_lists_them(factory: Any)
 
 
 @pytest.mark.parametrize("factory", ENGINES)
-async def test_without_failures_text_and_data_are_unchanged(factory: Any) -> None:
+async def test_without_failures_the_text_is_unchanged_and_data_counts_zero(factory: Any) -> None:
     async with factory(TIGHT_CONFIG, _Provider()) as engine:
         result = await WorkflowTool(engine).execute(_call("return await agent('x')"))
     assert result.text == 'workflow "invoices" completed (1 agent).\nReturn value:\n"ok"'
-    assert set(result.data or {}) == {"run_id", "agents_started", "usage", "result"}
+    assert set(result.data or {}) == {"run_id", "agents_started", "usage", "result",
+                                      "agents_failed"}
+    assert result.data is not None and result.data["agents_failed"] == 0
 
 
 def test_the_line_groups_by_kind_and_reason_most_frequent_first_and_is_bounded() -> None:
