@@ -68,6 +68,13 @@ class Viewer:
         self.url = match.group(1)
         self.port = int(match.group(2))
         self.token = urllib.parse.unquote(match.group(3))
+        # The address is printed once the port is bound, a moment before the server installs
+        # its signal handlers; wait until it answers, so a test that stops it at once stops a
+        # serving viewer.
+        deadline = time.monotonic() + 30
+        while httpx.get(self.url + "/favicon.ico", timeout=10).status_code >= 500:
+            assert time.monotonic() < deadline, "the viewer never answered"
+            time.sleep(0.05)
 
     def enter(self, page: Any) -> None:
         """Open the printed address in ``page``: the viewer sets its cookie, and the page takes
