@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import CliError
+from .options import at_least_zero
 
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
     from dsh_workflow import AgentStarted, SubagentRequest, SubagentResult, WorkflowEvent
@@ -54,21 +55,11 @@ def add_estimate_options(run: argparse.ArgumentParser) -> None:
                      help="run the script offline against the echo provider (no provider "
                           "called, nothing recorded) and print the projected agent calls per "
                           "phase and model, tokens and dollars; then exit")
-    run.add_argument("--confirm-above", type=_agents, metavar="N",
+    run.add_argument("--confirm-above", type=at_least_zero, metavar="N",
                      help="show the estimate first and ask before starting when it projects "
                           "more than N agent calls (refused without a terminal unless --yes)")
     run.add_argument("--yes", "-y", action="store_true",
                      help="answer yes to --confirm-above's question (for scripts and CI)")
-
-
-def _agents(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
 
 
 @dataclass

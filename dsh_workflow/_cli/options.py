@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (s
         WorkflowLibrary,
     )
 
-__all__ = ["LIMIT_FLAGS", "EngineSetup", "add_agent_options", "add_engine_options", "count",
+__all__ = ["LIMIT_FLAGS", "EngineSetup", "add_agent_options", "add_engine_options", "at_least_zero", "count",
            "default_config", "dollars", "echo_factory", "engine_config", "engine_setup",
            "limit_flags", "load_agents", "name_limit_flags", "positive_seconds",
            "provider_factory", "seconds"]
@@ -58,15 +58,19 @@ _LIMIT_OPTIONS = {"budget_tokens": "budget", "run_timeout_s": "timeout",
                   "agent_timeout_s": "agent_timeout"}
 
 
-def count(text: str) -> int:
-    """argparse type: a whole number >= 1."""
+def _whole_number(text: str, lowest: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < lowest:
+        raise argparse.ArgumentTypeError(f"must be at least {lowest}, got {value}")
     return value
+
+
+def count(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    return _whole_number(text, 1)
 
 
 def port_type(lowest: int) -> Callable[[str], int]:
@@ -85,13 +89,7 @@ def port_type(lowest: int) -> Callable[[str], int]:
 
 def at_least_zero(text: str) -> int:
     """argparse type: a whole number >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+    return _whole_number(text, 0)
 
 
 def seconds(text: str) -> float:
