@@ -45,7 +45,11 @@ class WorkflowRun(abc.ABC):
 
     @abc.abstractmethod
     async def result(self) -> WorkflowResult:
-        """Wait for the run's one result. Never raises (cancellation of the caller aside)."""
+        """Wait for the run's one result. Never raises (cancellation of the caller aside).
+
+        On an engine with a run store, the run's end is committed to the store before this
+        returns (bounded by ``dispose_grace_s``; a failing store is logged), so a process that
+        acts on the result and then dies leaves the run ``completed``, not ``interrupted``."""
 
     @abc.abstractmethod
     def cancel(self, reason: str | None = None) -> None:

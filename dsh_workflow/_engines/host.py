@@ -110,12 +110,18 @@ class HostedRun(WorkflowRun):
         self._runtime_exited = anyio.Event()
         self._exit_signalled = False
         self._done = anyio.Event()
+        self._end_recorded = anyio.Event()  # set once record_end() has returned
         self._disposed: anyio.Event | None = None  # set once dispose() finished, if begun
 
     # ---- public contract -----------------------------------------------------------------
 
     async def result(self) -> WorkflowResult:
         await self._done.wait()
+        journal = self._journal
+        if journal is not None and journal.began:
+            # A caller may act on the result at once (print it, exit): a stored run's end is
+            # committed first, so a crash after that can never leave it reading "interrupted".
+            await self._end_recorded.wait()
         assert self._result is not None
         return self._result
 
@@ -355,19 +361,22 @@ class HostedRun(WorkflowRun):
         """Record the settled result in the store (runs with a store; call once the run has
         settled). Bounded by ``dispose_grace_s``; a failing store is logged, never raised."""
         journal, result = self._journal, self._result
-        if journal is None or result is None or not journal.began:
-            return
-        with anyio.CancelScope(shield=True), \
-                anyio.move_on_after(max(self._config.dispose_grace_s, 1.0)):
-            try:
-                await journal.finish(result.stop_reason, result.model_dump(mode="json"),
-                                     agents=result.agents_started,
-                                     replayed=result.agents_replayed, usage=result.usage,
-                                     failed=result.agents_failed)
-            except RunStoreError as exc:
-                # The store's own text names the failure; its traceback would only repeat it.
-                logger.error("dsh-workflow: run %s: its end could not be recorded: %s",  # noqa: TRY400 - see above
-                             self.id, exc)
+        try:
+            if journal is None or result is None or not journal.began:
+                return
+            with anyio.CancelScope(shield=True), \
+                    anyio.move_on_after(max(self._config.dispose_grace_s, 1.0)):
+                try:
+                    await journal.finish(result.stop_reason, result.model_dump(mode="json"),
+                                         agents=result.agents_started,
+                                         replayed=result.agents_replayed, usage=result.usage,
+                                         failed=result.agents_failed)
+                except RunStoreError as exc:
+                    # The store's own text names the failure; its traceback would only repeat it.
+                    logger.error("dsh-workflow: run %s: its end could not be recorded: %s",  # noqa: TRY400 - see above
+                                 self.id, exc)
+        finally:
+            self._end_recorded.set()
 
     # ---- stopping and settling ------------------------------------------------------------
 

@@ -456,10 +456,17 @@ def test_rich_panel_counts_replayed_agents() -> None:
 def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
     err = tmp_path / "run.err"
-    process = start("run", write(tmp_path, "s.js", STEPS), "--echo-latency", "0.4",
+    process = start("run", write(tmp_path, "s.js", STEPS), "--echo-latency", "1.0",
                     "--store", store, cwd=tmp_path, err=err)
     try:
-        wait_for(err, r"\[agent 2 completed\]")
+        wait_for(err, r"\[agent 3 started\]")
+        # Events reach the store a moment after they are printed: kill once step 3 is stored.
+        started = run_id_of(err.read_text(encoding="utf-8"))
+        deadline = time.monotonic() + 10
+        while not re.search(r"3\s+step 3\s+Steps",
+                            cli("show", started, "--store", store, cwd=tmp_path).stdout):
+            assert time.monotonic() < deadline, "step 3 never reached the store"
+            time.sleep(0.05)
         process.kill()  # SIGKILL: no cleanup, no resume hint
         process.communicate(timeout=20)
     finally:

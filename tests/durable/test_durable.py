@@ -143,6 +143,32 @@ async def test_a_run_is_recorded_with_its_events_and_journal(make_engine: Any,
         await store.aclose()
 
 
+class SlowEndStore(SQLiteRunStore):
+    """A store whose end-of-run commit takes a while, as on a slow disk."""
+
+    async def finish_run(self, run_id: str, **kwargs: Any) -> Any:
+        await anyio.sleep(0.3)
+        return await super().finish_run(run_id, **kwargs)
+
+
+@pytest.mark.anyio
+async def test_the_result_arrives_once_the_runs_end_is_committed(make_engine: Any,
+                                                                 tmp_path: Path) -> None:
+    """A caller may act on a result at once (print it, exit, be killed): by then the run reads
+    ``completed`` in the store, never ``running`` or (after a crash) ``interrupted``."""
+    path = tmp_path / "runs.sqlite3"
+    async with SlowEndStore(path) as store:
+        async with make_engine(EngineConfig(), FunctionProvider(Model()), store) as engine:
+            run = engine.start(WorkflowStartRequest(meta=META, script="return await agent('a');"))
+            with anyio.fail_after(20):
+                result = await run.result()
+            record = store.get_run_sync(run.id)
+            assert result.value == "a#1"
+            assert record is not None and record.status == "completed", record
+            assert record.result is not None and record.result["value"] == "a#1"
+            await run.dispose()
+
+
 @pytest.mark.anyio
 async def test_unchanged_script_replays_everything(make_engine: Any, tmp_path: Path) -> None:
     model = Model()
