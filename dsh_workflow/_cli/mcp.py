@@ -31,9 +31,9 @@ import argparse
 import contextlib
 import os
 import socket
-import sys
 from typing import TYPE_CHECKING, Any
 
+from .announce import announcing_server
 from .errors import CliError
 from .library import add_library_option
 from .options import EngineSetup, add_engine_options, count, engine_setup, port_type
@@ -217,9 +217,8 @@ async def _serve_http(server: Any, listener: socket.socket, token: ServerToken,
     port = listener.getsockname()[1]
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")
-    http = uvicorn.Server(config)
-    sys.stderr.write(f"dsh-workflow mcp: serving streamable HTTP at http://127.0.0.1:{port}/mcp\n"
-                     f"dsh-workflow mcp: clients must send the header "
-                     f"'Authorization: Bearer {token.value}'\n")
-    sys.stderr.flush()
+    http = announcing_server(
+        config, f"dsh-workflow mcp: serving streamable HTTP at http://127.0.0.1:{port}/mcp\n"
+                f"dsh-workflow mcp: clients must send the header "
+                f"'Authorization: Bearer {token.value}'\n")
     await http.serve(sockets=[listener])

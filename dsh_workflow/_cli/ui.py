@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
+from .announce import announcing_server
 from .errors import CliError
 from .options import port_type
 from .server_token import add_token_option, server_token
@@ -98,17 +99,15 @@ def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> i
     port = listener.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     app = create_app(path, token=token.value, port=port)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning",
-                                           access_log=False, lifespan="on",
-                                           timeout_graceful_shutdown=2))
+    address = f"viewer: {url}/?token={quote(token.value, safe='')}  (store {path}; Ctrl-C stops it)"
+    server = announcing_server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                              lifespan="on", timeout_graceful_shutdown=2),
+                               address)
     # uvicorn shuts down gracefully on SIGINT / SIGTERM and then re-raises the signal to the
     # handler it found: these turn it into a clean return, so the beacon is always removed.
     previous = signal.signal(signal.SIGTERM, _stopped)
     write_beacon(path, url, token=token.value)
     try:
-        sys.stderr.write(f"viewer: {url}/?token={quote(token.value, safe='')}  "
-                         f"(store {path}; Ctrl-C stops it)\n")
-        sys.stderr.flush()
         server.run(sockets=[listener])
     except (KeyboardInterrupt, _Stopped):
         pass

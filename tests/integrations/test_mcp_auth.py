@@ -53,6 +53,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 class Server:
     url: str
     log: Path
+    process: subprocess.Popen[bytes]
 
     def token(self) -> str:
         """The token the server printed at start."""
@@ -85,7 +86,7 @@ def mcp_server(tmp_path: Path, *options: str, env_token: str | None = None) -> I
             assert process.poll() is None, f"the server exited: {log.read_text()}"
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.05)
-        yield Server(url=f"http://127.0.0.1:{port}/mcp", log=log)
+        yield Server(url=f"http://127.0.0.1:{port}/mcp", log=log, process=process)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -239,3 +240,19 @@ def test_a_busy_port_is_a_start_error_that_prints_no_token() -> None:
     assert done.returncode == 2, done.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "Bearer" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_server_stopped_the_moment_it_prints_its_token_ends(tmp_path: Path, how: int) -> None:
+    """The address and token are printed once the server serves with its signal handlers in
+    place: a signal sent the moment they are read ends the process at once, every time."""
+    for _ in range(3):
+        with mcp_server(tmp_path) as server:
+            process = server.process
+            started = time.monotonic()
+            process.send_signal(how)
+            process.wait(timeout=10)
+            assert time.monotonic() - started < 10, server.log.read_text()
+            # Ctrl-C is an interrupted command (130); SIGTERM ends it as the signal does.
+            expected = 130 if how == signal.SIGINT else -signal.SIGTERM
+            assert process.returncode == expected, server.log.read_text()

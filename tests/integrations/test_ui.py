@@ -68,14 +68,6 @@ class Viewer:
         self.url = match.group(1)
         self.port = int(match.group(2))
         self.token = urllib.parse.unquote(match.group(3))
-        # The address is printed once the port is bound, a moment before the server installs
-        # its signal handlers; wait until it answers, so a test that stops it at once stops a
-        # serving viewer.
-        deadline = time.monotonic() + 30
-        while httpx.get(self.url + "/favicon.ico", timeout=10).status_code >= 500:
-            assert time.monotonic() < deadline, "the viewer never answered"
-            time.sleep(0.05)
-
     def enter(self, page: Any) -> None:
         """Open the printed address in ``page``: the viewer sets its cookie, and the page takes
         the token out of its address."""
@@ -567,6 +559,21 @@ def test_ui_stops_cleanly_and_removes_its_beacon(tmp_path: pathlib.Path, how: in
             live.stdout.close()
     assert not os.path.exists(beacon.beacon_path(store))
     assert beacon.viewer_url(store, "r") is None
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ui_stopped_the_moment_it_prints_its_address_stops_cleanly(
+        tmp_path: pathlib.Path, how: int, runs: tuple[str, dict[str, str]]) -> None:
+    """The address is printed only once the viewer serves with its signal handlers in place:
+    a signal sent the moment it is read stops the viewer at once, beacon removed."""
+    store = str(tmp_path / "copy.sqlite3")
+    shutil.copyfile(runs[0], store)
+    for _ in range(3):
+        viewer = Viewer(store)
+        started = time.monotonic()
+        assert viewer.stop(how) == 0
+        assert time.monotonic() - started < 10
+        assert not os.path.exists(beacon.beacon_path(store))
 
 
 def test_ui_refuses_a_missing_or_foreign_store_and_a_busy_port(tmp_path: pathlib.Path,
