@@ -17,10 +17,12 @@ Contract of :func:`create_server`:
 - **Cancellation.** A ``notifications/cancelled`` for the call cancels the handler (the SDK does
   that); :meth:`WorkflowTool.execute` then cancels and disposes the run, and leaving the
   engine's block ends everything the run started before the handler returns.
-- **Saved workflows.** With ``saved_workflows`` (anything with ``entries()`` returning
-  :class:`SavedWorkflow` values), each is offered as an MCP prompt whose message asks the model
-  to call the tool with that workflow's meta and script (and the prompt's ``args`` argument,
-  JSON text, as the workflow's args). This is the hook a saved-workflow library plugs into.
+- **Saved workflows.** With ``saved_workflows`` (anything with ``workflows()`` returning the
+  library's :class:`~dsh_workflow.SavedWorkflow` values, such as a
+  :class:`~dsh_workflow.WorkflowLibrary`), each is offered as an MCP prompt whose message asks
+  the model to call the tool with that workflow's meta (as JSON, ``None`` fields left out) and
+  body (leading blank space stripped), and the prompt's ``args`` argument, JSON text, as the
+  workflow's args.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
+from ..._library import SavedWorkflow
 from ..._providers.echo import EchoProvider
 from ..._run import WorkflowEngine
 from ..._subagent import SubagentProvider
 from ..._tool import ToolResult, WorkflowTool
 from .progress import DEFAULT_INTERVAL_S, ProgressReporter
 
-__all__ = ["CallContext", "SavedWorkflow", "SavedWorkflows", "create_server"]
+__all__ = ["CallContext", "SavedWorkflows", "create_server"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,20 +62,10 @@ class CallContext:
     request_id: types.RequestId | None
 
 
-@dataclass(frozen=True)
-class SavedWorkflow:
-    """A saved workflow as the server offers it: its meta (a JSON object) and script body."""
-
-    name: str
-    description: str
-    meta: dict[str, Any]
-    script: str
-
-
 class SavedWorkflows(Protocol):
-    """Where saved workflows come from (a library of workflow files)."""
+    """Where saved workflows come from: a :class:`~dsh_workflow.WorkflowLibrary` fits."""
 
-    def entries(self) -> Sequence[SavedWorkflow]: ...
+    def workflows(self) -> Sequence[SavedWorkflow]: ...
 
 
 ProviderFactory = Callable[[CallContext], SubagentProvider]
@@ -159,15 +152,16 @@ def _prompt_handlers(saved: SavedWorkflows, tool_name: str) -> dict[str, Any]:
                            params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=[
             types.Prompt(name=entry.name, description=entry.description, arguments=[argument])
-            for entry in saved.entries()])
+            for entry in saved.workflows()])
 
     async def get_prompt(ctx: ServerRequestContext[Any, Any],
                          params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        entry = next((e for e in saved.entries() if e.name == params.name), None)
+        entry = next((e for e in saved.workflows() if e.name == params.name), None)
         if entry is None:
-            names = ", ".join(e.name for e in saved.entries()) or "none"
+            names = ", ".join(e.name for e in saved.workflows()) or "none"
             raise ValueError(f"no saved workflow named {params.name!r} (available: {names})")
-        call: dict[str, Any] = {"meta": entry.meta, "script": entry.script}
+        call: dict[str, Any] = {"meta": entry.meta.model_dump(mode="json", exclude_none=True),
+                                "script": entry.body.lstrip()}
         raw_args = (params.arguments or {}).get("args")
         if raw_args:
             call["args"] = json.loads(raw_args)
