@@ -163,7 +163,8 @@ def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | 
         def provider(call: CallContext) -> Any:
             return setup.provider()
     return create_server(lambda child_provider: setup.make_engine(child_provider, store), provider,
-                         saved_workflows=setup.library)
+                         saved_workflows=setup.library, config=setup.config,
+                         library=setup.library, durable=store is not None)
 
 
 async def _serve_stdio(server: Any, handshake_only: bool) -> None:

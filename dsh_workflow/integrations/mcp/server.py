@@ -2,8 +2,14 @@
 
 Contract of :func:`create_server`:
 
-- **One tool.** ``tools/list`` offers one tool whose name, description and input schema are a
-  :class:`~dsh_workflow.WorkflowTool`'s; ``tools/call`` runs it through
+- **One tool.** ``tools/list`` offers one tool whose name, description and input schema are
+  the tool layer's texts (:func:`~dsh_workflow._tool.texts.tool_description`,
+  :func:`~dsh_workflow._tool.texts.tool_input_schema`) for the engine ``make_engine`` builds —
+  its ``config``, ``library`` and, with ``durable``, a run store: pass what ``make_engine``
+  uses (the defaults match ``QuickJSEngine(provider=...)``). No engine is built for the
+  listing. The children are described as the offline provider's
+  (:class:`~dsh_workflow.EchoProvider`), as the listing has always done: the real provider is
+  made per call. ``tools/call`` runs it through
   :meth:`WorkflowTool.execute` and returns its ``text`` as one text block, ``isError`` as the
   tool decided, and the tool's ``data`` as ``structuredContent``. An unknown tool name is an
   error result naming the tool that exists.
@@ -40,11 +46,13 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
-from ..._library import SavedWorkflow
+from ..._config import EngineConfig
+from ..._library import SavedWorkflow, WorkflowLibrary
 from ..._providers.echo import EchoProvider
 from ..._run import WorkflowEngine
 from ..._subagent import SubagentProvider
-from ..._tool import ToolResult, WorkflowTool
+from ..._tool import ToolResult, WorkflowTool, texts
+from ..._tool.tool import check_tool_settings
 from .progress import DEFAULT_INTERVAL_S, ProgressReporter
 
 __all__ = ["CallContext", "SavedWorkflows", "create_server"]
@@ -89,24 +97,27 @@ def _error_result(text: str) -> types.CallToolResult:
 def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
                   tool_name: str = "workflow", max_result_chars: int = 50_000,
                   saved_workflows: SavedWorkflows | None = None,
-                  progress_interval_s: float = DEFAULT_INTERVAL_S) -> Server[Any]:
+                  progress_interval_s: float = DEFAULT_INTERVAL_S,
+                  config: EngineConfig | None = None, library: WorkflowLibrary | None = None,
+                  durable: bool = False) -> Server[Any]:
     """An MCP server offering the ``workflow`` tool (see the module docstring)."""
-    # Name, description and schema come from a WorkflowTool over an engine that is never
-    # entered: the texts are the tool's own, never a copy.
-    listed = WorkflowTool(make_engine(EchoProvider()), tool_name=tool_name,
-                          max_result_chars=max_result_chars)
+    check_tool_settings(tool_name, max_result_chars)
+    engine_config = config if config is not None else EngineConfig()
+    children = EchoProvider()
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool(name=listed.name,
-                                                       description=listed.description,
-                                                       input_schema=listed.input_schema)])
+        description = texts.tool_description(engine_config, children, library, max_result_chars,
+                                             durable=durable)
+        return types.ListToolsResult(tools=[types.Tool(
+            name=tool_name, description=description,
+            input_schema=texts.tool_input_schema(durable=durable))])
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name != listed.name:
+        if params.name != tool_name:
             return _error_result(f"Error: unknown tool {params.name!r}; this server offers "
-                                 f"{listed.name!r}")
+                                 f"{tool_name!r}")
         call = CallContext(session=ctx.session, request_id=ctx.request_id)
         token = _progress_token(ctx)
         async with contextlib.AsyncExitStack() as stack:
@@ -114,7 +125,7 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
             if hasattr(child_provider, "__aenter__"):
                 child_provider = await stack.enter_async_context(child_provider)  # type: ignore[arg-type]  # it has __aenter__
             engine = await stack.enter_async_context(make_engine(child_provider))
-            tool = WorkflowTool(engine, tool_name=listed.name, max_result_chars=max_result_chars)
+            tool = WorkflowTool(engine, tool_name=tool_name, max_result_chars=max_result_chars)
             if token is None:
                 return _call_result(await tool.execute(params.arguments or {}))
             reporter = ProgressReporter(_sender(ctx.session), interval=progress_interval_s)
@@ -129,7 +140,7 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
 
     handlers: dict[str, Any] = {}
     if saved_workflows is not None:
-        handlers = _prompt_handlers(saved_workflows, listed.name)
+        handlers = _prompt_handlers(saved_workflows, tool_name)
     server: Server[Any] = Server(SERVER_NAME, version=_version(), on_list_tools=list_tools,
                                  on_call_tool=call_tool, **handlers)
     return server
