@@ -25,7 +25,8 @@ Contract of :class:`OpenAIProvider`:
   ``json_schema`` response format (``strict: false``, so any JSON Schema is accepted); the reply
   is parsed as JSON (one Markdown fence tolerated) and validated with the project's validator.
   An invalid value gets exactly one repair request (the conversation plus the assistant's reply
-  and a user message quoting the violations); still invalid is an ordinary failure.
+  and a user message quoting the violations); still invalid is an ordinary failure (the
+  parse-and-repair loop is :mod:`.structured`'s, shared with MCP sampling).
 - **Effort.** ``request.effort`` is sent as ``reasoning_effort``: ``low``, ``medium`` and
   ``high`` as they are, ``max`` as ``high`` (the highest value the API accepts). When the
   endpoint rejects it — HTTP 400 (or 422) whose body names ``reasoning_effort`` — the request is
@@ -77,7 +78,7 @@ import httpx
 from .._failure import ProviderUnavailable, redact
 from .._prices import priced_async
 from .._subagent import SubagentRequest, SubagentResult, Usage
-from .command import parse_structured_reply
+from .structured import parse_with_one_repair, still_invalid
 
 __all__ = ["OpenAIProvider"]
 
@@ -263,31 +264,32 @@ class OpenAIProvider:
         effort = _REASONING_EFFORT[request.effort] if request.effort is not None else None
         tally = _Tally()
         limit = request.max_output_tokens
+
+        async def ask_again(previous: str, repair: str) -> str:
+            messages.append({"role": "assistant", "content": previous})
+            messages.append({"role": "user", "content": repair})
+            left = None if limit is None else max(1, limit - tally.output)
+            return await self._complete(client, model, messages, schema, effort, tally, left)
+
         try:
             reply = await self._complete(client, model, messages, schema, effort, tally, limit)
             if schema is None:
                 return SubagentResult(stop_reason="completed", text=reply, usage=tally.usage())
-            value, violations = await anyio.to_thread.run_sync(parse_structured_reply, reply, schema)
-            if violations:
-                messages.append({"role": "assistant", "content": reply})
-                messages.append({"role": "user", "content": _repair_prompt(violations)})
-                left = None if limit is None else max(1, limit - tally.output)
-                reply = await self._complete(client, model, messages, schema, effort, tally, left)
-                value, violations = await anyio.to_thread.run_sync(parse_structured_reply, reply, schema)
+            answer = await parse_with_one_repair(reply, schema, ask_again)
         except _CallFailed as failed:
             return SubagentResult(stop_reason="error", error=redact(str(failed), self._secrets),
                                   usage=tally.usage())
-        if violations:
+        if answer.violations:
             return SubagentResult(
                 stop_reason="error",
-                text=reply,
-                error=redact("the reply does not satisfy the schema after one repair attempt: "
-                             + "; ".join(violations)
-                             + f" (the last answer began: {reply.strip()[:200]!r})",
+                text=answer.text,
+                error=redact(still_invalid(answer.violations)
+                             + f" (the last answer began: {answer.text.strip()[:200]!r})",
                              self._secrets),
                 usage=tally.usage(),
             )
-        return SubagentResult(stop_reason="completed", text=reply, structured=value, usage=tally.usage())
+        return SubagentResult(stop_reason="completed", text=answer.text, structured=answer.value,
+                              usage=tally.usage())
 
     async def _complete(
         self,
@@ -409,15 +411,6 @@ class OpenAIProvider:
             return min(retry_after, self.backoff_max_s)
         ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0**attempt)
         return ceiling * random.uniform(0.5, 1.0)
-
-
-def _repair_prompt(violations: list[str]) -> str:
-    listed = "\n".join(f"- {v}" for v in violations)
-    return (
-        "Your reply does not satisfy the required JSON schema:\n"
-        f"{listed}\n"
-        "Reply again with only the corrected JSON value: no prose, no code fence."
-    )
 
 
 def _server_message_of(body: str) -> str | None:
