@@ -107,7 +107,7 @@ class _Rejected(_CallFailed):
         return self.status in (400, 422) and name in self.body
 
 
-class _Tally:
+class _ChildUsage:
     """Token usage summed over the calls of one child."""
 
     def __init__(self) -> None:
@@ -262,23 +262,23 @@ class OpenAIProvider:
             messages.append({"role": "system", "content": request.agent.system_prompt})
         messages.append({"role": "user", "content": request.prompt})
         effort = _REASONING_EFFORT[request.effort] if request.effort is not None else None
-        tally = _Tally()
+        spent = _ChildUsage()
         limit = request.max_output_tokens
 
         async def ask_again(previous: str, repair: str) -> str:
             messages.append({"role": "assistant", "content": previous})
             messages.append({"role": "user", "content": repair})
-            left = None if limit is None else max(1, limit - tally.output)
-            return await self._complete(client, model, messages, schema, effort, tally, left)
+            left = None if limit is None else max(1, limit - spent.output)
+            return await self._complete(client, model, messages, schema, effort, spent, left)
 
         try:
-            reply = await self._complete(client, model, messages, schema, effort, tally, limit)
+            reply = await self._complete(client, model, messages, schema, effort, spent, limit)
             if schema is None:
-                return SubagentResult(stop_reason="completed", text=reply, usage=tally.usage())
+                return SubagentResult(stop_reason="completed", text=reply, usage=spent.usage())
             answer = await parse_with_one_repair(reply, schema, ask_again)
         except _CallFailed as failed:
             return SubagentResult(stop_reason="error", error=redact(str(failed), self._secrets),
-                                  usage=tally.usage())
+                                  usage=spent.usage())
         if answer.violations:
             return SubagentResult(
                 stop_reason="error",
@@ -286,10 +286,10 @@ class OpenAIProvider:
                 error=redact(still_invalid(answer.violations)
                              + f" (the last answer began: {answer.text.strip()[:200]!r})",
                              self._secrets),
-                usage=tally.usage(),
+                usage=spent.usage(),
             )
         return SubagentResult(stop_reason="completed", text=answer.text, structured=answer.value,
-                              usage=tally.usage())
+                              usage=spent.usage())
 
     async def _complete(
         self,
@@ -298,7 +298,7 @@ class OpenAIProvider:
         messages: list[dict[str, str]],
         schema: dict[str, Any] | None,
         effort: str | None,
-        tally: _Tally,
+        spent: _ChildUsage,
         limit: int | None = None,
     ) -> str:
         body: dict[str, Any] = {"model": model, "messages": messages}
@@ -313,7 +313,7 @@ class OpenAIProvider:
         if effort is not None and model not in self._effort_rejected:
             body[_EFFORT_PARAMETER] = effort
         data = await self._post_adapting(client, model, body)
-        tally.add(data.get("usage"))
+        spent.add(data.get("usage"))
         try:
             choice = data["choices"][0]
             message = choice["message"]
