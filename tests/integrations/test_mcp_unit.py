@@ -29,7 +29,7 @@ from dsh_workflow._events import (
 )
 from dsh_workflow._meta import WorkflowMeta
 from dsh_workflow.integrations.mcp import (
-    ProgressReporter,
+    ProgressNotifier,
     create_server,
 )
 
@@ -79,7 +79,7 @@ async def test_progress_is_coalesced_and_ends_with_the_final_state() -> None:
         sent.append((progress, total, message))
 
     run = RunInfo(id="r", meta=WorkflowMeta(name="w", description="d"))
-    reporter = ProgressReporter(send, interval=0.2)
+    reporter = ProgressNotifier(send, interval=0.2)
     async with anyio.create_task_group() as tg:
         tg.start_soon(reporter.pump)
         reporter(PhaseStarted(run=run, title="Scan"))

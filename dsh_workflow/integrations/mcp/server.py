@@ -18,7 +18,7 @@ Contract of :func:`create_server`:
   when the call ends — so a call's events are its own, and nothing of a call outlives it.
   Limits such as ``max_concurrent_agents`` therefore hold per call.
 - **Progress.** When the request carries a progress token, the run's phase and agent counts
-  are sent as ``notifications/progress`` (see :mod:`.progress`); the final state is always sent
+  are sent as ``notifications/progress`` (see :mod:`.notifications`); the final state is always sent
   before the result.
 - **Cancellation.** A ``notifications/cancelled`` for the call cancels the handler (the SDK does
   that); :meth:`WorkflowTool.execute` then cancels and disposes the run, and leaving the
@@ -53,7 +53,7 @@ from ..._run import WorkflowEngine
 from ..._subagent import SubagentProvider
 from ..._tool import ToolResult, WorkflowTool, texts
 from ..._tool.tool import check_tool_settings
-from .progress import DEFAULT_INTERVAL_S, ProgressReporter
+from .notifications import DEFAULT_INTERVAL_S, ProgressNotifier
 
 __all__ = ["CallContext", "SavedWorkflows", "create_server"]
 
@@ -128,13 +128,13 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
             tool = WorkflowTool(engine, tool_name=tool_name, max_result_chars=max_result_chars)
             if token is None:
                 return _call_result(await tool.execute(params.arguments or {}))
-            reporter = ProgressReporter(_sender(ctx.session), interval=progress_interval_s)
-            engine.events.subscribe(reporter)
+            notifier = ProgressNotifier(_sender(ctx.session), interval=progress_interval_s)
+            engine.events.subscribe(notifier)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(reporter.pump)
+                tg.start_soon(notifier.pump)
                 result = await tool.execute(params.arguments or {})
                 tg.cancel_scope.cancel()
-            await reporter.flush()
+            await notifier.flush()
             return _call_result(result)
         raise AssertionError("unreachable")  # pragma: no cover
 
