@@ -119,12 +119,12 @@ class _ChildUsage:
             return
         for key, attr in (("prompt_tokens", "input"), ("completion_tokens", "output")):
             value = usage.get(key)
-            if _count(value):
+            if _is_count(value):
                 setattr(self, attr, getattr(self, attr) + value)
                 self.seen = True
         details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        if isinstance(cached, int) and _count(cached):
+        if isinstance(cached, int) and _is_count(cached):
             self.cached += cached
 
     def usage(self) -> Usage | None:
@@ -134,7 +134,7 @@ class _ChildUsage:
                      cache_read_tokens=min(self.cached, self.input))
 
 
-def _count(value: object) -> bool:
+def _is_count(value: object) -> bool:
     """A token count as JSON carries it: a non-negative integer (not a boolean)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 

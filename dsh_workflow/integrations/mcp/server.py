@@ -141,7 +141,7 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
     handlers: dict[str, Any] = {}
     if saved_workflows is not None:
         handlers = _prompt_handlers(saved_workflows, tool_name)
-    server: Server[Any] = Server(SERVER_NAME, version=_version(), on_list_tools=list_tools,
+    server: Server[Any] = Server(SERVER_NAME, version=_package_version(), on_list_tools=list_tools,
                                  on_call_tool=call_tool, **handlers)
     return server
 
@@ -185,7 +185,7 @@ def _prompt_handlers(saved: SavedWorkflows, tool_name: str) -> dict[str, Any]:
     return {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
 
 
-def _version() -> str:
+def _package_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
