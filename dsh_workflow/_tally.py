@@ -1,7 +1,7 @@
 """What one run's live events have said so far: the one count every progress view reads.
 
-The CLI's progress panel, a background run's status and the MCP server's progress messages are
-all views of a :class:`RunTally`; only how they show it differs.
+The CLI's progress panel, a background run's status and the MCP server's progress
+notifications are all views of a :class:`RunTally`; only how they show it differs.
 """
 
 from __future__ import annotations

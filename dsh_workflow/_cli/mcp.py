@@ -21,8 +21,8 @@ Contract:
   so and exits 2.
 - Runs are recorded only with ``--store PATH`` (a server is long-lived and shared, so recording
   is opted into); the tool then describes and accepts what a durable engine offers.
-- Saved workflows: the server takes a ``saved_workflows`` source (:class:`SavedWorkflows`) and
-  offers each as an MCP prompt; no library of saved workflows is wired in here yet.
+- Saved workflows: the library the options name (``--workflows``, :mod:`.library`) is the
+  server's ``saved_workflows`` source; each of its workflows is offered as an MCP prompt.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from .options import EngineSetup, add_engine_options, count, engine_setup, port_
 from .server_token import ServerToken, add_token_option, server_token
 
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
-    from dsh_workflow import RunStore, WorkflowLibrary
+    from dsh_workflow import RunStore
 
 __all__ = ["add_mcp_command", "command_mcp"]
 
@@ -163,23 +163,8 @@ def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | 
         def provider(call: CallContext) -> Any:
             return setup.provider()
     return create_server(lambda child_provider: setup.make_engine(child_provider, store), provider,
-                         saved_workflows=_LibraryPrompts(setup.library)
-                         if setup.library is not None else None)
-
-
-class _LibraryPrompts:
-    """The saved workflows of a :class:`WorkflowLibrary`, as the server offers them (prompts)."""
-
-    def __init__(self, library: WorkflowLibrary) -> None:
-        self._library = library
-
-    def entries(self) -> list[Any]:
-        from dsh_workflow.integrations.mcp.server import SavedWorkflow
-
-        return [SavedWorkflow(name=w.name, description=w.description,
-                              meta=w.meta.model_dump(mode="json", exclude_none=True),
-                              script=w.body.lstrip())
-                for w in self._library.workflows()]
+                         saved_workflows=setup.library, config=setup.config,
+                         library=setup.library, durable=store is not None)
 
 
 async def _serve_stdio(server: Any, handshake_only: bool) -> None:

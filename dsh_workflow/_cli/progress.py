@@ -144,7 +144,7 @@ class Failures:
 
 
 @dataclass(eq=False)
-class Tally(RunTally):
+class BudgetedTally(RunTally):
     """The run's counts (:class:`RunTally`), keeping the last log lines, and the token budget
     the panel shows the tokens against."""
 
@@ -229,7 +229,7 @@ class PlainProgress(Progress):
 
     def __init__(self, stream: IO[str], *, budget: int | None = None) -> None:
         self.stream = stream
-        self.tally = Tally(budget=budget)
+        self.tally = BudgetedTally(budget=budget)
         self.failures = Failures()
 
     def __call__(self, event: WorkflowEvent) -> None:
@@ -276,7 +276,7 @@ class RichProgress(Progress):
         from rich.spinner import Spinner
 
         self.console = console
-        self.tally = Tally(budget=budget)
+        self.tally = BudgetedTally(budget=budget)
         self.failures = Failures()
         self.spinner = Spinner("dots", style="cyan")
         self.last_draw = 0.0

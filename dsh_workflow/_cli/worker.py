@@ -76,7 +76,9 @@ def add_worker_parser(commands: Any, *, count: Any, seconds: Any, positive_secon
     worker.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
 
 
-class _Progress:
+class _WorkerLog:
+    """The worker's timestamped status lines on stderr (none with ``--quiet``)."""
+
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.started = time.monotonic()
@@ -106,7 +108,7 @@ def command_worker(ns: argparse.Namespace) -> int:
         raise CliError("--task-queue must not be empty")
     make_provider = provider_factory(ns, EngineConfig(max_concurrent_agents=ns.max_concurrent))
     assert make_provider is not None  # the worker offers only the base providers
-    progress = _Progress(ns.quiet)
+    progress = _WorkerLog(ns.quiet)
     # every child's outcome is on a progress line already; the SDK would add a traceback
     logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     try:
@@ -147,7 +149,7 @@ async def _connect(ns: argparse.Namespace) -> Any:
         raise _WorkerFailed(f"cannot reach Temporal at {ns.temporal}: {exc}") from None
 
 
-async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _Progress) -> int:
+async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _WorkerLog) -> int:
     import asyncio
 
     from temporalio.worker import Worker

@@ -51,7 +51,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._subagent import SubagentRequest, SubagentResult, Usage
-from .command import CommandProvider, parse_structured_reply
+from .command import CommandProvider
+from .structured import parse_structured_reply
 
 __all__ = ["CLAUDE_CODE_VERSION", "CODEX_VERSION", "ClaudeCodeProvider", "CodexProvider",
            "agent_cli_env"]

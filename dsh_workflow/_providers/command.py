@@ -72,48 +72,24 @@ import re
 import signal
 from collections.abc import Mapping, Sequence
 from subprocess import PIPE
-from typing import Any
 
 import anyio
 import anyio.abc
 
 from .._failure import ProviderUnavailable
 from .._prices import priced_async
-from .._schema import value_violations
 from .._subagent import SubagentRequest, SubagentResult, Usage
 from .procgroup import terminate_group
+from .structured import parse_structured_reply
 from .worktree import Worktree, fresh_worktree, kept_note, worktree_env
 
-__all__ = ["CommandProvider", "parse_structured_reply"]
+__all__ = ["CommandProvider"]
 
 _STDERR_TAIL_CHARS = 2000
 _STDERR_TAIL_LINES = 20
 _STDERR_KEEP_BYTES = 4 * _STDERR_TAIL_CHARS
 _PLACEHOLDER = re.compile(r"\{(effort|model|agent_type|system_prompt|max_output_tokens)\}")
 _USAGE_MARKER = b"dsh-workflow-usage:"
-_FENCE = re.compile(r"\A```[\w+-]*[ \t]*\r?\n(.*?)\r?\n?```\Z", re.DOTALL)
-
-
-def parse_structured_reply(text: str, schema: dict[str, Any]) -> tuple[Any, list[str]]:
-    """Parse ``text`` as one JSON value and validate it against ``schema``.
-
-    Surrounding whitespace and one Markdown code fence (```` ```json ... ``` ````) are tolerated;
-    ``NaN``/``Infinity`` are not JSON. Returns ``(value, violations)``: an empty list means the
-    value is valid; otherwise ``value`` is ``None`` when the text was not JSON at all. Never raises.
-    """
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
-    try:
-        value = json.loads(body, parse_constant=_reject_constant)
-    except ValueError as exc:
-        return None, [f"the reply is not valid JSON: {exc}"]
-    return value, value_violations(schema, value)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
 
 
 class CommandProvider:

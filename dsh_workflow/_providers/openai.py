@@ -25,7 +25,8 @@ Contract of :class:`OpenAIProvider`:
   ``json_schema`` response format (``strict: false``, so any JSON Schema is accepted); the reply
   is parsed as JSON (one Markdown fence tolerated) and validated with the project's validator.
   An invalid value gets exactly one repair request (the conversation plus the assistant's reply
-  and a user message quoting the violations); still invalid is an ordinary failure.
+  and a user message quoting the violations); still invalid is an ordinary failure (the
+  parse-and-repair loop is :mod:`.structured`'s, shared with MCP sampling).
 - **Effort.** ``request.effort`` is sent as ``reasoning_effort``: ``low``, ``medium`` and
   ``high`` as they are, ``max`` as ``high`` (the highest value the API accepts). When the
   endpoint rejects it — HTTP 400 (or 422) whose body names ``reasoning_effort`` — the request is
@@ -77,7 +78,7 @@ import httpx
 from .._failure import ProviderUnavailable, redact
 from .._prices import priced_async
 from .._subagent import SubagentRequest, SubagentResult, Usage
-from .command import parse_structured_reply
+from .structured import parse_with_one_repair, still_invalid
 
 __all__ = ["OpenAIProvider"]
 
@@ -106,7 +107,7 @@ class _Rejected(_CallFailed):
         return self.status in (400, 422) and name in self.body
 
 
-class _Tally:
+class _ChildUsage:
     """Token usage summed over the calls of one child."""
 
     def __init__(self) -> None:
@@ -118,12 +119,12 @@ class _Tally:
             return
         for key, attr in (("prompt_tokens", "input"), ("completion_tokens", "output")):
             value = usage.get(key)
-            if _count(value):
+            if _is_count(value):
                 setattr(self, attr, getattr(self, attr) + value)
                 self.seen = True
         details = usage.get("prompt_tokens_details")
         cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        if isinstance(cached, int) and _count(cached):
+        if isinstance(cached, int) and _is_count(cached):
             self.cached += cached
 
     def usage(self) -> Usage | None:
@@ -133,7 +134,7 @@ class _Tally:
                      cache_read_tokens=min(self.cached, self.input))
 
 
-def _count(value: object) -> bool:
+def _is_count(value: object) -> bool:
     """A token count as JSON carries it: a non-negative integer (not a boolean)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -261,33 +262,34 @@ class OpenAIProvider:
             messages.append({"role": "system", "content": request.agent.system_prompt})
         messages.append({"role": "user", "content": request.prompt})
         effort = _REASONING_EFFORT[request.effort] if request.effort is not None else None
-        tally = _Tally()
+        spent = _ChildUsage()
         limit = request.max_output_tokens
+
+        async def ask_again(previous: str, repair: str) -> str:
+            messages.append({"role": "assistant", "content": previous})
+            messages.append({"role": "user", "content": repair})
+            left = None if limit is None else max(1, limit - spent.output)
+            return await self._complete(client, model, messages, schema, effort, spent, left)
+
         try:
-            reply = await self._complete(client, model, messages, schema, effort, tally, limit)
+            reply = await self._complete(client, model, messages, schema, effort, spent, limit)
             if schema is None:
-                return SubagentResult(stop_reason="completed", text=reply, usage=tally.usage())
-            value, violations = await anyio.to_thread.run_sync(parse_structured_reply, reply, schema)
-            if violations:
-                messages.append({"role": "assistant", "content": reply})
-                messages.append({"role": "user", "content": _repair_prompt(violations)})
-                left = None if limit is None else max(1, limit - tally.output)
-                reply = await self._complete(client, model, messages, schema, effort, tally, left)
-                value, violations = await anyio.to_thread.run_sync(parse_structured_reply, reply, schema)
+                return SubagentResult(stop_reason="completed", text=reply, usage=spent.usage())
+            answer = await parse_with_one_repair(reply, schema, ask_again)
         except _CallFailed as failed:
             return SubagentResult(stop_reason="error", error=redact(str(failed), self._secrets),
-                                  usage=tally.usage())
-        if violations:
+                                  usage=spent.usage())
+        if answer.violations:
             return SubagentResult(
                 stop_reason="error",
-                text=reply,
-                error=redact("the reply does not satisfy the schema after one repair attempt: "
-                             + "; ".join(violations)
-                             + f" (the last answer began: {reply.strip()[:200]!r})",
+                text=answer.text,
+                error=redact(still_invalid(answer.violations)
+                             + f" (the last answer began: {answer.text.strip()[:200]!r})",
                              self._secrets),
-                usage=tally.usage(),
+                usage=spent.usage(),
             )
-        return SubagentResult(stop_reason="completed", text=reply, structured=value, usage=tally.usage())
+        return SubagentResult(stop_reason="completed", text=answer.text, structured=answer.value,
+                              usage=spent.usage())
 
     async def _complete(
         self,
@@ -296,7 +298,7 @@ class OpenAIProvider:
         messages: list[dict[str, str]],
         schema: dict[str, Any] | None,
         effort: str | None,
-        tally: _Tally,
+        spent: _ChildUsage,
         limit: int | None = None,
     ) -> str:
         body: dict[str, Any] = {"model": model, "messages": messages}
@@ -311,7 +313,7 @@ class OpenAIProvider:
         if effort is not None and model not in self._effort_rejected:
             body[_EFFORT_PARAMETER] = effort
         data = await self._post_adapting(client, model, body)
-        tally.add(data.get("usage"))
+        spent.add(data.get("usage"))
         try:
             choice = data["choices"][0]
             message = choice["message"]
@@ -409,15 +411,6 @@ class OpenAIProvider:
             return min(retry_after, self.backoff_max_s)
         ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0**attempt)
         return ceiling * random.uniform(0.5, 1.0)
-
-
-def _repair_prompt(violations: list[str]) -> str:
-    listed = "\n".join(f"- {v}" for v in violations)
-    return (
-        "Your reply does not satisfy the required JSON schema:\n"
-        f"{listed}\n"
-        "Reply again with only the corrected JSON value: no prose, no code fence."
-    )
 
 
 def _server_message_of(body: str) -> str | None:

@@ -40,7 +40,7 @@ from .._events import WorkflowEnded, WorkflowEvent
 from .._run import WorkflowRun
 from .._tally import RunTally
 
-__all__ = ["BackgroundRuns", "OnComplete", "RunStatus"]
+__all__ = ["BackgroundRuns", "BackgroundStatus", "OnComplete"]
 
 OnComplete = Callable[[Any], "Awaitable[object] | object"]
 #: ``WorkflowEngine.start_soon``: run a task in the engine's task group; False when it cannot.
@@ -55,7 +55,7 @@ ON_COMPLETE_GRACE_S = 30.0
 
 
 @dataclass(eq=False)
-class RunStatus:
+class BackgroundStatus:
     """What ``tool.status(run_id)`` reports about one background run: its counts so far."""
 
     run_id: str
@@ -82,7 +82,7 @@ class RunStatus:
 @dataclass
 class _Tracked:
     run: WorkflowRun
-    status: RunStatus
+    status: BackgroundStatus
     ended: bool = False  # WorkflowEnded seen
     claimed: bool = False  # someone is delivering it
 
@@ -97,7 +97,7 @@ class BackgroundRuns:
         self._on_complete = on_complete
         self._start_soon = start_soon
         self._runs: dict[str, _Tracked] = {}
-        self._finished: dict[str, RunStatus] = {}  # statuses of delivered runs (the latest)
+        self._finished: dict[str, BackgroundStatus] = {}  # statuses of delivered runs (the latest)
         # completions not yet taken through completions(); with on_complete they have been
         # delivered already, so only the latest few are kept for a later iterator
         self._delivered: deque[Any] = deque(maxlen=None if on_complete is None else max_runs)
@@ -138,7 +138,7 @@ class BackgroundRuns:
         """Track ``run`` and arrange the delivery of its completion. False (and ``run`` not
         tracked) when nothing would call ``on_complete`` for it: the tool was not entered and
         the engine cannot run the delivery in its task group."""
-        tracked = _Tracked(run=run, status=RunStatus(run_id=run.id, name=run.meta.name))
+        tracked = _Tracked(run=run, status=BackgroundStatus(run_id=run.id, name=run.meta.name))
         self._runs[run.id] = tracked
         name = f"dsh-workflow background {run.id}"
         tracked.claimed = True
@@ -154,7 +154,7 @@ class BackgroundRuns:
         self._runs.pop(run.id, None)
         return False
 
-    def status(self, run_id: str) -> RunStatus | None:
+    def status(self, run_id: str) -> BackgroundStatus | None:
         tracked = self._runs.get(run_id)
         return tracked.status if tracked is not None else self._finished.get(run_id)
 

@@ -28,6 +28,8 @@ __all__ = [
     "start_error_text",
     "success_text",
     "system_prompt_section",
+    "tool_description",
+    "tool_input_schema",
     "with_run_id",
 ]
 
@@ -200,6 +202,26 @@ def durable_input_schema() -> dict[str, Any]:
     schema = input_schema()
     schema["properties"]["resumeFrom"] = copy.deepcopy(_RESUME_FROM_SCHEMA)
     return schema
+
+
+def tool_description(config: Any, provider: Any, library: Any, max_result_chars: int, *,
+                     durable: bool) -> str:
+    """The tool's description (without the background note) for an engine with ``config``,
+    ``provider`` and ``library``: :data:`DESCRIPTION`, the :func:`engine_section` when there is
+    one, and the resume note when the engine has a run store (``durable``)."""
+    text = DESCRIPTION
+    section = engine_section(config, provider, library, max_result_chars)
+    if section:
+        text = f"{text}\n\n{section}"
+    if durable:
+        text = f"{text}\n\n{RESUME_NOTE}"
+    return text
+
+
+def tool_input_schema(*, durable: bool) -> dict[str, Any]:
+    """The parameter schema (a fresh copy): :func:`durable_input_schema` for an engine with a
+    run store, else :func:`input_schema`."""
+    return durable_input_schema() if durable else input_schema()
 
 
 def system_prompt_section(tool_name: str) -> str:

@@ -30,7 +30,8 @@ from . import texts
 from .background import BackgroundRuns, OnComplete
 from .failures import FailureLog, failures_data, failures_line
 
-__all__ = ["DurableToolArgs", "ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs"]
+__all__ = ["DurableToolArgs", "ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs",
+           "check_tool_settings"]
 
 #: The name rule shared by the OpenAI and Anthropic tool formats.
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -179,6 +180,16 @@ def parse_arguments(arguments: object, *,
         return problems
 
 
+def check_tool_settings(tool_name: object, max_result_chars: object) -> None:
+    """Raise ``ValueError`` unless ``tool_name`` matches ``[A-Za-z0-9_-]{1,64}`` and
+    ``max_result_chars`` is an int >= 1 (what :class:`WorkflowTool` and the MCP server accept)."""
+    if not isinstance(tool_name, str) or not _TOOL_NAME.fullmatch(tool_name):
+        raise ValueError(f"tool_name must match [A-Za-z0-9_-]{{1,64}}, got {tool_name!r}")
+    if isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) \
+            or max_result_chars < 1:
+        raise ValueError(f"max_result_chars must be an int >= 1, got {max_result_chars!r}")
+
+
 def _invalid(problems: list[str]) -> ToolResult:
     return ToolResult(text=texts.invalid_arguments_text(problems), is_error=True,
                       data={"error_code": "INVALID_ARGS"})
@@ -207,11 +218,7 @@ class WorkflowTool:
     def __init__(self, engine: WorkflowEngine, *, tool_name: str = "workflow",
                  max_result_chars: int = 50_000, background: bool = False,
                  on_complete: OnComplete | None = None, max_background_runs: int = 4) -> None:
-        if not isinstance(tool_name, str) or not _TOOL_NAME.fullmatch(tool_name):
-            raise ValueError(f"tool_name must match [A-Za-z0-9_-]{{1,64}}, got {tool_name!r}")
-        if isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) \
-                or max_result_chars < 1:
-            raise ValueError(f"max_result_chars must be an int >= 1, got {max_result_chars!r}")
+        check_tool_settings(tool_name, max_result_chars)
         self._engine = engine
         self._name = tool_name
         self._max_result_chars = max_result_chars
@@ -282,15 +289,11 @@ class WorkflowTool:
     def description(self) -> str:
         """The authoring contract, written for a model (with how to resume, when durable, and
         how background runs work, when background)."""
-        text = texts.DESCRIPTION
         engine = self._engine
-        section = texts.engine_section(getattr(engine, "config", None),
-                                       getattr(engine, "provider", None),
-                                       getattr(engine, "library", None), self._max_result_chars)
-        if section:
-            text = f"{text}\n\n{section}"
-        if self.durable:
-            text = f"{text}\n\n{texts.RESUME_NOTE}"
+        text = texts.tool_description(getattr(engine, "config", None),
+                                      getattr(engine, "provider", None),
+                                      getattr(engine, "library", None), self._max_result_chars,
+                                      durable=self.durable)
         if self._background is not None:
             text = text + texts.BACKGROUND_NOTE.format(
                 name=self._name, status=self._name + "_status", cancel=self._name + "_cancel")
@@ -300,7 +303,7 @@ class WorkflowTool:
     def input_schema(self) -> dict[str, Any]:
         """The parameters' JSON Schema (a fresh copy on every access); ``resumeFrom`` is a
         parameter only when the engine is durable."""
-        return texts.durable_input_schema() if self.durable else texts.input_schema()
+        return texts.tool_input_schema(durable=self.durable)
 
     @property
     def system_prompt_section(self) -> str:

@@ -24,7 +24,8 @@ __all__ = ["FailingProvider", "FunctionProvider", "GatedProvider", "HangingProvi
 
 #: What a handler may answer: a full result, or just the child's text.
 Reply = SubagentResult | str
-Handler = Callable[[SubagentRequest], Reply | Awaitable[Reply]]
+#: What answers each request of a :class:`FunctionProvider` (plain or async).
+ReplyHandler = Callable[[SubagentRequest], Reply | Awaitable[Reply]]
 
 
 def default_reply(request: SubagentRequest) -> Reply:
@@ -80,8 +81,8 @@ class FunctionProvider:
         provider = FunctionProvider(lambda request: f"answer to {request.prompt}")
     """
 
-    def __init__(self, handler: Handler | None = None) -> None:
-        self.handler: Handler = handler if handler is not None else default_reply
+    def __init__(self, handler: ReplyHandler | None = None) -> None:
+        self.handler: ReplyHandler = handler if handler is not None else default_reply
         self.requests: list[SubagentRequest] = []
 
     @property

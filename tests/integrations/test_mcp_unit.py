@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,7 +18,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client
 
-from dsh_workflow import EchoProvider, QuickJSEngine
+from dsh_workflow import EchoProvider, QuickJSEngine, SavedWorkflow
 from dsh_workflow._events import (
     AgentEnded,
     AgentStarted,
@@ -28,20 +29,18 @@ from dsh_workflow._events import (
 )
 from dsh_workflow._meta import WorkflowMeta
 from dsh_workflow.integrations.mcp import (
-    ProgressReporter,
-    SavedWorkflow,
+    ProgressNotifier,
     create_server,
 )
 
 pytestmark = pytest.mark.anyio
 
-SAVED = SavedWorkflow(name="triage", description="triage the open issues",
-                      meta={"name": "triage", "description": "triage the open issues"},
-                      script='return await agent(`triage ${args.repo}`);')
+SAVED = SavedWorkflow(meta=WorkflowMeta(name="triage", description="triage the open issues"),
+                      body='return await agent(`triage ${args.repo}`);', path=Path("triage.js"))
 
 
 class Catalog:
-    def entries(self) -> Sequence[SavedWorkflow]:
+    def workflows(self) -> Sequence[SavedWorkflow]:
         return [SAVED]
 
 
@@ -58,7 +57,8 @@ async def test_saved_workflows_are_prompts_that_call_the_tool(anyio_backend: str
         prompt = await client.get_prompt("triage", {"args": '{"repo": "acme/app"}'})
         text = prompt.messages[0].content.text  # type: ignore[union-attr]  # the prompt's content is text here
         call = json.loads(text[text.index("{"):])
-        assert call == {"meta": SAVED.meta, "script": SAVED.script, "args": {"repo": "acme/app"}}
+        assert call == {"meta": {"name": "triage", "description": "triage the open issues"},
+                        "script": SAVED.body, "args": {"repo": "acme/app"}}
         assert "`workflow` tool" in text
         # The prompt's arguments are exactly what the tool runs.
         result = await client.call_tool("workflow", call)
@@ -79,7 +79,7 @@ async def test_progress_is_coalesced_and_ends_with_the_final_state() -> None:
         sent.append((progress, total, message))
 
     run = RunInfo(id="r", meta=WorkflowMeta(name="w", description="d"))
-    reporter = ProgressReporter(send, interval=0.2)
+    reporter = ProgressNotifier(send, interval=0.2)
     async with anyio.create_task_group() as tg:
         tg.start_soon(reporter.pump)
         reporter(PhaseStarted(run=run, title="Scan"))

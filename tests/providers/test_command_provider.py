@@ -14,7 +14,8 @@ import anyio
 import pytest
 
 from dsh_workflow._failure import ProviderUnavailable
-from dsh_workflow._providers.command import CommandProvider, parse_structured_reply
+from dsh_workflow._providers.command import CommandProvider
+from dsh_workflow._providers.structured import parse_structured_reply
 from dsh_workflow._subagent import SubagentRequest
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="process groups are POSIX")

@@ -15,8 +15,8 @@ from dsh_workflow import (
     WorkflowStarted,
 )
 from dsh_workflow._tally import RunTally
-from dsh_workflow._tool.background import RunStatus
-from dsh_workflow.integrations.mcp.progress import progress_message
+from dsh_workflow._tool.background import BackgroundStatus
+from dsh_workflow.integrations.mcp.notifications import notification_message
 
 RUN = RunInfo(id="r", meta=WorkflowMeta(name="flow", description="d"))
 
@@ -38,13 +38,13 @@ def test_counts_and_what_changes() -> None:
     assert tally.running == {3: "a3"}
     assert (tally.started, tally.replayed, tally.finished, tally.unsuccessful, tally.tokens) \
         == (3, 1, 2, 1, 7)
-    status = RunStatus(run_id="r", name="flow", tally=tally).as_data()
+    status = BackgroundStatus(run_id="r", name="flow", tally=tally).as_data()
     assert (status["state"], status["agents_running"], status["agents_done"],
             status["agents_failed"], status["agents_replayed"]) == ("running", 1, 1, 1, 1)
-    assert progress_message(tally) == "phase: scan; 3/4 agents done (1 failed)"
+    assert notification_message(tally) == "phase: scan; 3/4 agents done (1 failed)"
     tally.record(AgentEnded(run=RUN, seq=3, label="a3", outcome="cancelled"))
     tally.record(WorkflowEnded(run=RUN, stop_reason="cancelled", error="workflow cancelled",
                                agents_started=3, usage=Usage(input_tokens=10, output_tokens=2)))
     assert tally.tokens == 12 and tally.elapsed() >= 0
-    assert RunStatus(run_id="r", name="flow", tally=tally).as_data()["state"] == "cancelled"
-    assert progress_message(tally).endswith("; workflow cancelled")
+    assert BackgroundStatus(run_id="r", name="flow", tally=tally).as_data()["state"] == "cancelled"
+    assert notification_message(tally).endswith("; workflow cancelled")

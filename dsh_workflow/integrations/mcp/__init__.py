@@ -10,10 +10,10 @@ and ``agent()`` answered by the MCP client's own model through sampling.
 """
 
 from .auth import require_bearer
-from .progress import ProgressReporter
+from .notifications import ProgressNotifier
 from .sampling import SamplingProvider, SamplingUnavailable, client_can_sample
-from .server import CallContext, SavedWorkflow, SavedWorkflows, create_server
+from .server import CallContext, SavedWorkflows, create_server
 
-__all__ = ["CallContext", "ProgressReporter", "SamplingProvider",
-           "SamplingUnavailable", "SavedWorkflow", "SavedWorkflows", "client_can_sample",
+__all__ = ["CallContext", "ProgressNotifier", "SamplingProvider",
+           "SamplingUnavailable", "SavedWorkflows", "client_can_sample",
            "create_server", "require_bearer"]

@@ -9,7 +9,8 @@ Contract:
   with one JSON value". The reply is parsed (one Markdown fence tolerated) and validated with
   the project's validator; an invalid value gets exactly one repair request (the conversation,
   the assistant's reply and a user message listing the violations); still invalid is an
-  ordinary failure (``agent()`` → ``null``).
+  ordinary failure (``agent()`` → ``null``). The loop is the providers'
+  (:mod:`dsh_workflow._providers.structured`), shared with the OpenAI-compatible provider.
 - **Output limit.** ``max_tokens`` is ``request.max_output_tokens`` (the run's budget left) when
   set, else the provider's ``max_tokens`` — never more than the latter.
 - **Usage.** MCP sampling reports no token counts, so ``usage`` is ``None``.
@@ -28,13 +29,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anyio
 from mcp import types
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 
-from ..._providers.command import parse_structured_reply
+from ..._providers.structured import parse_with_one_repair, still_invalid
 from ..._subagent import SubagentRequest, SubagentResult
 
 __all__ = ["DEFAULT_MAX_TOKENS", "SamplingProvider", "SamplingUnavailable", "client_can_sample"]
@@ -94,23 +94,22 @@ class SamplingProvider:
         if request.max_output_tokens is not None:
             limit = max(1, min(limit, request.max_output_tokens))
         messages = [_message("user", request.prompt)]
+
+        async def ask_again(previous: str, repair: str) -> str:
+            messages.extend([_message("assistant", previous), _message("user", repair)])
+            return await self._sample(messages, system, request.model, limit)
+
         try:
             reply = await self._sample(messages, system or None, request.model, limit)
             if schema is None:
                 return SubagentResult(stop_reason="completed", text=reply)
-            value, violations = await anyio.to_thread.run_sync(parse_structured_reply, reply, schema)
-            if violations:
-                messages += [_message("assistant", reply), _message("user", _repair(violations))]
-                reply = await self._sample(messages, system, request.model, limit)
-                value, violations = await anyio.to_thread.run_sync(parse_structured_reply, reply,
-                                                                   schema)
+            answer = await parse_with_one_repair(reply, schema, ask_again)
         except _Failed as failed:
             return SubagentResult(stop_reason="error", error=str(failed))
-        if violations:
-            return SubagentResult(stop_reason="error", text=reply,
-                                  error="the reply does not satisfy the schema after one repair "
-                                        "attempt: " + "; ".join(violations))
-        return SubagentResult(stop_reason="completed", text=reply, structured=value)
+        if answer.violations:
+            return SubagentResult(stop_reason="error", text=answer.text,
+                                  error=still_invalid(answer.violations))
+        return SubagentResult(stop_reason="completed", text=answer.text, structured=answer.value)
 
     async def _sample(self, messages: list[types.SamplingMessage], system: str | None,
                       model: str | None, max_tokens: int) -> str:
@@ -135,10 +134,3 @@ class SamplingProvider:
 
 def _message(role: Any, text: str) -> types.SamplingMessage:
     return types.SamplingMessage(role=role, content=types.TextContent(type="text", text=text))
-
-
-def _repair(violations: list[str]) -> str:
-    listed = "\n".join(f"- {v}" for v in violations)
-    return ("Your reply does not satisfy the required JSON schema:\n"
-            f"{listed}\n"
-            "Reply again with only the corrected JSON value: no prose, no code fence.")

@@ -2,8 +2,14 @@
 
 Contract of :func:`create_server`:
 
-- **One tool.** ``tools/list`` offers one tool whose name, description and input schema are a
-  :class:`~dsh_workflow.WorkflowTool`'s; ``tools/call`` runs it through
+- **One tool.** ``tools/list`` offers one tool whose name, description and input schema are
+  the tool layer's texts (:func:`~dsh_workflow._tool.texts.tool_description`,
+  :func:`~dsh_workflow._tool.texts.tool_input_schema`) for the engine ``make_engine`` builds —
+  its ``config``, ``library`` and, with ``durable``, a run store: pass what ``make_engine``
+  uses (the defaults match ``QuickJSEngine(provider=...)``). No engine is built for the
+  listing. The children are described as the offline provider's
+  (:class:`~dsh_workflow.EchoProvider`), as the listing has always done: the real provider is
+  made per call. ``tools/call`` runs it through
   :meth:`WorkflowTool.execute` and returns its ``text`` as one text block, ``isError`` as the
   tool decided, and the tool's ``data`` as ``structuredContent``. An unknown tool name is an
   error result naming the tool that exists.
@@ -12,15 +18,17 @@ Contract of :func:`create_server`:
   when the call ends — so a call's events are its own, and nothing of a call outlives it.
   Limits such as ``max_concurrent_agents`` therefore hold per call.
 - **Progress.** When the request carries a progress token, the run's phase and agent counts
-  are sent as ``notifications/progress`` (see :mod:`.progress`); the final state is always sent
+  are sent as ``notifications/progress`` (see :mod:`.notifications`); the final state is always sent
   before the result.
 - **Cancellation.** A ``notifications/cancelled`` for the call cancels the handler (the SDK does
   that); :meth:`WorkflowTool.execute` then cancels and disposes the run, and leaving the
   engine's block ends everything the run started before the handler returns.
-- **Saved workflows.** With ``saved_workflows`` (anything with ``entries()`` returning
-  :class:`SavedWorkflow` values), each is offered as an MCP prompt whose message asks the model
-  to call the tool with that workflow's meta and script (and the prompt's ``args`` argument,
-  JSON text, as the workflow's args). This is the hook a saved-workflow library plugs into.
+- **Saved workflows.** With ``saved_workflows`` (anything with ``workflows()`` returning the
+  library's :class:`~dsh_workflow.SavedWorkflow` values, such as a
+  :class:`~dsh_workflow.WorkflowLibrary`), each is offered as an MCP prompt whose message asks
+  the model to call the tool with that workflow's meta (as JSON, ``None`` fields left out) and
+  body (leading blank space stripped), and the prompt's ``args`` argument, JSON text, as the
+  workflow's args.
 """
 
 from __future__ import annotations
@@ -38,13 +46,16 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
+from ..._config import EngineConfig
+from ..._library import SavedWorkflow, WorkflowLibrary
 from ..._providers.echo import EchoProvider
 from ..._run import WorkflowEngine
 from ..._subagent import SubagentProvider
-from ..._tool import ToolResult, WorkflowTool
-from .progress import DEFAULT_INTERVAL_S, ProgressReporter
+from ..._tool import ToolResult, WorkflowTool, texts
+from ..._tool.tool import check_tool_settings
+from .notifications import DEFAULT_INTERVAL_S, ProgressNotifier
 
-__all__ = ["CallContext", "SavedWorkflow", "SavedWorkflows", "create_server"]
+__all__ = ["CallContext", "SavedWorkflows", "create_server"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,20 +70,10 @@ class CallContext:
     request_id: types.RequestId | None
 
 
-@dataclass(frozen=True)
-class SavedWorkflow:
-    """A saved workflow as the server offers it: its meta (a JSON object) and script body."""
-
-    name: str
-    description: str
-    meta: dict[str, Any]
-    script: str
-
-
 class SavedWorkflows(Protocol):
-    """Where saved workflows come from (a library of workflow files)."""
+    """Where saved workflows come from: a :class:`~dsh_workflow.WorkflowLibrary` fits."""
 
-    def entries(self) -> Sequence[SavedWorkflow]: ...
+    def workflows(self) -> Sequence[SavedWorkflow]: ...
 
 
 ProviderFactory = Callable[[CallContext], SubagentProvider]
@@ -96,24 +97,27 @@ def _error_result(text: str) -> types.CallToolResult:
 def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
                   tool_name: str = "workflow", max_result_chars: int = 50_000,
                   saved_workflows: SavedWorkflows | None = None,
-                  progress_interval_s: float = DEFAULT_INTERVAL_S) -> Server[Any]:
+                  progress_interval_s: float = DEFAULT_INTERVAL_S,
+                  config: EngineConfig | None = None, library: WorkflowLibrary | None = None,
+                  durable: bool = False) -> Server[Any]:
     """An MCP server offering the ``workflow`` tool (see the module docstring)."""
-    # Name, description and schema come from a WorkflowTool over an engine that is never
-    # entered: the texts are the tool's own, never a copy.
-    listed = WorkflowTool(make_engine(EchoProvider()), tool_name=tool_name,
-                          max_result_chars=max_result_chars)
+    check_tool_settings(tool_name, max_result_chars)
+    engine_config = config if config is not None else EngineConfig()
+    children = EchoProvider()
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool(name=listed.name,
-                                                       description=listed.description,
-                                                       input_schema=listed.input_schema)])
+        description = texts.tool_description(engine_config, children, library, max_result_chars,
+                                             durable=durable)
+        return types.ListToolsResult(tools=[types.Tool(
+            name=tool_name, description=description,
+            input_schema=texts.tool_input_schema(durable=durable))])
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name != listed.name:
+        if params.name != tool_name:
             return _error_result(f"Error: unknown tool {params.name!r}; this server offers "
-                                 f"{listed.name!r}")
+                                 f"{tool_name!r}")
         call = CallContext(session=ctx.session, request_id=ctx.request_id)
         token = _progress_token(ctx)
         async with contextlib.AsyncExitStack() as stack:
@@ -121,23 +125,23 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
             if hasattr(child_provider, "__aenter__"):
                 child_provider = await stack.enter_async_context(child_provider)  # type: ignore[arg-type]  # it has __aenter__
             engine = await stack.enter_async_context(make_engine(child_provider))
-            tool = WorkflowTool(engine, tool_name=listed.name, max_result_chars=max_result_chars)
+            tool = WorkflowTool(engine, tool_name=tool_name, max_result_chars=max_result_chars)
             if token is None:
                 return _call_result(await tool.execute(params.arguments or {}))
-            reporter = ProgressReporter(_sender(ctx.session), interval=progress_interval_s)
-            engine.events.subscribe(reporter)
+            notifier = ProgressNotifier(_sender(ctx.session), interval=progress_interval_s)
+            engine.events.subscribe(notifier)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(reporter.pump)
+                tg.start_soon(notifier.pump)
                 result = await tool.execute(params.arguments or {})
                 tg.cancel_scope.cancel()
-            await reporter.flush()
+            await notifier.flush()
             return _call_result(result)
         raise AssertionError("unreachable")  # pragma: no cover
 
     handlers: dict[str, Any] = {}
     if saved_workflows is not None:
-        handlers = _prompt_handlers(saved_workflows, listed.name)
-    server: Server[Any] = Server(SERVER_NAME, version=_version(), on_list_tools=list_tools,
+        handlers = _prompt_handlers(saved_workflows, tool_name)
+    server: Server[Any] = Server(SERVER_NAME, version=_package_version(), on_list_tools=list_tools,
                                  on_call_tool=call_tool, **handlers)
     return server
 
@@ -159,15 +163,16 @@ def _prompt_handlers(saved: SavedWorkflows, tool_name: str) -> dict[str, Any]:
                            params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=[
             types.Prompt(name=entry.name, description=entry.description, arguments=[argument])
-            for entry in saved.entries()])
+            for entry in saved.workflows()])
 
     async def get_prompt(ctx: ServerRequestContext[Any, Any],
                          params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        entry = next((e for e in saved.entries() if e.name == params.name), None)
+        entry = next((e for e in saved.workflows() if e.name == params.name), None)
         if entry is None:
-            names = ", ".join(e.name for e in saved.entries()) or "none"
+            names = ", ".join(e.name for e in saved.workflows()) or "none"
             raise ValueError(f"no saved workflow named {params.name!r} (available: {names})")
-        call: dict[str, Any] = {"meta": entry.meta, "script": entry.script}
+        call: dict[str, Any] = {"meta": entry.meta.model_dump(mode="json", exclude_none=True),
+                                "script": entry.body.lstrip()}
         raw_args = (params.arguments or {}).get("args")
         if raw_args:
             call["args"] = json.loads(raw_args)
@@ -180,7 +185,7 @@ def _prompt_handlers(saved: SavedWorkflows, tool_name: str) -> dict[str, Any]:
     return {"on_list_prompts": list_prompts, "on_get_prompt": get_prompt}
 
 
-def _version() -> str:
+def _package_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -1,9 +1,9 @@
 """One run's events as MCP progress notifications.
 
-Contract: :class:`ProgressReporter` is an event listener (subscribe it to the engine that runs
-the call) plus a :meth:`~ProgressReporter.pump` task that sends what changed. Notifications are
+Contract: :class:`ProgressNotifier` is an event listener (subscribe it to the engine that runs
+the call) plus a :meth:`~ProgressNotifier.pump` task that sends what changed. Notifications are
 coalesced: the first change is sent at once, later ones at most once per ``interval`` seconds
-(the latest state wins), and :meth:`~ProgressReporter.flush` sends the final state if it was not
+(the latest state wins), and :meth:`~ProgressNotifier.flush` sends the final state if it was not
 sent yet. Each notification's ``progress`` is one more than the previous one (MCP requires it to
 increase), ``total`` is unset (a workflow does not know how many agents it will start), and its
 ``message`` reads ``phase: <title>; <done>/<started> agents done[ (<n> failed)]``, ending with
@@ -19,16 +19,16 @@ import anyio
 from ..._events import WorkflowEvent
 from ..._tally import RunTally
 
-__all__ = ["ProgressReporter", "SendProgress", "progress_message"]
+__all__ = ["ProgressNotifier", "SendNotification", "notification_message"]
 
 #: ``send(progress, total, message)``: one ``notifications/progress`` for the call.
-SendProgress = Callable[[float, float | None, str], Awaitable[None]]
+SendNotification = Callable[[float, float | None, str], Awaitable[None]]
 
 #: Seconds between two notifications of one call, at least.
 DEFAULT_INTERVAL_S = 0.1
 
 
-def progress_message(tally: RunTally) -> str:
+def notification_message(tally: RunTally) -> str:
     """The message of a notification for what ``tally`` counted (see the module docstring): a
     replayed call counts as an agent started and done."""
     parts = [f"phase: {tally.phase}"] if tally.phase else []
@@ -43,10 +43,10 @@ def progress_message(tally: RunTally) -> str:
     return "; ".join(parts)
 
 
-class ProgressReporter:
-    """Listener + sender for one call's progress (see the module docstring)."""
+class ProgressNotifier:
+    """Listener + sender of one call's progress notifications (see the module docstring)."""
 
-    def __init__(self, send: SendProgress, *, interval: float = DEFAULT_INTERVAL_S) -> None:
+    def __init__(self, send: SendNotification, *, interval: float = DEFAULT_INTERVAL_S) -> None:
         self._send = send
         self._interval = interval
         self.tally = RunTally()
@@ -76,4 +76,4 @@ class ProgressReporter:
     async def _send_now(self) -> None:
         self._sent_changes = self._changes
         self._steps += 1
-        await self._send(float(self._steps), None, progress_message(self.tally))
+        await self._send(float(self._steps), None, notification_message(self.tally))
