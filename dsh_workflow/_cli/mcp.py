@@ -159,12 +159,15 @@ def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | 
         def provider(call: CallContext) -> Any:
             return SamplingProvider(call.session, related_request_id=call.request_id,
                                     max_tokens=max_tokens)
+        described: object = SamplingProvider  # its description is a class attribute
     else:
         def provider(call: CallContext) -> Any:
             return setup.provider()
+        described = setup.provider()  # listed only: never entered, so it holds nothing open
     return create_server(lambda child_provider: setup.make_engine(child_provider, store), provider,
                          saved_workflows=setup.library, config=setup.config,
-                         library=setup.library, durable=store is not None)
+                         library=setup.library, durable=store is not None,
+                         described_provider=described)
 
 
 async def _serve_stdio(server: Any, handshake_only: bool) -> None:

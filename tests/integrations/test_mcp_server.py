@@ -157,6 +157,17 @@ async def test_lists_the_workflow_tool_with_the_tools_own_texts(connect: Any) ->
     assert listed[0].input_schema == reference.input_schema
 
 
+async def test_the_listing_describes_the_provider_the_calls_will_use(connect: Any) -> None:
+    """The tool's provider line is the chosen provider's, not the offline one's."""
+    async with connect("--provider", "openai", "--model", "listed-model") as session:
+        openai_listed = (await session.list_tools()).tools[0].description
+    async with connect("--provider", "sampling") as session:
+        sampling_listed = (await session.list_tools()).tools[0].description
+    assert "model listed-model" in openai_listed and EchoProvider().description not in openai_listed
+    assert "the MCP client's own model, through sampling" in sampling_listed
+    assert EchoProvider().description not in sampling_listed
+
+
 async def test_a_call_runs_the_workflow_and_reports_progress(connect: Any) -> None:
     notes: list[tuple[float, float | None, str | None]] = []
 

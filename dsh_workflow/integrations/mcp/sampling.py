@@ -73,6 +73,12 @@ class SamplingProvider:
     ``max_tokens`` (>= 1) caps each reply. See the module docstring for the contract.
     """
 
+    #: What its children can do, in one line for the tool's description (a class attribute:
+    #: the listing states it before any session exists).
+    description = ("the MCP client's own model, through sampling: no tools, no files, it sees "
+                   "only its prompt; an invalid structured answer is re-asked once, quoting "
+                   "what was wrong")
+
     def __init__(self, session: ServerSession, *, related_request_id: types.RequestId | None = None,
                  max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:

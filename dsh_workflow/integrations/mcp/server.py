@@ -7,9 +7,10 @@ Contract of :func:`create_server`:
   :func:`~dsh_workflow._tool.texts.tool_input_schema`) for the engine ``make_engine`` builds —
   its ``config``, ``library`` and, with ``durable``, a run store: pass what ``make_engine``
   uses (the defaults match ``QuickJSEngine(provider=...)``). No engine is built for the
-  listing. The children are described as the offline provider's
-  (:class:`~dsh_workflow.EchoProvider`), as the listing has always done: the real provider is
-  made per call. ``tools/call`` runs it through
+  listing. The children are described by ``described_provider`` (anything with the providers'
+  ``description``, and ``routes`` for a routing one; the real provider is made per call, so
+  pass one like it), by default the offline :class:`~dsh_workflow.EchoProvider`.
+  ``tools/call`` runs it through
   :meth:`WorkflowTool.execute` and returns its ``text`` as one text block, ``isError`` as the
   tool decided, and the tool's ``data`` as ``structuredContent``. An unknown tool name is an
   error result naming the tool that exists.
@@ -99,11 +100,11 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
                   saved_workflows: SavedWorkflows | None = None,
                   progress_interval_s: float = DEFAULT_INTERVAL_S,
                   config: EngineConfig | None = None, library: WorkflowLibrary | None = None,
-                  durable: bool = False) -> Server[Any]:
+                  durable: bool = False, described_provider: object = None) -> Server[Any]:
     """An MCP server offering the ``workflow`` tool (see the module docstring)."""
     check_tool_settings(tool_name, max_result_chars)
     engine_config = config if config is not None else EngineConfig()
-    children = EchoProvider()
+    children = described_provider if described_provider is not None else EchoProvider()
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
