@@ -32,6 +32,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .commands import Subcommands
 from .errors import EXIT_ERROR, EXIT_OK, CliError
 from .output import write_stdout
 from .plan import args_value, meta_option_value, script_parts
@@ -46,15 +47,15 @@ if TYPE_CHECKING:  # loaded where used: declaring the commands must stay cheap (
         SubagentResult,
     )
 
-__all__ = ["CANCEL_TIMEOUT_S", "add_parsers", "command_cancel", "command_replay_check",
-           "first_difference"]
+__all__ = ["CANCEL_TIMEOUT_S", "command_cancel", "command_replay_check", "first_difference",
+           "register"]
 
 #: How long ``cancel`` waits for the run to end by default.
 CANCEL_TIMEOUT_S = 30.0
 _POLL_S = 0.05
 
 
-def add_parsers(commands: Any) -> None:
+def register(commands: Subcommands) -> None:
     """Add ``cancel`` and ``replay-check`` to the ``dsh-workflow`` subparsers."""
     from .library import add_library_option
     from .options import add_agent_options, positive_seconds

@@ -24,13 +24,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .commands import Subcommands
 from .errors import EXIT_OK, CliError
 from .stores import add_store_option, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
     from dsh_workflow import WorkflowLibrary
 
-__all__ = ["add_library_option", "add_parsers", "load_library", "saved_script",
+__all__ = ["add_library_option", "load_library", "register", "saved_script",
            "unknown_workflow"]
 
 #: Where ``save`` writes when ``--to`` is not given (relative to the current directory).
@@ -84,7 +85,7 @@ def unknown_workflow(name: str, library: WorkflowLibrary) -> str:
     return f"{message}\nsaved workflows (dsh-workflow list):\n{listed}"
 
 
-def add_parsers(commands: Any) -> None:
+def register(commands: Subcommands) -> None:
     """Add ``list`` and ``save`` to the ``dsh-workflow`` subparsers."""
     listing = commands.add_parser("list", help="list saved workflows (name, description, path)",
                                   description="List the saved workflows on the search path: "

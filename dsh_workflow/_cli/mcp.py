@@ -29,20 +29,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import socket
 from typing import TYPE_CHECKING, Any
 
 from .announce import announcing_server
+from .commands import Subcommands
 from .errors import CliError
 from .library import add_library_option
 from .options import EngineSetup, add_engine_options, count, engine_setup, port_type
 from .server_token import ServerToken, add_token_option, server_token
+from .stores import add_store_option, ensure_folder, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
     from dsh_workflow import RunStore
 
-__all__ = ["add_mcp_command", "command_mcp"]
+__all__ = ["command_mcp", "register"]
 
 SAMPLING = "sampling"
 MISSING_EXTRA = ("dsh-workflow mcp needs the MCP SDK: pip install 'dsh-workflow[mcp]' "
@@ -52,7 +53,7 @@ MISSING_EXTRA = ("dsh-workflow mcp needs the MCP SDK: pip install 'dsh-workflow[
 _port = port_type(1)  # a client must know where to connect: no system-picked port
 
 
-def add_mcp_command(commands: Any) -> None:
+def register(commands: Subcommands) -> None:
     """Register ``mcp`` on the ``dsh-workflow`` subcommand parsers."""
     mcp = commands.add_parser(
         "mcp", help="serve the workflow tool over MCP (stdio, or --http PORT)",
@@ -61,9 +62,8 @@ def add_mcp_command(commands: Any) -> None:
                     "agent() calls with the client's own model (no API key needed).")
     add_engine_options(mcp, providers=("echo", "openai", "command", SAMPLING))
     add_library_option(mcp)
-    mcp.add_argument("--store", metavar="PATH",
-                     help="record every run in this run store file (SQLite), so runs can be "
-                          "listed, shown and resumed (off by default)")
+    add_store_option(mcp, help="record every run in this run store file (SQLite), so runs can "
+                               "be listed, shown and resumed (off by default)")
     mcp.add_argument("--http", type=_port, metavar="PORT",
                      help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio")
     add_token_option(mcp, used_as="with --http, as 'Authorization: Bearer TOKEN'")
@@ -117,8 +117,9 @@ async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken 
 
     async with contextlib.AsyncExitStack() as stack:
         store: RunStore | None = None
-        if ns.store is not None:
-            path = _store_file(ns.store)
+        path = store_path(ns, opt_in=True)
+        if path is not None:
+            ensure_folder(path)  # the store holds scripts, arguments and every answer
             try:
                 store = await stack.enter_async_context(SQLiteRunStore(path))
             except RunStoreError as exc:
@@ -130,19 +131,6 @@ async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken 
             await _serve_http(server, listener, token, handshake_only)
         else:
             await _serve_stdio(server, handshake_only)
-
-
-def _store_file(option: str) -> str:
-    """The file of ``--store PATH`` (absolute); its folder is created, private to the user, when
-    missing (the store holds scripts, arguments and every answer)."""
-    path = os.path.abspath(os.path.expanduser(option))
-    folder = os.path.dirname(path)
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"cannot create the run store folder {folder!r}: "
-                       f"{exc.strerror or exc}") from None
-    return path
 
 
 def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | None) -> Any:

@@ -40,6 +40,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .commands import Subcommands
 from .errors import EXIT_OK, CliError
 from .options import count
 from .output import write_stdout
@@ -50,7 +51,7 @@ from .stores import add_store_option, store_path
 if TYPE_CHECKING:  # loaded where used: declaring the commands must stay cheap (start-up time)
     from dsh_workflow import RunRecord, RunStore, SQLiteRunStore
 
-__all__ = ["MIN_PREFIX", "POLL_S", "add_parsers", "find_run"]
+__all__ = ["MIN_PREFIX", "POLL_S", "find_run", "register"]
 
 #: How often ``logs --follow`` looks for new events.
 POLL_S = 0.2
@@ -63,7 +64,7 @@ INTERRUPTED_LINE = "[interrupted] the process running it died before the run end
 T = TypeVar("T")
 
 
-def add_parsers(commands: Any) -> None:
+def register(commands: Subcommands) -> None:
     """Add ``runs``, ``show``, ``logs`` and ``resume`` to the ``dsh-workflow`` subparsers."""
     runs = commands.add_parser("runs", help="list recorded runs, newest first",
                                description="List the runs recorded in the run store.")

@@ -2,9 +2,10 @@
 
 Contract (README, "Durable runs", command line):
 
-- ``run`` and ``resume`` record runs by default; the file is ``--store PATH``, else the file
+- Every command finds its store with :func:`store_path`: ``--store PATH``, else the file
   named by ``$DSH_WORKFLOW_STORE``, else ``.dsh-workflow/runs.sqlite3`` under the current
-  directory. ``run --no-store`` records nothing.
+  directory. ``run`` and ``resume`` record runs by default; ``run --no-store`` records nothing.
+  ``mcp`` records only when given ``--store`` (a server is long-lived and shared).
 - A command that records creates the store's folder when it is missing (mode ``0o700``: the
   file holds scripts, arguments and every answer, so it is as sensitive as the workflows).
 - A command that only reads (``runs``, ``show``, ``logs``) or resumes never creates a store:
@@ -29,11 +30,13 @@ ENV_VAR = "DSH_WORKFLOW_STORE"
 DEFAULT_RELATIVE = os.path.join(".dsh-workflow", "runs.sqlite3")
 
 
-def add_store_option(parser: argparse.ArgumentParser, *, can_disable: bool = False) -> None:
-    """Add ``--store PATH`` (and ``--no-store`` when ``can_disable``) to ``parser``."""
+def add_store_option(parser: argparse.ArgumentParser, *, can_disable: bool = False,
+                     help: str | None = None) -> None:
+    """Add ``--store PATH`` (and ``--no-store`` when ``can_disable``) to ``parser``; ``help``
+    replaces the option's usual help (for a command whose store is not the default one)."""
     parser.add_argument("--store", metavar="PATH",
-                        help=f"the run store file (default: ${ENV_VAR}, else "
-                             f"{DEFAULT_RELATIVE} under the current directory)")
+                        help=help or f"the run store file (default: ${ENV_VAR}, else "
+                                     f"{DEFAULT_RELATIVE} under the current directory)")
     if can_disable:
         parser.add_argument("--no-store", action="store_true",
                             help="record nothing (the run cannot be listed or resumed)")
@@ -45,14 +48,18 @@ def default_store_path() -> str:
     return os.path.abspath(os.path.expanduser(chosen))
 
 
-def store_path(ns: argparse.Namespace) -> str | None:
-    """The store file a command uses (absolute), or None with ``--no-store``."""
+def store_path(ns: argparse.Namespace, *, opt_in: bool = False) -> str | None:
+    """The store file a command uses (absolute): ``--store``, else :func:`default_store_path`.
+
+    None with ``--no-store``; and, for a command that records only when asked (``opt_in``),
+    when ``--store`` is not given.
+    """
     if getattr(ns, "no_store", False):
         return None
     chosen: str | None = ns.store
-    if chosen:
+    if chosen or (opt_in and chosen is not None):
         return os.path.abspath(os.path.expanduser(chosen))
-    return default_store_path()
+    return None if opt_in else default_store_path()
 
 
 def ensure_folder(path: str) -> None:

@@ -20,22 +20,21 @@ Contract:
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import signal
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import quote
 
 from .announce import announcing_server
+from .commands import Subcommands
 from .errors import CliError
 from .options import port_type
 from .server_token import add_token_option, server_token
-from .stores import DEFAULT_RELATIVE, ENV_VAR, default_store_path
+from .stores import add_store_option, store_path
 
-__all__ = ["DEFAULT_PORT", "add_ui_parser", "announce_viewer", "command_ui"]
+__all__ = ["DEFAULT_PORT", "announce_viewer", "command_ui", "register"]
 
 DEFAULT_PORT = 8765
 _MISSING_EXTRA = ("the viewer needs the 'ui' extra: pip install 'dsh-workflow[ui]' "
@@ -45,48 +44,36 @@ _MISSING_EXTRA = ("the viewer needs the 'ui' extra: pip install 'dsh-workflow[ui
 _port = port_type(0)  # 0: the system picks a free port (the viewer prints its address)
 
 
-def add_ui_parser(commands: argparse._SubParsersAction[Any], *,
-                  fail: Callable[[str], Exception]) -> None:
-    """Register the ``ui`` subcommand on the ``dsh-workflow`` parser; its ``handler`` runs
-    :func:`command_ui`, raising ``fail(message)`` for a start error."""
+def register(commands: Subcommands) -> None:
+    """Register the ``ui`` subcommand on the ``dsh-workflow`` parser (its handler:
+    :func:`command_ui`)."""
     ui = commands.add_parser("ui", help="serve the run viewer on 127.0.0.1",
                              description="Serve a local web page of the runs in a store: the "
                              "run list, and per run its live tree of agents, timeline, log, "
                              "script, args and result.")
-    ui.add_argument("--store", metavar="PATH",
-                    help=f"the run store file (default: ${ENV_VAR}, else {DEFAULT_RELATIVE} "
-                         "under the current directory)")
+    add_store_option(ui)
     ui.add_argument("--port", type=_port, default=DEFAULT_PORT,
                     help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
     add_token_option(ui, used_as="in the printed address, ?token=TOKEN")
-    ui.set_defaults(handler=functools.partial(command_ui, fail=fail))
+    ui.set_defaults(handler=command_ui)
 
 
-def store_file(option: str | None) -> str:
-    """The store file the command uses (absolute)."""
-    if option:
-        return os.path.abspath(os.path.expanduser(option))
-    return default_store_path()
-
-
-def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> int:
-    """Serve until stopped; ``fail(message)`` builds the start error to raise."""
-    path = store_file(ns.store)
-    try:
-        token = server_token(ns.token)
-    except CliError as exc:
-        raise fail(str(exc)) from None
+def command_ui(ns: argparse.Namespace) -> int:
+    """Serve until stopped; a start error raises :class:`CliError`."""
+    path = store_path(ns)
+    assert path is not None  # the viewer has no --no-store
+    token = server_token(ns.token)
     if not os.path.isfile(path):
-        raise fail(f"no run store at {path} (run a workflow first, or pass --store)")
+        raise CliError(f"no run store at {path} (run a workflow first, or pass --store)")
     try:
         import uvicorn
 
         from dsh_workflow._ui.app import create_app
     except ImportError as exc:
-        raise fail(_MISSING_EXTRA.format(name=exc.name)) from None
+        raise CliError(_MISSING_EXTRA.format(name=exc.name)) from None
     from dsh_workflow._ui.beacon import remove_beacon, write_beacon
 
-    _check_store(path, fail)
+    _check_store(path)
 
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -95,7 +82,7 @@ def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> i
         listener.listen(128)  # from here connections wait in the backlog until uvicorn serves
     except OSError as exc:
         listener.close()
-        raise fail(f"cannot listen on 127.0.0.1:{ns.port}: {exc.strerror or exc}") from None
+        raise CliError(f"cannot listen on 127.0.0.1:{ns.port}: {exc.strerror or exc}") from None
     port = listener.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     app = create_app(path, token=token.value, port=port)
@@ -118,7 +105,7 @@ def command_ui(ns: argparse.Namespace, *, fail: Callable[[str], Exception]) -> i
     return 0
 
 
-def _check_store(path: str, fail: Callable[[str], Exception]) -> None:
+def _check_store(path: str) -> None:
     """Open the store once, so a file that is not a run store is a start error (exit 2)
     rather than a failure of the server's startup."""
     import anyio
@@ -132,7 +119,7 @@ def _check_store(path: str, fail: Callable[[str], Exception]) -> None:
     try:
         anyio.run(open_once)
     except RunStoreError as exc:
-        raise fail(str(exc)) from None
+        raise CliError(str(exc)) from None
 
 
 class _Stopped(Exception):

@@ -38,15 +38,18 @@ import time
 from datetime import timedelta
 from typing import Any, NoReturn
 
-__all__ = ["add_worker_parser", "command_worker"]
+from .commands import Subcommands
+from .options import count, positive_seconds, seconds
+
+__all__ = ["command_worker", "register"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 
 
-def add_worker_parser(commands: Any, *, count: Any, seconds: Any, positive_seconds: Any) -> None:
-    """Register the ``worker`` subcommand on ``run``'s subparsers (argument types passed in, so
-    both commands read numbers the same way)."""
+def register(commands: Subcommands) -> None:
+    """Register the ``worker`` subcommand (its handler: :func:`command_worker`); it reads
+    numbers with ``run``'s argument types."""
     worker = commands.add_parser(
         "worker", help="run children for a TemporalProvider on a Temporal task queue",
         description="Run agent() children dispatched through Temporal with a local provider. "
@@ -74,6 +77,7 @@ def add_worker_parser(commands: Any, *, count: Any, seconds: Any, positive_secon
                         metavar="SECONDS", help="give up reaching Temporal after this long "
                         "(default 10)")
     worker.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    worker.set_defaults(handler=command_worker)
 
 
 class _WorkerLog:

@@ -13,7 +13,6 @@ later write of the same ``(run_id, seq)`` replaces the earlier one. Reads return
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._subagent import Usage
 from .bulk import insert_rows
+from .encoding import loads, untext
 
 __all__ = ["CALL_COLUMNS", "CallBrief", "CallRecord", "CallRow", "cancel_requested",
            "insert_calls", "read_briefs", "read_call", "read_calls", "read_provider",
@@ -151,14 +151,11 @@ class CallBrief(NamedTuple):
 
 
 def _untext(value: str | bytes | None) -> str | None:
-    if value is None:
-        return None
-    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+    return None if value is None else untext(value)
 
 
 def _json(value: str | bytes | None) -> Any:
-    text = _untext(value)
-    return None if text is None else json.loads(text)
+    return None if value is None else loads(value)
 
 
 def _usage(value: str | bytes | None) -> Usage | None:

@@ -33,8 +33,8 @@ from typing import Any
 import anyio
 
 from .._loop import LoopHandle
+from .connection import store_error
 from .models import RunStoreError
-from .schema import store_error
 
 __all__ = ["MAX_BATCH", "Waiter", "Writer"]
 

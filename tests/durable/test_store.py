@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from dsh_workflow import JournalEntry, RunRecord, RunStore, RunStoreError, SQLiteRunStore, Usage
 from dsh_workflow._store import SCHEMA_VERSION, migrate
-from dsh_workflow._store.schema import APPLICATION_ID, MIGRATIONS, connect
+from dsh_workflow._store.connection import connect
+from dsh_workflow._store.migrations import APPLICATION_ID, MIGRATIONS
 
 CHILD = str(Path(__file__).with_name("_store_child.py"))
 META = {"name": "demo", "description": "a demo run"}

@@ -1,4 +1,4 @@
-"""The store's file: connecting, the schema, its version and the step-by-step migrations.
+"""The store's schema: its tables, its version and the step-by-step migrations.
 
 Schema version (``PRAGMA user_version``) history:
 
@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 
 from .models import RunStoreError
 
-__all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "connect", "migrate", "store_error"]
+__all__ = ["APPLICATION_ID", "MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 
 APPLICATION_ID = 0x64736877
 
@@ -132,61 +132,6 @@ MIGRATIONS: tuple[Migration, ...] = (_create_v1, _add_v2)
 """``MIGRATIONS[i]`` upgrades schema version ``i`` to ``i + 1`` inside an open transaction."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def store_error(path: str, exc: BaseException, *,
-                busy_timeout_s: float | None = None) -> RunStoreError:
-    """A low-level failure as a :class:`RunStoreError` with a reason a user can act on."""
-    if isinstance(exc, RunStoreError):
-        return exc
-    text = str(exc) or type(exc).__name__
-    lowered = text.lower()
-    if "locked" in lowered or "busy" in lowered:
-        waited = f" (waited {busy_timeout_s:g} s)" if busy_timeout_s is not None else ""
-        reason = f"the database is locked by another connection{waited}: {text}"
-    elif "foreign key" in lowered:
-        reason = f"no such run (a write named a run that is not in the store): {text}"
-    elif "not a database" in lowered:
-        reason = f"the file is not a SQLite database (or is corrupt): {text}"
-    elif "malformed" in lowered or "corrupt" in lowered:
-        reason = f"the database file is corrupt: {text}"
-    elif "readonly" in lowered or "read-only" in lowered:
-        reason = f"the database is read-only: {text}"
-    elif "disk i/o error" in lowered:
-        name = getattr(exc, "sqlite_errorname", None)
-        detail = f" ({name})" if name else ""
-        reason = (f"the file could not be read or written{detail}: is it read-only, immutable, "
-                  f"removed, or is the disk failing? {text}")
-    elif "full" in lowered:
-        reason = f"the disk is full: {text}"
-    elif "unable to open" in lowered:
-        reason = f"the file cannot be opened (missing folder or no permission?): {text}"
-    elif isinstance(exc, OSError):
-        reason = f"{type(exc).__name__}: {text}"
-    else:
-        reason = text
-    return RunStoreError(path, reason)
-
-
-def connect(path: str, *, synchronous: str, busy_timeout_s: float) -> sqlite3.Connection:
-    """Open ``path`` in WAL mode with the given durability; raises the ``sqlite3`` error as is.
-
-    Autocommit mode (``isolation_level=None``): callers issue ``BEGIN``/``COMMIT`` themselves.
-    The connection may be handed between threads, but used by one thread at a time.
-    """
-    conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
-                           check_same_thread=False)
-    try:
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise sqlite3.OperationalError(
-                f"cannot switch the file to WAL mode (it stays {mode!r}); is it read-only?")
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-        conn.execute("PRAGMA foreign_keys = ON")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
 
 
 def migrate(conn: sqlite3.Connection, path: str,
