@@ -38,9 +38,10 @@ from .._subagent import SubagentProvider
 from .budget import Spend
 from .journal import RunJournal
 from .journal_writer import JournalWriter
-from .limits import not_started
 from .outcome import ScriptText, cancel_message, final_result
 from .scheduler import ChildScheduler
+from .script.limits import not_started
+from .script.wire import ReportKind, ScriptRuntime
 from .serving import HookServer
 from .stop import (
     Cancelled,
@@ -51,7 +52,6 @@ from .stop import (
     TimedOut,
     prevails,
 )
-from .wire import ReportKind, ScriptRuntime
 
 __all__ = ["HostedRun", "ScriptRuntime"]
 

@@ -10,7 +10,7 @@ import anyio
 from .._store import RunStoreError
 from .journal import RunJournal
 from .scheduler import ChildCall, ChildScheduler
-from .wire import answer
+from .script.wire import answer
 
 __all__ = ["JournalWriter"]
 

@@ -29,7 +29,7 @@ from .._schema_limits import SchemaLimits
 from .._store import JournalEntry
 from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 from .budget import Spend
-from .wire import ScriptRuntime, SettleEntry, agent_failure, answer, refusal, spent
+from .script.wire import ScriptRuntime, SettleEntry, agent_failure, answer, refusal, spent
 
 if TYPE_CHECKING:
     from .journal_writer import JournalWriter

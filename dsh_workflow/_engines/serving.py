@@ -31,8 +31,8 @@ from .journal import RunJournal, call_key
 from .journal_writer import JournalWriter
 from .options import default_label, parse_agent_options
 from .scheduler import ChildCall, ChildScheduler, structured_problems
+from .script.wire import HookKind, answer, refusal
 from .stop import Fault
-from .wire import HookKind, answer, refusal
 
 if TYPE_CHECKING:
     from .._schema import GateTicket

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .._errors import ENGINE_FAILED, WorkflowErrorCode
-from .wire import Outcome
+from .script.wire import Outcome
 
 __all__ = ["Cancelled", "Fault", "RunState", "RuntimeEnded", "StopCause", "TimedOut",
            "prevails"]

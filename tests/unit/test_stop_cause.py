@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from dsh_workflow import EngineConfig, WorkflowResult
 from dsh_workflow._engines.outcome import ScriptText, cancel_message, final_result
+from dsh_workflow._engines.script.wire import failed
 from dsh_workflow._engines.stop import (
     Cancelled,
     Fault,
@@ -24,7 +25,6 @@ from dsh_workflow._engines.stop import (
     TimedOut,
     prevails,
 )
-from dsh_workflow._engines.wire import failed
 from dsh_workflow._meta import WorkflowMeta
 
 CONFIG = EngineConfig(run_timeout_s=5)

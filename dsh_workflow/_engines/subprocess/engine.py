@@ -4,8 +4,8 @@ The script side of a run (QuickJS context, hooks, limits) is the same runtime th
 ``QuickJSEngine`` uses, run by ``child.py`` inside a process confined as ``sandbox.py``
 describes. The host side (hook rules, caps, children, events, cancellation, the result) is the
 same :class:`~dsh_workflow._engines.host.HostedRun`, on the event loop: the provider never
-enters the sandbox, ``agent()`` calls and their answers cross the pipe protocol of
-``protocol.py``.
+enters the sandbox, ``agent()`` calls and their answers cross the pipe as the frames of
+``frames.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The shapes that cross between a run's host and its script runtime, defined once.
 
 Three parties speak these shapes: the JavaScript runtime (``runtime_js/``), the runtime's
-driver (:mod:`.runtime`, in-process or inside a sandbox process, where they also cross the
-pipe of :mod:`.subprocess.protocol`) and the host (:mod:`.host` and its pieces). The JSON that
+driver (:mod:`.thread`, in-process or inside a sandbox process, where they also cross the
+pipe of ``_engines/subprocess/frames.py``) and the host (``_engines/host/``). The JSON that
 crosses is unchanged by naming it here: outcomes are JSON objects, settle entries and hook
 messages JSON arrays.
 
@@ -194,7 +194,7 @@ def spent(tokens: int, dollars: float | None = None) -> SettleEntry:
 
 
 class ScriptRuntime(Protocol):
-    """What the host needs of a script runtime (see ``RuntimeThread`` for the contract): it
+    """What the host needs of a script runtime (see ``ThreadRuntime`` for the contract): it
     reports :class:`ReportKind` ``(kind, payload)`` pairs to its run and takes settle entries."""
 
     def start(self) -> None: ...

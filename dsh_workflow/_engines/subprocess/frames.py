@@ -1,4 +1,4 @@
-"""The wire protocol between the engine and one sandbox process (version 1).
+"""The frames on the pipe between the engine and one sandbox process (protocol version 1).
 
 Both directions carry *frames* over the child's stdin (parent → child) and stdout (child →
 parent)::
@@ -13,7 +13,7 @@ Parent → child (the parent is trusted by the child):
 * ``r`` run    ``[body, args_json_text | null, budget_tokens | null, numbers_json_text | null,
   budget_usd | null]`` — run the (already checked) body, once (numbers: replayable clock and
   randomness, for a run with a store; the last three may be left out);
-* ``s`` settle — one :data:`~..wire.SettleEntry`: ``[id, true, value]`` or
+* ``s`` settle — one :data:`~..script.wire.SettleEntry`: ``[id, true, value]`` or
   ``[id, false, code, message]`` (one hook call's answer), or ``["spent", tokens[, dollars]]``
   (the run's spend so far, for the script's ``budget`` global);
 * ``x`` stop   ``null`` — stop the script at the next opportunity and exit.
@@ -24,7 +24,7 @@ Child → parent (untrusted: everything is validated here, see :func:`parse_chil
 * ``O`` outbox the runtime's JSON text of one batch of hook messages, passed on unparsed (the
   host parses it once and treats malformed text as a protocol violation);
 * ``I`` idle   ``[settles_received, cpu_seconds]`` — the script finished a stretch and waits;
-* ``E`` end    ``null`` (stopped) or an :data:`~..wire.Outcome` — always the last frame:
+* ``E`` end    ``null`` (stopped) or an :data:`~..script.wire.Outcome` — always the last frame:
   ``{"ok": true, "value"[, "warnings"]}`` or ``{"ok": false, "code", "error"}``, the latter with
   ``"thrown": true`` and an optional ``"stack"`` string when the script threw it.
 
@@ -39,7 +39,7 @@ import json
 import struct
 from typing import Any
 
-from ..wire import (
+from ..script.wire import (
     COMPLETED_KEYS,
     COMPLETED_REQUIRED_KEYS,
     FAILED_KEYS,
