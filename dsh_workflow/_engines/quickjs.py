@@ -2,7 +2,7 @@
 
 Each run gets its own QuickJS context on its own OS thread (created, used and released there);
 the event loop never runs script code, so a spinning script cannot block it. The host side of
-every run (hooks, caps, children, events) is :class:`~dsh_workflow._engines.host.HostedRun`
+every run (hooks, caps, children, events) is :class:`~dsh_workflow._engines.host.host.HostedRun`
 and the pieces it delegates to.
 """
 
@@ -22,7 +22,7 @@ from .._store import RunStore
 from .._subagent import SubagentProvider
 from .admission import Admission
 from .base import EngineBase
-from .host import HostedRun
+from .host.host import HostedRun
 from .launcher import ThreadLauncher
 from .script.limits import RuntimeLimits
 from .script.thread import ThreadRuntime

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_workflow import EngineConfig, WorkflowErrorCode
-from dsh_workflow._engines.outcome import ScriptText, outcome_code
+from dsh_workflow._engines.host.outcome import ScriptText, outcome_code
 from dsh_workflow._engines.script.limits import (
     LimitExceeded,
     cpu_backstop_spent,

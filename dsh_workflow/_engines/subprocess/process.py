@@ -43,7 +43,7 @@ from .watchdog import Kill, KillReason, Watchdog
 
 if TYPE_CHECKING:
     from ..._config import EngineConfig
-    from ..host import HostedRun
+    from ..host.host import HostedRun
 
 __all__ = ["ProcessRuntime", "SandboxProcess", "start_sandbox"]
 

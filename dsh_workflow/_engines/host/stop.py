@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .._errors import ENGINE_FAILED, WorkflowErrorCode
-from .script.wire import Outcome
+from ..._errors import ENGINE_FAILED, WorkflowErrorCode
+from ..script.wire import Outcome
 
 __all__ = ["Cancelled", "Fault", "RunState", "RuntimeEnded", "StopCause", "TimedOut",
            "prevails"]

@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import anyio
 
-from .._store import RunStoreError
+from ..._store import RunStoreError
+from ..script.wire import answer
 from .journal import RunJournal
 from .ledger import CallLedger, ChildCall
-from .script.wire import answer
 
 __all__ = ["JournalWriter"]
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from .._config import EngineConfig
-from .._errors import WorkflowErrorCode
-from .._events import AgentEnded, AgentOutcome, EventHub, RunInfo
-from .._failure import AgentFailure
-from .._store import JournalEntry
-from .._subagent import SubagentRequest, Usage
+from ..._config import EngineConfig
+from ..._errors import WorkflowErrorCode
+from ..._events import AgentEnded, AgentOutcome, EventHub, RunInfo
+from ..._failure import AgentFailure
+from ..._store import JournalEntry
+from ..._subagent import SubagentRequest, Usage
+from ..script.wire import ScriptRuntime, SettleEntry, refusal, spent
 from .budget import Spend
-from .script.wire import ScriptRuntime, SettleEntry, refusal, spent
 
 __all__ = ["CallLedger", "ChildCall"]
 

@@ -1,7 +1,7 @@
 """The host side of a run, shared by every engine: the run itself, its state and its end.
 
 A :class:`HostedRun` drives one script runtime (a thread in-process, or a child process) that it
-knows only as a :class:`~.wire.ScriptRuntime`: start it, settle hook calls, stop it, and receive
+knows only as a :class:`~..script.wire.ScriptRuntime`: start it, settle hook calls, stop it, and receive
 its reports (outbox batches, then one end). The run owns its :class:`~.stop.RunState` and its
 one :data:`~.stop.StopCause`, and delegates each job to one piece:
 
@@ -25,25 +25,25 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from .._agents import AgentRegistry
-from .._config import EngineConfig
-from .._errors import WorkflowErrorCode
-from .._events import EventHub, RunInfo, WorkflowEnded
-from .._library import WorkflowLibrary
-from .._meta import WorkflowMeta
-from .._result import WorkflowResult
-from .._run import WorkflowRun
-from .._schema_limits import SchemaLimits
-from .._store import RunStoreError
-from .._subagent import SubagentProvider
+from ..._agents import AgentRegistry
+from ..._config import EngineConfig
+from ..._errors import WorkflowErrorCode
+from ..._events import EventHub, RunInfo, WorkflowEnded
+from ..._library import WorkflowLibrary
+from ..._meta import WorkflowMeta
+from ..._result import WorkflowResult
+from ..._run import WorkflowRun
+from ..._schema_limits import SchemaLimits
+from ..._store import RunStoreError
+from ..._subagent import SubagentProvider
+from ..script.limits import not_started
+from ..script.wire import ReportKind, ScriptRuntime
 from .budget import Spend
 from .journal import RunJournal
 from .journal_writer import JournalWriter
 from .ledger import CallLedger
 from .outcome import ScriptText, cancel_message, final_result
 from .scheduler import ChildScheduler
-from .script.limits import not_started
-from .script.wire import ReportKind, ScriptRuntime
 from .serving import HookServer
 from .stop import (
     Cancelled,
@@ -238,7 +238,7 @@ class HostedRun(WorkflowRun):
             self._state = _RUNNING
 
     def report(self, kind: str, payload: Any) -> None:
-        """Receive a runtime report (a :class:`~.wire.ReportKind`); must be called on the
+        """Receive a runtime report (a :class:`~..script.wire.ReportKind`); must be called on the
         event-loop thread.
 
         An outbox batch that nothing is queued ahead of is served right here (up to

@@ -19,16 +19,16 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from .._config import EngineConfig
-from .._depth import deeper_than
-from .._errors import WorkflowErrorCode
-from .._events import AgentOutcome, AgentStarted, EventHub, RunInfo
-from .._failure import AgentFailure, ProviderUnavailable
-from .._schema_limits import SchemaLimits
-from .._subagent import SubagentProvider, SubagentResult
+from ..._config import EngineConfig
+from ..._depth import deeper_than
+from ..._errors import WorkflowErrorCode
+from ..._events import AgentOutcome, AgentStarted, EventHub, RunInfo
+from ..._failure import AgentFailure, ProviderUnavailable
+from ..._schema_limits import SchemaLimits
+from ..._subagent import SubagentProvider, SubagentResult
+from ..script.wire import SettleEntry, agent_failure, answer, refusal
 from .budget import Spend
 from .ledger import CallLedger, ChildCall
-from .script.wire import SettleEntry, agent_failure, answer, refusal
 
 __all__ = ["ChildScheduler", "structured_problems"]
 
@@ -54,7 +54,7 @@ def structured_problems(schema: dict[str, Any], value: object,
     """Why a child's structured ``value`` is rejected (``[]``: accepted), each with its JSON
     pointer; for a worker thread. A replayed answer goes through the same check
     (``serving.py``)."""
-    from .._schema import value_violations  # jsonschema loads only for runs with schemas
+    from ..._schema import value_violations  # jsonschema loads only for runs with schemas
 
     try:
         json.dumps(value, allow_nan=False)

@@ -19,25 +19,25 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._agents import AgentRegistry
-from .._config import EngineConfig
-from .._depth import deeper_than
-from .._errors import WorkflowError, WorkflowErrorCode
-from .._events import AgentReplayed, EventHub, LogEmitted, PhaseStarted, RunInfo
-from .._library import WorkflowLibrary
-from .._schema_limits import SchemaLimits
-from .._subagent import SubagentRequest
+from ..._agents import AgentRegistry
+from ..._config import EngineConfig
+from ..._depth import deeper_than
+from ..._errors import WorkflowError, WorkflowErrorCode
+from ..._events import AgentReplayed, EventHub, LogEmitted, PhaseStarted, RunInfo
+from ..._library import WorkflowLibrary
+from ..._schema_limits import SchemaLimits
+from ..._subagent import SubagentRequest
+from ..script.wire import HookKind, answer, refusal
+from .agent_options import default_label, parse_agent_options
 from .budget import Spend
 from .journal import RunJournal, call_key
 from .ledger import CallLedger, ChildCall
-from .options import default_label, parse_agent_options
 from .scheduler import ChildScheduler, structured_problems
-from .script.wire import HookKind, answer, refusal
 from .stop import Fault
 
 if TYPE_CHECKING:
-    from .._schema import GateTicket
-    from .._store import JournalEntry
+    from ..._schema import GateTicket
+    from ..._store import JournalEntry
 
 __all__ = ["SERVE_SLICE", "HookServer"]
 
@@ -172,7 +172,7 @@ class HookServer:
                 self._replay_or_run(call, earlier, valid=not problems)
             return index + 1
         call_id, ticket = self.gating
-        from .._schema import finish_schema_check
+        from ..._schema import finish_schema_check
 
         verdict = await anyio.to_thread.run_sync(finish_schema_check, ticket, self._limits)
         self.gating = None
@@ -223,7 +223,7 @@ class HookServer:
                 violations = verdict[1]
             else:
                 # jsonschema loads with the first schema, never for runs without one
-                from .._schema import prepare_schema_check
+                from ..._schema import prepare_schema_check
 
                 ticket = prepare_schema_check(options.schema, self._limits)
                 if ticket.violations is None:
@@ -231,7 +231,7 @@ class HookServer:
                     return False
                 violations = ticket.violations
             if violations:
-                from .._schema import unsupported_schema
+                from ..._schema import unsupported_schema
 
                 rejected = unsupported_schema(violations)
                 self._refuse(call_id, rejected.code, rejected.message)
