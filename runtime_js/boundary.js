@@ -135,12 +135,13 @@ function renderBrief(value) {
 }
 
 // The limit an engine-made error stands for (an InternalCode of
-// dsh_workflow/_engines/script/wire.py, spelled identically: MEMORY, INTERRUPTED, STACK), or null. Decided from what the script cannot
-// forge by construction: a real Error object (Error.isError: no Proxy, no Object.create copy),
-// not built by the script through the RangeError/InternalError constructors (their script
-// instances are recorded), with the engine's prototype and the engine's own message. Never
-// throws and never runs script code (an Error object is an ordinary object: no traps; the
-// descriptor is read as own properties only).
+// dsh_workflow/_engines/script/wire.py, spelled identically: MEMORY, INTERRUPTED, STACK), or
+// null. Decided from what the script cannot forge by construction: a real Error object
+// (Error.isError: no Proxy, no Object.create copy), not built by the script through the
+// RangeError/InternalError constructors (their script instances are recorded), with the
+// engine's prototype and the engine's own message. Never throws and never runs script code (an
+// Error object is an ordinary object: no traps; the descriptor is read as own properties
+// only).
 function limitKind(e) {
   try {
     if (e === null || typeof e !== 'object' || !_isError(e)) return null;
