@@ -37,7 +37,9 @@ from dsh_workflow._engines.script.wire import (
     Failed,
     InternalCode,
     LimitKind,
-    Outcome,
+)
+from dsh_workflow._engines.script.wire import (
+    ScriptOutcome as Outcome,
 )
 from dsh_workflow._errors import ENGINE_FAILED, SCRIPT_FAILED
 from dsh_workflow._meta import WorkflowMeta

@@ -1,9 +1,10 @@
 """The host side of a run, shared by every engine: the run itself, its state and its end.
 
 A :class:`HostedRun` drives one script runtime (a thread in-process, or a child process) that it
-knows only as a :class:`~..script.wire.ScriptRuntime`: start it, settle hook calls, stop it, and receive
-its reports (outbox batches, then one end). The run owns its :class:`~.stop.RunState` and its
-one :data:`~.stop.StopCause`, and delegates each job to one piece:
+knows only as a :class:`~..script.wire.ScriptRuntime`: start it, settle hook calls, stop it,
+and receive its reports (outbox batches, then one end). The run owns its
+:class:`~.stop.RunState` and its one :data:`~.stop.StopCause`, and delegates each job to one
+piece:
 
 * :mod:`.serving` — where a hook call is served (checks, caps, the schema gate);
 * :mod:`.scheduler` — where a child's slot is granted, and children run;

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import quickjs
 
 from ..._errors import WorkflowErrorCode
-from .wire import Failed, InternalCode, LimitKind, Outcome, failed
+from .wire import Failed, InternalCode, LimitKind, ScriptOutcome, failed
 
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
     from ..._config import EngineConfig
@@ -141,7 +141,7 @@ def stalled() -> Failed:
 
 
 def translate_end(text: str, limits: RuntimeLimits, *, sliced: Callable[[], bool],
-                  near_memory: Callable[[], bool]) -> Outcome:
+                  near_memory: Callable[[], bool]) -> ScriptOutcome:
     """The run's outcome from the runtime's end record (see ``thrownRecord`` in hooks.js).
 
     Internal codes are evidence, confirmed here by what the driver measured: ``sliced()``

@@ -26,9 +26,9 @@ script threw (a script can construct an ``InternalError('interrupted')`` or thro
   out of memory only with evidence: the runtime's heap probe failed when the body threw it
   (``heapProbe`` in hooks.js, run while the body's variables still hold their memory), or the
   heap is within :func:`.prelude.heap_evidence_bytes` of ``memory_limit_bytes`` when this
-  thread reads the end record. Memory that the failing code's own frames held is released before either
-  looks, so such an out-of-memory reads as the script's own ``throw null`` (the error text says
-  both are possible).
+  thread reads the end record. Memory that the failing code's own frames held is released
+  before either looks, so such an out-of-memory reads as the script's own ``throw null`` (the
+  error text says both are possible).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from .limits import (
     stalled,
     translate_end,
 )
-from .wire import SPENT_TAG, LimitKind, Outcome, ReportKind, SettleEntry
+from .wire import SPENT_TAG, LimitKind, ReportKind, ScriptOutcome, SettleEntry
 
 __all__ = ["STOP", "ThreadRuntime"]
 
@@ -181,7 +181,7 @@ class ThreadRuntime:
     ``report(kind, payload)`` is called on the runtime thread with ``("outbox", json_text)`` for
     each batch of hook calls, in order, and exactly once with ``("end", outcome)`` as the last
     report; the thread then frees the context and exits (:meth:`is_alive` turns false).
-    ``outcome`` is ``None`` when the thread was stopped, else a :data:`~.wire.Outcome` (its
+    ``outcome`` is ``None`` when the thread was stopped, else a :data:`~.wire.ScriptOutcome` (its
     failures made by :mod:`.limits`). A thread stopped before it was assigned reports nothing.
 
     ``exited()``, when given to :meth:`assign`, is called on the runtime thread as its last
@@ -281,7 +281,7 @@ class ThreadRuntime:
         self._thread.join(timeout)
 
     def _main(self) -> None:
-        outcome: Outcome | None = None
+        outcome: ScriptOutcome | None = None
         runtime: _Context | None = None
         if self._prepare_ahead:
             # Preparing a context holds the GIL for most of a millisecond, and the thread that
@@ -335,7 +335,7 @@ class ThreadRuntime:
                 if self._assignment is not None and self._assignment.exited is not None:
                     self._assignment.exited()
 
-    def _drive(self, runtime: _Context) -> Outcome | None:
+    def _drive(self, runtime: _Context) -> ScriptOutcome | None:
         budget = self._limits.slice_cpu_limit_s
         assignment = self._assignment
         assert assignment is not None
@@ -389,7 +389,7 @@ class ThreadRuntime:
         limit = self._limits.slice_cpu_limit_s
         return time.process_time() - self._stretch_cpu >= 0.999 * limit
 
-    def _decode_final(self, text: str, runtime: _Context) -> Outcome:
+    def _decode_final(self, text: str, runtime: _Context) -> ScriptOutcome:
         """The run's outcome from the runtime's end record, with limit verdicts confirmed by
         what this thread measured (the translation itself: ``limits.translate_end``)."""
         return translate_end(text, self._limits, sliced=self._slice_spent,

@@ -45,8 +45,8 @@ __all__ = [
     "HookKind",
     "InternalCode",
     "LimitKind",
-    "Outcome",
     "ReportKind",
+    "ScriptOutcome",
     "ScriptRuntime",
     "SettleEntry",
     "agent_failure",
@@ -105,7 +105,7 @@ class ReportKind(StrEnum):
     OUTBOX = "outbox"
     #: The unserved rest of a batch, queued by the host itself (a list of messages).
     REST = "rest"
-    #: The run's outcome (an :data:`Outcome`, or None when the runtime was stopped).
+    #: The run's outcome (a :data:`ScriptOutcome`, or None when the runtime was stopped).
     END = "end"
 
 
@@ -140,7 +140,7 @@ class Failed(TypedDict):
     stack: NotRequired[str]
 
 
-Outcome = Completed | Failed
+ScriptOutcome = Completed | Failed
 
 #: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]``,
 #: ``[call_id, False, "AgentFailure", message, {kind, message, details}]``,

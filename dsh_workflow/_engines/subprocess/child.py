@@ -7,8 +7,8 @@ is empty). In order, before any script is read:
 2. imports of the runtime (QuickJS binding, ``runtime_js``) — nothing of the library beyond it,
    so no pydantic, no provider, no event loop exists here;
 3. identity (``confine.confine_identity``: drop root, no-new-privs, parent-death signal);
-4. the :class:`~dsh_workflow._engines.script.thread.ThreadRuntime` is launched (it prepares its QuickJS
-   context at once), then ``confine.confine_final`` closes the door on new descriptors,
+4. the :class:`~dsh_workflow._engines.script.thread.ThreadRuntime` is launched (it prepares its
+   QuickJS context at once), then ``confine.confine_final`` closes the door on new descriptors,
    processes and threads and installs the seccomp filter, and the ``ready`` frame (listing
    every protection applied) goes out. If any step fails the process exits with status 3
    before reading anything.

@@ -24,9 +24,9 @@ Child → parent (untrusted: everything is validated here, see :func:`parse_chil
 * ``O`` outbox the runtime's JSON text of one batch of hook messages, passed on unparsed (the
   host parses it once and treats malformed text as a protocol violation);
 * ``I`` idle   ``[settles_received, cpu_seconds]`` — the script finished a stretch and waits;
-* ``E`` end    ``null`` (stopped) or an :data:`~..script.wire.Outcome` — always the last frame:
-  ``{"ok": true, "value"[, "warnings"]}`` or ``{"ok": false, "code", "error"}``, the latter with
-  ``"thrown": true`` and an optional ``"stack"`` string when the script threw it.
+* ``E`` end    ``null`` (stopped) or a :data:`~..script.wire.ScriptOutcome` — always the last
+  frame: ``{"ok": true, "value"[, "warnings"]}`` or ``{"ok": false, "code", "error"}``, the
+  latter with ``"thrown": true`` and an optional ``"stack"`` string when the script threw it.
 
 A frame longer than the receiver's limit, an unknown kind, undecodable text or a payload of the
 wrong shape is a :class:`ProtocolError`; the engine then kills the process and ends the run as
@@ -44,7 +44,7 @@ from ..script.wire import (
     COMPLETED_REQUIRED_KEYS,
     FAILED_KEYS,
     FAILED_REQUIRED_KEYS,
-    Outcome,
+    ScriptOutcome,
 )
 
 __all__ = [
@@ -129,7 +129,7 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
 
 
-def _outcome(value: object) -> Outcome | None:
+def _outcome(value: object) -> ScriptOutcome | None:
     if value is None:
         return None
     if (isinstance(value, dict) and value.get("ok") is True

@@ -2,8 +2,8 @@
 
 :class:`SandboxProcess` is one started process (pipes, pid, private working directory).
 :class:`ProcessRuntime` binds one process to one run: it is the run's
-:class:`~dsh_workflow._engines.script.wire.ScriptRuntime` (``start``/``settle``/``stop`` become frames)
-and, in :meth:`ProcessRuntime.serve`, the task that feeds ``HostedRun.report`` from the
+:class:`~dsh_workflow._engines.script.wire.ScriptRuntime` (``start``/``settle``/``stop`` become
+frames) and, in :meth:`ProcessRuntime.serve`, the task that feeds ``HostedRun.report`` from the
 process's stdout — always on the event loop, always ending with exactly one ``end`` report: as
 soon as the end frame arrives (the outcome is final; the process is reaped right after, and
 ``is_alive()`` stays true until it is), or once the process has been reaped when it ended
@@ -36,7 +36,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..._errors import WorkflowErrorCode
 from ..script.limits import RuntimeLimits, cpu_backstop_spent, limit_error
-from ..script.wire import LimitKind, Outcome, ReportKind, SettleEntry, failed, refusal
+from ..script.wire import LimitKind, ReportKind, ScriptOutcome, SettleEntry, failed, refusal
 from . import frames
 from .sandbox import SandboxPolicy, make_workdir, process_cpu_seconds
 from .watchdog import Kill, KillReason, Watchdog
@@ -158,7 +158,7 @@ class ProcessRuntime:
         self._stop_at: float | None = None
         self._end: Any = _UNSET
         self._end_at: float | None = None
-        self._verdict: Outcome | None = None
+        self._verdict: ScriptOutcome | None = None
         self._end_reported = False
         self._stderr = bytearray()
         #: What the process reported it applied to itself (``confine.py``), once it is ready.
@@ -220,7 +220,7 @@ class ProcessRuntime:
             self._busy_since = time.monotonic()
             self._poke()
 
-    def _kill(self, verdict: Outcome | None) -> None:
+    def _kill(self, verdict: ScriptOutcome | None) -> None:
         if self._verdict is None and verdict is not None:
             self._verdict = verdict
         if self._process is not None:
@@ -256,7 +256,7 @@ class ProcessRuntime:
                 self._reaped = True
                 self._report_end(run, outcome)
 
-    def _report_end(self, run: HostedRun, outcome: Outcome | None) -> None:
+    def _report_end(self, run: HostedRun, outcome: ScriptOutcome | None) -> None:
         if not self._end_reported:
             self._end_reported = True
             run.report(ReportKind.END, outcome)
@@ -275,11 +275,11 @@ class ProcessRuntime:
                         await process.process.wait()
                 tg.cancel_scope.cancel()
 
-    def _outcome(self, status: int | None) -> Outcome | None:
+    def _outcome(self, status: int | None) -> ScriptOutcome | None:
         if self._verdict is not None:
             return self._verdict
         if self._end is not _UNSET:
-            return self._end  # type: ignore[no-any-return]  # an Outcome once set
+            return self._end  # type: ignore[no-any-return]  # an ScriptOutcome once set
         if self._stop_at is not None:
             return None
         detail = "" if status is None else (
@@ -402,7 +402,7 @@ class ProcessRuntime:
             if self._watch_wake.is_set():
                 self._watch_wake = anyio.Event()
 
-    def _kill_outcome(self, reason: KillReason) -> Outcome | None:
+    def _kill_outcome(self, reason: KillReason) -> ScriptOutcome | None:
         """The run's outcome for a watchdog's kill (None: the run already stopped or ended)."""
         if reason is KillReason.OVERRUN:
             return limit_error(LimitKind.SLICE, RuntimeLimits.of(self._config)).as_outcome()
@@ -410,7 +410,7 @@ class ProcessRuntime:
             return self._hung()
         return None
 
-    def _hung(self) -> Outcome:
+    def _hung(self) -> ScriptOutcome:
         return failed(
             "the sandbox process stopped responding: it was busy with the script but made no "
             f"progress for {self._policy.hang_after_s:g} s, and was killed")
