@@ -1,6 +1,7 @@
 // The value boundary: turns a value leaving the script into JSON text, or refuses it with the
 // path of the first offender. Evaluated inside the runtime's strict closure (see hooks.js), so
-// every intrinsic it uses was captured before any script code ran.
+// every intrinsic it uses was captured before any script code ran (the names the two files share
+// are listed once, in dsh_workflow/_engines/script/prelude.py).
 //
 // Contract of materialize(value, root, maxDepth):
 //   * returns JSON text, or undefined when the root value itself is undefined;
@@ -133,13 +134,14 @@ function renderBrief(value) {
   return textOf(value, UNRENDERABLE);
 }
 
-// The limit an engine-made error stands for (an InternalCode of dsh_workflow/_engines/wire.py,
-// spelled identically: MEMORY, INTERRUPTED, STACK), or null. Decided from what the script cannot
-// forge by construction: a real Error object (Error.isError: no Proxy, no Object.create copy),
-// not built by the script through the RangeError/InternalError constructors (their script
-// instances are recorded), with the engine's prototype and the engine's own message. Never
-// throws and never runs script code (an Error object is an ordinary object: no traps; the
-// descriptor is read as own properties only).
+// The limit an engine-made error stands for (an InternalCode of
+// dsh_workflow/_engines/script/wire.py, spelled identically: MEMORY, INTERRUPTED, STACK), or
+// null. Decided from what the script cannot forge by construction: a real Error object
+// (Error.isError: no Proxy, no Object.create copy), not built by the script through the
+// RangeError/InternalError constructors (their script instances are recorded), with the
+// engine's prototype and the engine's own message. Never throws and never runs script code (an
+// Error object is an ordinary object: no traps; the descriptor is read as own properties
+// only).
 function limitKind(e) {
   try {
     if (e === null || typeof e !== 'object' || !_isError(e)) return null;

@@ -1,7 +1,8 @@
 // The script-facing hooks and the host-facing API of one run.
 //
 // This file is the body of a strict function `(config)` evaluated before any script
-// code runs (the host splices boundary.js in after the captures below). It installs the hooks as
+// code runs (the host splices boundary.js in after the captures below; the names the two files
+// share are listed once, in dsh_workflow/_engines/script/prelude.py). It installs the hooks as
 // globals and returns the host API; the host takes the API's functions and deletes the global
 // that carried it, so scripts never see it.
 //
@@ -28,9 +29,9 @@
 //     try, with a fixed fallback text, so every run whose body settled records exactly one
 //     result whatever it threw;
 //   * limit verdicts never come from a thrown object's text alone: see limitKind (boundary.js)
-//     and the host side (runtime.py), which confirms them with what it measured.
+//     and the host side (script/thread.py), which confirms them with what it measured.
 //
-// Wire shapes (their one definition: dsh_workflow/_engines/wire.py; spelled identically here,
+// Wire shapes (their one definition: dsh_workflow/_engines/script/wire.py; spelled identically,
 // and tests/unit/test_wire.py checks that both sides name the same ones):
 //   * hook messages in the outbox (HookKind): ["agent", id, prompt, options|null],
 //     ["workflow", id, target, args], ["phase", title], ["log", text],
@@ -41,7 +42,7 @@
 //   * end records (Completed / Failed): {"ok":true,"value":...[,"warnings":[...]]} or
 //     {"ok":false,"code":...,"error":...[,"thrown":true][,"stack":...]}, where code is a public
 //     WorkflowErrorCode, null, or an InternalCode the host translates (dsh_workflow/_engines/
-//     limits.py translate_end): MEMORY, STACK, INTERRUPTED, THROWN_NOTHING, MEMORY_IF_FULL,
+//     script/limits.py translate_end): MEMORY, STACK, INTERRUPTED, THROWN_NOTHING, MEMORY_IF_FULL,
 //     UNRENDERABLE (and NULL, boundary.js's renderLimit, which never leaves the runtime).
 
 const _Object = Object;

@@ -29,7 +29,7 @@ import tree_sitter
 import tree_sitter_javascript
 
 from .._agents import AgentRegistry
-from .._engines.options import EFFORTS, FAILURE_MODES, ISOLATIONS, SUPPORTED_OPTIONS
+from .._engines.host.agent_options import EFFORTS, FAILURE_MODES, ISOLATIONS, SUPPORTED_OPTIONS
 
 __all__ = ["AGENT_OPTIONS", "COMBINATOR_OPTIONS", "FAILURES", "MISSING_GLOBALS", "LintWarning", "lint"]
 

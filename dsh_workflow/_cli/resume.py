@@ -61,7 +61,7 @@ def recorded_aliases(recorded: Mapping[str, Any] | None) -> list[tuple[str, str]
 
 def _apply(ns: argparse.Namespace, recorded: Mapping[str, Any]) -> None:
     """Fill the provider options ``ns`` lacks from ``recorded``."""
-    from .._engines.provider_options import REDACTED
+    from .._engines.host.provider_options import REDACTED
 
     kind = recorded.get("kind")
     if kind not in BASE_PROVIDERS:
@@ -105,7 +105,7 @@ def resume_provider(ns: argparse.Namespace, recorded: Mapping[str, Any] | None,
     old = None if recorded is None else recorded.get("identity")
     if not isinstance(old, str):
         return
-    from .._engines.provider_options import provider_options
+    from .._engines.host.provider_options import provider_options
 
     factory = provider_factory(ns, engine_config(ns))
     if factory is None:  # pragma: no cover - resume offers only the base providers

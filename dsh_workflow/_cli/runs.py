@@ -279,7 +279,7 @@ def command_resume(ns: argparse.Namespace) -> int:
         raise _unknown(ns, ns.run_id)
     record, recorded_provider, completed = found
     if record.status == "running":
-        from .._engines.journal import still_running
+        from .._engines.host.journal import still_running
 
         raise CliError(still_running(record))
     resume_provider(ns, recorded_provider, completed)

@@ -23,9 +23,9 @@ from .._request import WorkflowStartRequest
 from .._script import check_body, run_header
 from .._store import RunStore
 from .._subagent import SubagentProvider, provider_identity
-from .host import HostedRun
-from .journal import EventRecorder, RunJournal, check_resume
-from .runtime import body_line_offset
+from .host.host import HostedRun
+from .host.journal import EventRecorder, RunJournal, check_resume
+from .script.prelude import body_line_offset
 
 __all__ = ["Admission", "EngineState", "admit", "check_agents", "check_library", "encode_args",
            "hosted_run",

@@ -39,10 +39,10 @@ from .admission import (
     check_library,
     hosted_run,
 )
-from .control import control_poll
 from .handle import RunHandle
-from .host import HostedRun
-from .journal import EngineStore
+from .host.control import control_poll
+from .host.host import HostedRun
+from .host.journal import EngineStore
 
 __all__ = ["EngineBase", "WarmPool"]
 

@@ -1,6 +1,6 @@
 """The object ``engine.start()`` returns: the seam of one run and nothing more.
 
-:class:`~dsh_workflow._engines.host.HostedRun` is the engine's side of a run; its wiring
+:class:`~dsh_workflow._engines.host.host.HostedRun` is the engine's side of a run; its wiring
 (``attach``, ``launch``, ``report``, ``drive``, ``record_end``, ...) is for the engine alone.
 A caller gets a :class:`RunHandle`, which offers exactly the :class:`~dsh_workflow.WorkflowRun`
 contract (``id``, ``meta``, ``result()``, ``cancel()``, ``dispose()``) and holds the hosted run
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .._result import WorkflowResult
 from .._run import WorkflowRun
-from .host import HostedRun
+from .host.host import HostedRun
 
 __all__ = ["RunHandle", "hosted_run_of"]
 

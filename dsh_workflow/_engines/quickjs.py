@@ -2,7 +2,7 @@
 
 Each run gets its own QuickJS context on its own OS thread (created, used and released there);
 the event loop never runs script code, so a spinning script cannot block it. The host side of
-every run (hooks, caps, children, events) is :class:`~dsh_workflow._engines.host.HostedRun`
+every run (hooks, caps, children, events) is :class:`~dsh_workflow._engines.host.host.HostedRun`
 and the pieces it delegates to.
 """
 
@@ -22,9 +22,10 @@ from .._store import RunStore
 from .._subagent import SubagentProvider
 from .admission import Admission
 from .base import EngineBase
-from .host import HostedRun
+from .host.host import HostedRun
 from .launcher import ThreadLauncher
-from .runtime import RuntimeThread
+from .script.limits import RuntimeLimits
+from .script.thread import ThreadRuntime
 
 __all__ = ["QuickJSEngine"]
 
@@ -41,15 +42,16 @@ class _WarmPool:
 
     def __init__(self, config: EngineConfig) -> None:
         self._config = config
-        self._idle: deque[RuntimeThread] = deque()
-        self._all: weakref.WeakSet[RuntimeThread] = weakref.WeakSet()
+        self._limits = RuntimeLimits.of(config)
+        self._idle: deque[ThreadRuntime] = deque()
+        self._all: weakref.WeakSet[ThreadRuntime] = weakref.WeakSet()
         self._launcher = ThreadLauncher(name="dsh-workflow-launcher", idle_s=0.1)
         self._count = 0
         self._closed = False
 
-    def _new(self, *, ahead: bool) -> RuntimeThread:
+    def _new(self, *, ahead: bool) -> ThreadRuntime:
         self._count += 1
-        runtime = RuntimeThread(self._config, name=f"dsh-workflow-idle-{self._count}",
+        runtime = ThreadRuntime(self._limits, name=f"dsh-workflow-idle-{self._count}",
                                 prepare_ahead=ahead)
         runtime.launch(via=self._launcher.submit)
         self._all.add(runtime)
@@ -58,7 +60,7 @@ class _WarmPool:
     async def open(self, task_group: TaskGroup) -> None:
         self.refill()
 
-    def take(self) -> RuntimeThread:
+    def take(self) -> ThreadRuntime:
         while self._idle:
             runtime = self._idle.popleft()
             if not runtime.failed:
@@ -79,7 +81,7 @@ class _WarmPool:
         return self._launcher.alive() or any(runtime.is_alive() for runtime in list(self._all))
 
 
-class QuickJSEngine(EngineBase[RuntimeThread]):
+class QuickJSEngine(EngineBase[ThreadRuntime]):
     """Runs workflows in-process, one QuickJS context and one OS thread per run.
 
     Use it as an async context manager; it owns the task group every run and child lives in::
@@ -111,7 +113,7 @@ class QuickJSEngine(EngineBase[RuntimeThread]):
     def _prepare(self) -> None:
         self._loop = LoopHandle()
 
-    def _new_runtime(self, admission: Admission, run: HostedRun) -> RuntimeThread:
+    def _new_runtime(self, admission: Admission, run: HostedRun) -> ThreadRuntime:
         assert self._loop is not None
         loop = self._loop
         self._seq += 1
@@ -126,7 +128,7 @@ class QuickJSEngine(EngineBase[RuntimeThread]):
         run.attach(runtime, signals_exit=True)
         return runtime
 
-    async def _serve(self, run: HostedRun, runtime: RuntimeThread) -> None:
+    async def _serve(self, run: HostedRun, runtime: ThreadRuntime) -> None:
         await self._drive_to_end(run)
         await run.wait_runtime_gone()
 

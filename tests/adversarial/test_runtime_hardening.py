@@ -120,7 +120,7 @@ async def test_item_cap_uses_one_reading_of_a_proxy_length(factory: Any) -> None
 async def test_the_host_enforces_the_log_and_prompt_caps_itself() -> None:
     """A runtime that sends text over the caps (as a replaced intrinsic once made it) is cut
     and refused by the host on its own."""
-    from dsh_workflow._engines.host import HostedRun
+    from dsh_workflow._engines.host.host import HostedRun
 
     events: list[Any] = []
     settled: list[list[Any]] = []

@@ -30,8 +30,8 @@ from dsh_workflow import (
     WorkflowStartRequest,
 )
 from dsh_workflow._cli.calls import call_text
-from dsh_workflow._engines.control import CANCEL_REASON
-from dsh_workflow._engines.provider_options import provider_options
+from dsh_workflow._engines.host.control import CANCEL_REASON
+from dsh_workflow._engines.host.provider_options import provider_options
 from dsh_workflow._store import CallRow
 from dsh_workflow.testing import FunctionProvider
 

@@ -26,7 +26,7 @@ from dsh_workflow import (
 from dsh_workflow._engines.admission import Admission
 from dsh_workflow._engines.base import EngineBase
 from dsh_workflow._engines.handle import RunHandle, hosted_run_of
-from dsh_workflow._engines.host import HostedRun
+from dsh_workflow._engines.host.host import HostedRun
 from dsh_workflow._engines.subprocess import SubprocessEngine
 from dsh_workflow.testing import check_run_events
 

@@ -29,7 +29,8 @@ from dsh_workflow import (
     WorkflowEvent,
     WorkflowStartRequest,
 )
-from dsh_workflow._engines.subprocess import SandboxPolicy, SubprocessEngine, protocol, sandbox
+from dsh_workflow._engines.subprocess import SandboxPolicy, SubprocessEngine, sandbox
+from dsh_workflow._engines.subprocess import frames as protocol
 from dsh_workflow._engines.subprocess.sandbox import address_space_limit, cpu_backstop_s
 from dsh_workflow._errors import ENGINE_FAILED
 from dsh_workflow.testing import GatedProvider

@@ -14,9 +14,9 @@ import anyio.lowlevel
 import pytest
 
 from dsh_workflow import EngineConfig, WorkflowResult
-from dsh_workflow._engines.host import HostedRun
-from dsh_workflow._engines.stop import RunState
-from dsh_workflow._engines.wire import HookKind, ReportKind, SettleEntry
+from dsh_workflow._engines.host.host import HostedRun
+from dsh_workflow._engines.host.stop import RunState
+from dsh_workflow._engines.script.wire import HookKind, ReportKind, SettleEntry
 from dsh_workflow._events import AgentEnded, AgentStarted, EventHub, WorkflowEnded
 from dsh_workflow._meta import WorkflowMeta
 from dsh_workflow._subagent import SubagentRequest

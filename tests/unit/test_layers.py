@@ -81,3 +81,121 @@ def test_every_layer_is_known() -> None:
     layers = {_layer(f"dsh_workflow.{p.name.removesuffix('.py')}") for p in PACKAGE.glob("*")
               if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
     assert layers <= set(ALLOWED), layers - set(ALLOWED)
+
+
+# ---- the engine package's floors ---------------------------------------------------------------
+
+#: The floors of ``_engines/`` (ARCHITECTURE.md): the script side, the host side of a run, and the
+#: engines on top (everything else in ``_engines/``: the engines, their base, ``subprocess/``).
+#: floor -> the floors it may import besides itself; every floor may import the core.
+ENGINE_FLOORS: dict[str, set[str]] = {
+    "script": set(),
+    "host": {"_store", "script"},
+    "engines": {"_store", "script", "host"},
+}
+#: The host imports of the script floor only the shapes that cross and the runtime's limits.
+HOST_SEES_OF_SCRIPT = {"dsh_workflow._engines.script.wire", "dsh_workflow._engines.script.limits"}
+
+
+def _floor(module: str) -> str:
+    """The floor of a module, or its layer outside ``_engines/``."""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] != "_engines":
+        return _layer(module)
+    if len(parts) > 2 and parts[2] in ("script", "host"):
+        return parts[2]
+    return "engines"
+
+
+def test_the_engine_floors_exist() -> None:
+    for floor in ("script", "host"):
+        assert (PACKAGE / "_engines" / floor / "__init__.py").is_file(), floor
+
+
+def test_every_engine_import_respects_the_floors() -> None:
+    violations = []
+    for path in sorted((PACKAGE / "_engines").rglob("*.py")):
+        for src, dst in _imports(path):
+            mine, theirs = _floor(src), _floor(dst)
+            if mine == theirs or theirs == "core":
+                continue
+            if theirs not in ENGINE_FLOORS[mine]:
+                violations.append(f"{src} ({mine}) imports {dst} ({theirs})")
+            elif mine == "host" and theirs == "script" and dst not in HOST_SEES_OF_SCRIPT:
+                violations.append(f"{src} (host) imports {dst}: of the script floor the host "
+                                  f"sees only {sorted(HOST_SEES_OF_SCRIPT)}")
+    assert not violations, "\n".join(violations)
+
+
+# ---- no import circle --------------------------------------------------------------------------
+
+def _module_name(path: Path) -> tuple[str, bool]:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    return ".".join(parts[:-1] if is_package else parts), is_package
+
+
+def _module_level(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """The imports a module runs when it is loaded, plus those under ``if TYPE_CHECKING`` (a
+    circle of types is a circle too); imports inside functions load later and are left out."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append(node)
+        elif isinstance(node, ast.If):
+            found += _module_level(node.body) + _module_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            found += _module_level(node.body) + _module_level(node.orelse)
+            found += _module_level(node.finalbody)
+            for handler in node.handlers:
+                found += _module_level(handler.body)
+    return found
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports at module level."""
+    paths = {_module_name(p)[0]: p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        is_package = _module_name(path)[1]
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        targets: set[str] = set()
+        for node in _module_level(ast.parse(path.read_text(encoding="utf-8")).body):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+                continue
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1]
+                                + ([node.module] if node.module else []))
+            for alias in node.names:  # a name that is a module is that module, else the base's
+                targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base)
+        graph[module] = {t for t in targets if t in paths and t != module}
+    return graph
+
+
+def test_no_import_circle_in_the_package() -> None:
+    graph = _import_graph()
+    circles: list[list[str]] = []
+    done: set[str] = set()
+
+    def visit(module: str, trail: list[str]) -> None:
+        if module in trail:
+            circles.append([*trail[trail.index(module):], module])
+            return
+        if module in done:
+            return
+        for target in sorted(graph[module]):
+            visit(target, [*trail, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not circles, "\n".join(" -> ".join(circle) for circle in circles)
+
+
+def test_the_import_graph_sees_module_level_imports() -> None:
+    """The circle check is only as good as its graph: the sandbox child's imports are in it."""
+    graph = _import_graph()
+    assert "dsh_workflow._engines.subprocess.child" in graph
+    assert graph["dsh_workflow._engines.subprocess.child"], "the child's imports were not seen"

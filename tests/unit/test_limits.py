@@ -1,4 +1,5 @@
-"""Every runtime failure and limit becomes a code and a text in one place: ``_engines/limits.py``.
+"""Every runtime failure and limit becomes a code and a text in one place:
+``_engines/script/limits.py``.
 
 Checked here without a runtime: each limit's error names its setting and configured value; the
 runtime's end records (with their internal codes) become outcomes whose public code and text
@@ -19,7 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_workflow import EngineConfig, WorkflowErrorCode
-from dsh_workflow._engines.limits import (
+from dsh_workflow._engines.host.outcome import ScriptText, outcome_code
+from dsh_workflow._engines.script.limits import (
     LimitExceeded,
     cpu_backstop_spent,
     engine_failure,
@@ -29,14 +31,15 @@ from dsh_workflow._engines.limits import (
     stalled,
     translate_end,
 )
-from dsh_workflow._engines.outcome import ScriptText, outcome_code
-from dsh_workflow._engines.wire import (
+from dsh_workflow._engines.script.wire import (
     HOST_MADE_CODES,
     JS_ONLY_CODES,
     Failed,
     InternalCode,
     LimitKind,
-    Outcome,
+)
+from dsh_workflow._engines.script.wire import (
+    ScriptOutcome as Outcome,
 )
 from dsh_workflow._errors import ENGINE_FAILED, SCRIPT_FAILED
 from dsh_workflow._meta import WorkflowMeta

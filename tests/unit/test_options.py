@@ -1,7 +1,7 @@
 """Options, checked without an engine or an event loop.
 
 Two sets: an ``agent()`` call's options as the host receives them (untrusted JSON, validated in
-``_engines/options.py``), and the command line's engine, limit and provider options
+``_engines/host/agent_options.py``), and the command line's engine, limit and provider options
 (``_cli/options.py``), which are all checked before any event loop starts.
 """
 
@@ -24,7 +24,7 @@ from dsh_workflow import (
 )
 from dsh_workflow._cli import options as cli
 from dsh_workflow._cli.errors import CliError
-from dsh_workflow._engines.options import (
+from dsh_workflow._engines.host.agent_options import (
     EFFORTS,
     ISOLATIONS,
     SUPPORTED_OPTIONS,

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_workflow import EngineConfig, WorkflowResult
-from dsh_workflow._engines.outcome import ScriptText, cancel_message, final_result
-from dsh_workflow._engines.stop import (
+from dsh_workflow._engines.host.outcome import ScriptText, cancel_message, final_result
+from dsh_workflow._engines.host.stop import (
     Cancelled,
     Fault,
     RuntimeEnded,
@@ -24,7 +24,7 @@ from dsh_workflow._engines.stop import (
     TimedOut,
     prevails,
 )
-from dsh_workflow._engines.wire import failed
+from dsh_workflow._engines.script.wire import failed
 from dsh_workflow._meta import WorkflowMeta
 
 CONFIG = EngineConfig(run_timeout_s=5)

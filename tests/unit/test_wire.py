@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_workflow import EngineConfig, WorkflowErrorCode
-from dsh_workflow._engines import wire
-from dsh_workflow._engines.limits import translate_end
-from dsh_workflow._engines.subprocess import protocol
-from dsh_workflow._engines.wire import HookKind, InternalCode
+from dsh_workflow._engines.script import wire
+from dsh_workflow._engines.script.limits import translate_end
+from dsh_workflow._engines.script.wire import HookKind, InternalCode
+from dsh_workflow._engines.subprocess import frames as protocol
 
 RUNTIME_JS = Path(__file__).resolve().parents[2] / "runtime_js"
 _JS = "\n".join(path.read_text("utf-8") for path in sorted(RUNTIME_JS.glob("*.js")))
@@ -47,8 +47,8 @@ def test_the_javascript_spells_exactly_the_internal_codes_and_public_ones() -> N
 
 
 def test_the_javascript_names_the_one_definition() -> None:
-    assert "dsh_workflow/_engines/wire.py" in (RUNTIME_JS / "hooks.js").read_text("utf-8")
-    assert "dsh_workflow/_engines/wire.py" in (RUNTIME_JS / "boundary.js").read_text("utf-8")
+    assert "dsh_workflow/_engines/script/wire.py" in (RUNTIME_JS / "hooks.js").read_text("utf-8")
+    assert "dsh_workflow/_engines/script/wire.py" in (RUNTIME_JS / "boundary.js").read_text("utf-8")
 
 
 @pytest.mark.parametrize("kind", [HookKind.AGENT, HookKind.WORKFLOW, HookKind.NUMBERS])

@@ -1,7 +1,7 @@
 """``SubprocessEngine``: the QuickJS runtime in a locked-down child process per run.
 
 Modules: ``engine`` (the engine), ``process`` (the parent side of one sandbox process),
-``watchdog`` (when the parent kills one), ``pool`` (warm processes), ``protocol`` (frames),
+``watchdog`` (when the parent kills one), ``pool`` (warm processes), ``frames`` (the pipe),
 ``sandbox`` (how a process is started and what is enforced), ``child`` (the sandbox process's
 entry point) and ``confine`` (what the child applies to itself). The sandbox process imports
 this package too, so nothing heavy is imported here: the engine is loaded on first access.

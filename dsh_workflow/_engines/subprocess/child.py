@@ -7,8 +7,8 @@ is empty). In order, before any script is read:
 2. imports of the runtime (QuickJS binding, ``runtime_js``) — nothing of the library beyond it,
    so no pydantic, no provider, no event loop exists here;
 3. identity (``confine.confine_identity``: drop root, no-new-privs, parent-death signal);
-4. the :class:`~dsh_workflow._engines.runtime.RuntimeThread` is launched (it prepares its QuickJS
-   context at once), then ``confine.confine_final`` closes the door on new descriptors,
+4. the :class:`~dsh_workflow._engines.script.thread.ThreadRuntime` is launched (it prepares its
+   QuickJS context at once), then ``confine.confine_final`` closes the door on new descriptors,
    processes and threads and installs the seccomp filter, and the ``ready`` frame (listing
    every protection applied) goes out. If any step fails the process exits with status 3
    before reading anything.
@@ -31,11 +31,10 @@ import os
 import sys
 import threading
 import time
-from types import SimpleNamespace
 from typing import Any, NoReturn
 
-from ..wire import ReportKind
-from . import confine, protocol
+from ..script.wire import ReportKind
+from . import confine, frames
 
 __all__ = ["main"]
 
@@ -54,7 +53,7 @@ class _Channel:
         self.received = 0
 
     def send_text(self, kind: bytes, text: str) -> None:
-        parts = protocol.encode_text(kind, text)
+        parts = frames.encode_text(kind, text)
         with self._lock:
             for part in parts:
                 view = memoryview(part)
@@ -65,7 +64,7 @@ class _Channel:
         self.send_text(kind, json.dumps(value, ensure_ascii=False, allow_nan=False))
 
     def idle(self) -> None:
-        self.send(protocol.IDLE, [self.received, time.process_time()])
+        self.send(frames.IDLE, [self.received, time.process_time()])
 
 
 def _read_exactly(count: int) -> bytes | None:
@@ -82,15 +81,15 @@ def _read_exactly(count: int) -> bytes | None:
 
 def _read_frame() -> tuple[bytes, Any] | None:
     """The next frame from the parent as (kind, value), or None at end of input."""
-    header = _read_exactly(protocol.HEADER.size)
+    header = _read_exactly(frames.HEADER.size)
     if header is None:
         return None
-    body = _read_exactly(protocol.frame_length(header, _MAX_INBOUND))
+    body = _read_exactly(frames.frame_length(header, _MAX_INBOUND))
     if body is None:
         return None
-    kind, text = protocol.decode_payload(body)
-    if kind not in protocol.PARENT_KINDS:
-        raise protocol.ProtocolError(f"an unknown frame kind {kind!r}")
+    kind, text = frames.decode_payload(body)
+    if kind not in frames.PARENT_KINDS:
+        raise frames.ProtocolError(f"an unknown frame kind {kind!r}")
     return kind, json.loads(text)
 
 
@@ -108,21 +107,23 @@ def _fail(message: str) -> NoReturn:
 def main(spec: dict[str, Any], parent_pid: int) -> NoReturn:
     """Run the sandbox process described by ``spec`` (see ``sandbox.child_spec``); never returns."""
     try:
-        if spec.get("version") != protocol.VERSION:
+        if spec.get("version") != frames.VERSION:
             _fail(f"protocol version {spec.get('version')!r} (this child speaks "
-                  f"{protocol.VERSION})")
+                  f"{frames.VERSION})")
         applied = confine.confine_resources(spec["limits"])
 
-        from ..runtime import RuntimeThread, body_line_offset
+        from ..script import prelude
+        from ..script.limits import RuntimeLimits
+        from ..script.thread import ThreadRuntime
 
-        body_line_offset()  # reads runtime_js now, while files are still readable
+        prelude.source()  # reads runtime_js now, while files are still readable
         applied += confine.confine_identity(spec["limits"], parent_pid)
         channel = _Channel()
-        runtime = RuntimeThread(SimpleNamespace(**spec["config"]),  # type: ignore[arg-type]  # the config fields it reads
+        runtime = ThreadRuntime(RuntimeLimits.from_json(spec["config"]),
                                 name="dsh-workflow-sandbox", on_wait=channel.idle)
         runtime.launch()
         applied += confine.confine_final()
-        channel.send(protocol.READY, [protocol.VERSION, time.process_time(), applied])
+        channel.send(frames.READY, [frames.VERSION, time.process_time(), applied])
     except Exception as exc:  # noqa: BLE001 - nothing may run unconfined
         _fail(f"could not confine the process: {type(exc).__name__}: {exc}")
     _serve(channel, runtime)
@@ -132,9 +133,9 @@ def _report(channel: _Channel) -> Any:
     def report(kind: str, payload: Any) -> None:
         try:
             if kind == ReportKind.OUTBOX:
-                channel.send_text(protocol.OUTBOX, payload)
+                channel.send_text(frames.OUTBOX, payload)
             elif kind == ReportKind.END:
-                channel.send(protocol.END, payload)
+                channel.send(frames.END, payload)
                 _exit(0)
         except OSError:  # the parent is gone
             _exit(1)
@@ -146,7 +147,7 @@ def _serve(channel: _Channel, runtime: Any) -> NoReturn:
     try:
         while True:
             frame = _read_frame()
-            if frame is None or frame[0] == protocol.STOP:
+            if frame is None or frame[0] == frames.STOP:
                 if not started:
                     _exit(0)
                 runtime.stop()
@@ -154,7 +155,7 @@ def _serve(channel: _Channel, runtime: Any) -> NoReturn:
                     break
                 continue
             kind, value = frame
-            if kind == protocol.RUN and not started:
+            if kind == frames.RUN and not started:
                 # [body, args] from protocol version 1, then the optional budget, numbers and
                 # dollar budget.
                 body, args_text, *optional = value
@@ -165,12 +166,12 @@ def _serve(channel: _Channel, runtime: Any) -> NoReturn:
                                else lambda text=numbers_text: text)
                 started = True
                 runtime.start()
-            elif kind == protocol.SETTLE and started:
+            elif kind == frames.SETTLE and started:
                 channel.received += 1
                 runtime.settle(value)
             else:
-                raise protocol.ProtocolError(f"an unexpected {kind!r} frame")
-    except (protocol.ProtocolError, ValueError, TypeError) as exc:
+                raise frames.ProtocolError(f"an unexpected {kind!r} frame")
+    except (frames.ProtocolError, ValueError, TypeError) as exc:
         os.write(2, f"dsh-workflow sandbox: bad frame from the engine: {exc}\n".encode())
         if not started:
             _exit(3)

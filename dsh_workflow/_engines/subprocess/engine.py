@@ -3,9 +3,9 @@
 The script side of a run (QuickJS context, hooks, limits) is the same runtime the in-process
 ``QuickJSEngine`` uses, run by ``child.py`` inside a process confined as ``sandbox.py``
 describes. The host side (hook rules, caps, children, events, cancellation, the result) is the
-same :class:`~dsh_workflow._engines.host.HostedRun`, on the event loop: the provider never
-enters the sandbox, ``agent()`` calls and their answers cross the pipe protocol of
-``protocol.py``.
+same :class:`~dsh_workflow._engines.host.host.HostedRun`, on the event loop: the provider never
+enters the sandbox, ``agent()`` calls and their answers cross the pipe as the frames of
+``frames.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..._subagent import SubagentProvider
 from ..admission import Admission
 from ..base import EngineBase
 from ..handle import hosted_run_of
-from ..host import HostedRun
+from ..host.host import HostedRun
 from . import sandbox
 from .pool import SandboxPool
 from .process import ProcessRuntime, SandboxProcess, start_sandbox

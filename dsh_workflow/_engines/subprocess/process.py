@@ -2,8 +2,8 @@
 
 :class:`SandboxProcess` is one started process (pipes, pid, private working directory).
 :class:`ProcessRuntime` binds one process to one run: it is the run's
-:class:`~dsh_workflow._engines.wire.ScriptRuntime` (``start``/``settle``/``stop`` become frames)
-and, in :meth:`ProcessRuntime.serve`, the task that feeds ``HostedRun.report`` from the
+:class:`~dsh_workflow._engines.script.wire.ScriptRuntime` (``start``/``settle``/``stop`` become
+frames) and, in :meth:`ProcessRuntime.serve`, the task that feeds ``HostedRun.report`` from the
 process's stdout — always on the event loop, always ending with exactly one ``end`` report: as
 soon as the end frame arrives (the outcome is final; the process is reaped right after, and
 ``is_alive()`` stays true until it is), or once the process has been reaped when it ended
@@ -35,15 +35,15 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from ..._errors import WorkflowErrorCode
-from ..limits import cpu_backstop_spent, limit_error
-from ..wire import LimitKind, Outcome, ReportKind, SettleEntry, failed, refusal
-from . import protocol
+from ..script.limits import RuntimeLimits, cpu_backstop_spent, limit_error
+from ..script.wire import LimitKind, ReportKind, ScriptOutcome, SettleEntry, failed, refusal
+from . import frames
 from .sandbox import SandboxPolicy, make_workdir, process_cpu_seconds
 from .watchdog import Kill, KillReason, Watchdog
 
 if TYPE_CHECKING:
     from ..._config import EngineConfig
-    from ..host import HostedRun
+    from ..host.host import HostedRun
 
 __all__ = ["ProcessRuntime", "SandboxProcess", "start_sandbox"]
 
@@ -158,7 +158,7 @@ class ProcessRuntime:
         self._stop_at: float | None = None
         self._end: Any = _UNSET
         self._end_at: float | None = None
-        self._verdict: Outcome | None = None
+        self._verdict: ScriptOutcome | None = None
         self._end_reported = False
         self._stderr = bytearray()
         #: What the process reported it applied to itself (``confine.py``), once it is ready.
@@ -169,7 +169,7 @@ class ProcessRuntime:
     def start(self) -> None:
         if self._run_parts is not None:
             numbers = self._numbers() if self._numbers is not None else None
-            self._send(protocol.encode(protocol.RUN, [*self._run_parts, numbers,
+            self._send(frames.encode(frames.RUN, [*self._run_parts, numbers,
                                                       self._budget_usd]))
             self._run_parts = None
             self._run_sent = True
@@ -179,9 +179,9 @@ class ProcessRuntime:
         if self._stop_at is not None or self._end is not _UNSET:
             return
         try:
-            frame = protocol.encode(protocol.SETTLE, entry)
+            frame = frames.encode(frames.SETTLE, entry)
         except (TypeError, ValueError, RecursionError):
-            frame = protocol.encode(protocol.SETTLE, refusal(
+            frame = frames.encode(frames.SETTLE, refusal(
                 entry[0], WorkflowErrorCode.AGENT_FAILED.value,
                 "agent() failed: the subagent's result is not JSON data"))
         self._settles_sent += 1
@@ -191,7 +191,7 @@ class ProcessRuntime:
     def stop(self) -> None:
         if self._stop_at is None:
             self._stop_at = time.monotonic()
-            self._send(protocol.encode(protocol.STOP, None))
+            self._send(frames.encode(frames.STOP, None))
             self._poke()
 
     def is_alive(self) -> bool:
@@ -220,7 +220,7 @@ class ProcessRuntime:
             self._busy_since = time.monotonic()
             self._poke()
 
-    def _kill(self, verdict: Outcome | None) -> None:
+    def _kill(self, verdict: ScriptOutcome | None) -> None:
         if self._verdict is None and verdict is not None:
             self._verdict = verdict
         if self._process is not None:
@@ -256,7 +256,7 @@ class ProcessRuntime:
                 self._reaped = True
                 self._report_end(run, outcome)
 
-    def _report_end(self, run: HostedRun, outcome: Outcome | None) -> None:
+    def _report_end(self, run: HostedRun, outcome: ScriptOutcome | None) -> None:
         if not self._end_reported:
             self._end_reported = True
             run.report(ReportKind.END, outcome)
@@ -275,11 +275,11 @@ class ProcessRuntime:
                         await process.process.wait()
                 tg.cancel_scope.cancel()
 
-    def _outcome(self, status: int | None) -> Outcome | None:
+    def _outcome(self, status: int | None) -> ScriptOutcome | None:
         if self._verdict is not None:
             return self._verdict
         if self._end is not _UNSET:
-            return self._end  # type: ignore[no-any-return]  # an Outcome once set
+            return self._end  # type: ignore[no-any-return]  # an ScriptOutcome once set
         if self._stop_at is not None:
             return None
         detail = "" if status is None else (
@@ -313,15 +313,15 @@ class ProcessRuntime:
         stdout = process.process.stdout
         assert stdout is not None
         stream = BufferedByteReceiveStream(stdout)
-        limit = protocol.max_child_frame_bytes(self._config.memory_limit_bytes)
+        limit = frames.max_child_frame_bytes(self._config.memory_limit_bytes)
         while True:
             try:
-                header = await stream.receive_exactly(protocol.HEADER.size)
+                header = await stream.receive_exactly(frames.HEADER.size)
             except _STREAM_GONE:
                 return
             try:
-                length = protocol.frame_length(header, limit)
-            except protocol.ProtocolError as exc:
+                length = frames.frame_length(header, limit)
+            except frames.ProtocolError as exc:
                 self._violation(str(exc))
                 return
             try:
@@ -329,17 +329,17 @@ class ProcessRuntime:
             except _STREAM_GONE:
                 return
             try:
-                self._on_frame(run, *protocol.decode_payload(body))
-            except protocol.ProtocolError as exc:
+                self._on_frame(run, *frames.decode_payload(body))
+            except frames.ProtocolError as exc:
                 self._violation(str(exc))
                 return
             del body
 
     def _on_frame(self, run: HostedRun, kind: bytes, text: str) -> None:
-        value = protocol.parse_child_frame(kind, text)
-        if kind == protocol.READY:
+        value = frames.parse_child_frame(kind, text)
+        if kind == frames.READY:
             if self._ready:
-                raise protocol.ProtocolError("a second ready frame")
+                raise frames.ProtocolError("a second ready frame")
             self._ready = True
             self._cpu_at_idle = value[1]
             self.protections = value[2]
@@ -347,23 +347,23 @@ class ProcessRuntime:
                          self.pid, ", ".join(self.protections) or "nothing")
             return
         if not self._ready:
-            raise protocol.ProtocolError(f"a {kind.decode()!r} frame before its ready frame")
+            raise frames.ProtocolError(f"a {kind.decode()!r} frame before its ready frame")
         if self._end is not _UNSET:
-            raise protocol.ProtocolError("a frame after its end frame")
-        if kind == protocol.OUTBOX:
+            raise frames.ProtocolError("a frame after its end frame")
+        if kind == frames.OUTBOX:
             if not self._run_sent:
-                raise protocol.ProtocolError("hook calls before it was given a script")
+                raise frames.ProtocolError("hook calls before it was given a script")
             run.report(ReportKind.OUTBOX, value)
-        elif kind == protocol.IDLE:
+        elif kind == frames.IDLE:
             received, cpu = value
             if received > self._settles_sent:
-                raise protocol.ProtocolError("an idle frame counting settlements never sent")
+                raise frames.ProtocolError("an idle frame counting settlements never sent")
             self._cpu_at_idle = cpu
             if received == self._settles_sent:
                 self._busy_since = None
         else:
             if not self._run_sent:
-                raise protocol.ProtocolError("an end frame before it was given a script")
+                raise frames.ProtocolError("an end frame before it was given a script")
             self._end = value
             self._end_at = time.monotonic()
             self._poke()
@@ -402,15 +402,15 @@ class ProcessRuntime:
             if self._watch_wake.is_set():
                 self._watch_wake = anyio.Event()
 
-    def _kill_outcome(self, reason: KillReason) -> Outcome | None:
+    def _kill_outcome(self, reason: KillReason) -> ScriptOutcome | None:
         """The run's outcome for a watchdog's kill (None: the run already stopped or ended)."""
         if reason is KillReason.OVERRUN:
-            return limit_error(LimitKind.SLICE, self._config).as_outcome()
+            return limit_error(LimitKind.SLICE, RuntimeLimits.of(self._config)).as_outcome()
         if reason is KillReason.HUNG:
             return self._hung()
         return None
 
-    def _hung(self) -> Outcome:
+    def _hung(self) -> ScriptOutcome:
         return failed(
             "the sandbox process stopped responding: it was busy with the script but made no "
             f"progress for {self._policy.hang_after_s:g} s, and was killed")

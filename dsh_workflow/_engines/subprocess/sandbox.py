@@ -71,7 +71,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from . import protocol
+from . import frames
 
 __all__ = [
     "SandboxPolicy",
@@ -157,7 +157,7 @@ def child_spec(config: dict[str, Any], policy: SandboxPolicy) -> dict[str, Any]:
              _import_root(_quickjs.__file__, "_quickjs")]
     as_limit = address_space_limit(int(config["memory_limit_bytes"]), policy)
     return {
-        "version": protocol.VERSION,
+        "version": frames.VERSION,
         "package": package,
         "paths": list(dict.fromkeys(paths)),
         "config": config,

@@ -1,4 +1,4 @@
-"""The sandbox pipe's frames (``_engines/subprocess/protocol.py``), as pure functions.
+"""The sandbox pipe's frames (``_engines/subprocess/frames.py``), as pure functions.
 
 A frame is ``length:u32 | kind | UTF-8 JSON``; everything the child sends is untrusted. Checked:
 any JSON value (lone surrogates included) crosses unchanged; the announced length is bounded;
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_workflow._engines.subprocess import protocol
-from dsh_workflow._engines.subprocess.protocol import (
+from dsh_workflow._engines.subprocess import frames as protocol
+from dsh_workflow._engines.subprocess.frames import (
     END,
     HEADER,
     IDLE,

@@ -1,12 +1,14 @@
 """The host side of a run, shared by every engine: the run itself, its state and its end.
 
 A :class:`HostedRun` drives one script runtime (a thread in-process, or a child process) that it
-knows only as a :class:`~.wire.ScriptRuntime`: start it, settle hook calls, stop it, and receive
-its reports (outbox batches, then one end). The run owns its :class:`~.stop.RunState` and its
-one :data:`~.stop.StopCause`, and delegates each job to one piece:
+knows only as a :class:`~..script.wire.ScriptRuntime`: start it, settle hook calls, stop it,
+and receive its reports (outbox batches, then one end). The run owns its
+:class:`~.stop.RunState` and its one :data:`~.stop.StopCause`, and delegates each job to one
+piece:
 
 * :mod:`.serving` — where a hook call is served (checks, caps, the schema gate);
-* :mod:`.scheduler` — where a child's slot is granted, and children run and are answered;
+* :mod:`.scheduler` — where a child's slot is granted, and children run;
+* :mod:`.ledger` — the open calls, and the one place a call ends and is answered;
 * :mod:`.journal_writer` — a durable run's commits before the script sees an answer;
 * :mod:`.outcome` — where the run's final result is decided and its error text rendered.
 
@@ -24,21 +26,23 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from .._agents import AgentRegistry
-from .._config import EngineConfig
-from .._errors import WorkflowErrorCode
-from .._events import EventHub, RunInfo, WorkflowEnded
-from .._library import WorkflowLibrary
-from .._meta import WorkflowMeta
-from .._result import WorkflowResult
-from .._run import WorkflowRun
-from .._schema_limits import SchemaLimits
-from .._store import RunStoreError
-from .._subagent import SubagentProvider
+from ..._agents import AgentRegistry
+from ..._config import EngineConfig
+from ..._errors import WorkflowErrorCode
+from ..._events import EventHub, RunInfo, WorkflowEnded
+from ..._library import WorkflowLibrary
+from ..._meta import WorkflowMeta
+from ..._result import WorkflowResult
+from ..._run import WorkflowRun
+from ..._schema_limits import SchemaLimits
+from ..._store import RunStoreError
+from ..._subagent import SubagentProvider
+from ..script.limits import not_started
+from ..script.wire import ReportKind, ScriptRuntime
 from .budget import Spend
 from .journal import RunJournal
 from .journal_writer import JournalWriter
-from .limits import not_started
+from .ledger import CallLedger
 from .outcome import ScriptText, cancel_message, final_result
 from .scheduler import ChildScheduler
 from .serving import HookServer
@@ -51,7 +55,6 @@ from .stop import (
     TimedOut,
     prevails,
 )
-from .wire import ReportKind, ScriptRuntime
 
 __all__ = ["HostedRun", "ScriptRuntime"]
 
@@ -82,18 +85,21 @@ class HostedRun(WorkflowRun):
                             config.budget_usd if budget_usd is None else budget_usd)
         self._text = ScriptText(meta, body_line_offset, body_header_chars)
         limits = SchemaLimits.of(config)
+        self._calls = CallLedger(
+            info=self._info, config=config, events=events, spend=self._spend,
+            cancel_message=self._cancel_message, fail_run=self._agents_failed,
+            journaled=journal is not None)
         self._children = ChildScheduler(
             run_id=run_id, info=self._info, config=config, provider=provider, events=events,
-            task_group=task_group, spend=self._spend, limits=limits,
-            cancel_message=self._cancel_message, fail_run=self._agents_failed)
+            task_group=task_group, spend=self._spend, limits=limits, calls=self._calls,
+            fail_run=self._agents_failed)
         self._journal_writer = None if journal is None else JournalWriter(
-            journal, self._children, self._store_failed)
+            journal, self._calls, self._store_failed)
         self._hooks = HookServer(
-            run_id=run_id, info=self._info, config=config, events=events,
+            run_id=run_id, info=self._info, config=config, events=events, calls=self._calls,
             scheduler=self._children, spend=self._spend, limits=limits,
             max_total_agents=max_total_agents, parent=parent, agents=agents, library=library,
-            journal=journal, journal_writer=self._journal_writer, frames=self._text.frames,
-            fault=self._record)
+            journal=journal, frames=self._text.frames, fault=self._record)
         self._runtime: ScriptRuntime | None = None
 
         self._state = RunState.CREATED
@@ -209,7 +215,7 @@ class HostedRun(WorkflowRun):
         runtime calls :meth:`runtime_exited` once it has released everything after its end
         report, always (otherwise its exit is polled)."""
         self._runtime = runtime
-        self._children.runtime = runtime
+        self._calls.runtime = runtime
         self._exit_signalled = signals_exit
 
     def launch(self) -> None:
@@ -233,7 +239,7 @@ class HostedRun(WorkflowRun):
             self._state = _RUNNING
 
     def report(self, kind: str, payload: Any) -> None:
-        """Receive a runtime report (a :class:`~.wire.ReportKind`); must be called on the
+        """Receive a runtime report (a :class:`~..script.wire.ReportKind`); must be called on the
         event-loop thread.
 
         An outbox batch that nothing is queued ahead of is served right here (up to
@@ -242,7 +248,7 @@ class HostedRun(WorkflowRun):
         if kind == _END:
             self._record(RuntimeEnded(payload))
             self._runtime_gone.set()
-            if not self._pump_busy and not self._reports and not self._children.live:
+            if not self._pump_busy and not self._reports and not self._calls.live:
                 # Nothing left to serve or reap: settle now, not a task switch later.
                 self._settle()
                 return
@@ -387,6 +393,7 @@ class HostedRun(WorkflowRun):
             self._state = _STOPPING
         if self._runtime is not None:
             self._runtime.stop()
+        self._calls.close()
         self._children.close()
         if self._pump_scope is not None:
             self._pump_scope.cancel()
@@ -394,20 +401,20 @@ class HostedRun(WorkflowRun):
     async def _wind_down(self) -> None:
         """After the script ended (or was stopped): reap strays within the grace, then settle."""
         self._stop()
-        children = self._children
-        if children.live:
-            children.children_gone = anyio.Event()
+        calls = self._calls
+        if calls.live:
+            calls.children_gone = anyio.Event()
             with anyio.move_on_after(self._config.dispose_grace_s):
-                await children.children_gone.wait()
+                await calls.children_gone.wait()
 
     def _settle(self) -> None:
         """Settle the one result (idempotent); synthesizes ends for children that would not end."""
         if self._state is _SETTLED:
             return
         self._stop()
-        self._children.abandon()
+        self._calls.abandon()
         result = final_result(self._cause, started=self._children.started,
-                              failed=self._children.failed,
+                              failed=self._calls.failed,
                               replayed=self._hooks.replayed, usage=self._spend.usage(),
                               text=self._text, config=self._config,
                               unpriced=self._spend.unpriced)

@@ -2,60 +2,44 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 
 import anyio
 
-from .._store import RunStoreError
+from ..._store import RunStoreError
+from ..script.wire import answer
 from .journal import RunJournal
-from .scheduler import ChildCall, ChildScheduler
-from .wire import answer
+from .ledger import CallLedger, ChildCall
 
 __all__ = ["JournalWriter"]
 
 
 class JournalWriter:
     """Commits completed children and calls replayed from the earlier run (so a resume of
-    this run replays them too), then hands each to the scheduler to answer.
+    this run replays them too), then ends each in the run's :class:`~.ledger.CallLedger`, which
+    answers it.
 
-    Everything posted meanwhile is committed as one batch, then answered in call order; a
-    store that fails calls ``store_failed`` (which stops the run), and those answers are never
-    delivered.
+    Everything held in the ledger meanwhile is committed as one batch, then answered in call
+    order; a store that fails calls ``store_failed`` (which stops the run), and those answers are
+    never delivered.
     """
 
-    def __init__(self, journal: RunJournal, scheduler: ChildScheduler,
+    def __init__(self, journal: RunJournal, calls: CallLedger,
                  store_failed: Callable[[RunStoreError], None]) -> None:
         self._journal = journal
-        self._scheduler = scheduler
+        self._calls = calls
         self._store_failed = store_failed
-        self._waiting: deque[ChildCall] = deque()
-        self._wake = anyio.Event()
-        scheduler.journal_writer = self
-
-    def post(self, call: ChildCall) -> None:
-        """Queue ``call`` (its reply set, or its ``replay`` found) for the next commit."""
-        self._waiting.append(call)
-        self._wake.set()
-
-    def drop(self) -> None:
-        """The run stops: end every call not yet committed, unanswered."""
-        while self._waiting:
-            self._scheduler.end_call(self._waiting.popleft())
 
     async def run(self) -> None:
-        """The writer task; ends when the run stops (its scope is the scheduler's to cancel)."""
+        """The writer task; ends when the run stops (the ledger's close cancels its scope)."""
         journal = self._journal
-        scheduler = self._scheduler
+        calls = self._calls
         batch: list[ChildCall] = []
         with anyio.CancelScope() as scope:
-            scheduler.scopes.add(scope)
+            calls.scopes.add(scope)
             try:
-                while not scheduler.closed:
-                    await self._wake.wait()
-                    self._wake = anyio.Event()
-                    batch = list(self._waiting)
-                    self._waiting.clear()
+                while not calls.closed:
+                    batch = await calls.held()
                     if not batch:
                         continue
                     entries = []
@@ -84,9 +68,9 @@ class JournalWriter:
                             value = earlier.structured if call.request.schema is not None \
                                 else (earlier.text if earlier.text is not None else "")
                             call.reply, call.outcome = answer(call.call_id, value), "completed"
-                        scheduler.end_call(call)
+                        calls.end(call)
                     batch = []
             finally:
-                scheduler.scopes.discard(scope)
+                calls.scopes.discard(scope)
                 for call in batch:  # stopped mid-commit: close them unanswered
-                    scheduler.end_call(call)
+                    calls.end(call)

@@ -1,4 +1,4 @@
-"""The wire protocol between the engine and one sandbox process (version 1).
+"""The frames on the pipe between the engine and one sandbox process (protocol version 1).
 
 Both directions carry *frames* over the child's stdin (parent → child) and stdout (child →
 parent)::
@@ -13,7 +13,7 @@ Parent → child (the parent is trusted by the child):
 * ``r`` run    ``[body, args_json_text | null, budget_tokens | null, numbers_json_text | null,
   budget_usd | null]`` — run the (already checked) body, once (numbers: replayable clock and
   randomness, for a run with a store; the last three may be left out);
-* ``s`` settle — one :data:`~..wire.SettleEntry`: ``[id, true, value]`` or
+* ``s`` settle — one :data:`~..script.wire.SettleEntry`: ``[id, true, value]`` or
   ``[id, false, code, message]`` (one hook call's answer), or ``["spent", tokens[, dollars]]``
   (the run's spend so far, for the script's ``budget`` global);
 * ``x`` stop   ``null`` — stop the script at the next opportunity and exit.
@@ -24,9 +24,9 @@ Child → parent (untrusted: everything is validated here, see :func:`parse_chil
 * ``O`` outbox the runtime's JSON text of one batch of hook messages, passed on unparsed (the
   host parses it once and treats malformed text as a protocol violation);
 * ``I`` idle   ``[settles_received, cpu_seconds]`` — the script finished a stretch and waits;
-* ``E`` end    ``null`` (stopped) or an :data:`~..wire.Outcome` — always the last frame:
-  ``{"ok": true, "value"[, "warnings"]}`` or ``{"ok": false, "code", "error"}``, the latter with
-  ``"thrown": true`` and an optional ``"stack"`` string when the script threw it.
+* ``E`` end    ``null`` (stopped) or a :data:`~..script.wire.ScriptOutcome` — always the last
+  frame: ``{"ok": true, "value"[, "warnings"]}`` or ``{"ok": false, "code", "error"}``, the
+  latter with ``"thrown": true`` and an optional ``"stack"`` string when the script threw it.
 
 A frame longer than the receiver's limit, an unknown kind, undecodable text or a payload of the
 wrong shape is a :class:`ProtocolError`; the engine then kills the process and ends the run as
@@ -39,12 +39,12 @@ import json
 import struct
 from typing import Any
 
-from ..wire import (
+from ..script.wire import (
     COMPLETED_KEYS,
     COMPLETED_REQUIRED_KEYS,
     FAILED_KEYS,
     FAILED_REQUIRED_KEYS,
-    Outcome,
+    ScriptOutcome,
 )
 
 __all__ = [
@@ -129,7 +129,7 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
 
 
-def _outcome(value: object) -> Outcome | None:
+def _outcome(value: object) -> ScriptOutcome | None:
     if value is None:
         return None
     if (isinstance(value, dict) and value.get("ok") is True

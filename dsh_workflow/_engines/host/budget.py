@@ -3,7 +3,7 @@ budgets."""
 
 from __future__ import annotations
 
-from .._subagent import Usage
+from ..._subagent import Usage
 
 __all__ = ["Spend"]
 

@@ -24,9 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._store import JournalEntry, RunRecord, RunStore, RunStoreError
-from .._store.owners import HOST
-from .._subagent import SubagentRequest, Usage
+from ..._store import JournalEntry, RunRecord, RunStore, RunStoreError
+from ..._store.owners import HOST
+from ..._subagent import SubagentRequest, Usage
 from .calls import CallLog
 from .provider_options import provider_options
 

@@ -1,8 +1,8 @@
 """The shapes that cross between a run's host and its script runtime, defined once.
 
 Three parties speak these shapes: the JavaScript runtime (``runtime_js/``), the runtime's
-driver (:mod:`.runtime`, in-process or inside a sandbox process, where they also cross the
-pipe of :mod:`.subprocess.protocol`) and the host (:mod:`.host` and its pieces). The JSON that
+driver (:mod:`.thread`, in-process or inside a sandbox process, where they also cross the
+pipe of ``_engines/subprocess/frames.py``) and the host (``_engines/host/``). The JSON that
 crosses is unchanged by naming it here: outcomes are JSON objects, settle entries and hook
 messages JSON arrays.
 
@@ -45,8 +45,8 @@ __all__ = [
     "HookKind",
     "InternalCode",
     "LimitKind",
-    "Outcome",
     "ReportKind",
+    "ScriptOutcome",
     "ScriptRuntime",
     "SettleEntry",
     "agent_failure",
@@ -105,7 +105,7 @@ class ReportKind(StrEnum):
     OUTBOX = "outbox"
     #: The unserved rest of a batch, queued by the host itself (a list of messages).
     REST = "rest"
-    #: The run's outcome (an :data:`Outcome`, or None when the runtime was stopped).
+    #: The run's outcome (a :data:`ScriptOutcome`, or None when the runtime was stopped).
     END = "end"
 
 
@@ -140,7 +140,7 @@ class Failed(TypedDict):
     stack: NotRequired[str]
 
 
-Outcome = Completed | Failed
+ScriptOutcome = Completed | Failed
 
 #: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]``,
 #: ``[call_id, False, "AgentFailure", message, {kind, message, details}]``,
@@ -194,7 +194,7 @@ def spent(tokens: int, dollars: float | None = None) -> SettleEntry:
 
 
 class ScriptRuntime(Protocol):
-    """What the host needs of a script runtime (see ``RuntimeThread`` for the contract): it
+    """What the host needs of a script runtime (see ``ThreadRuntime`` for the contract): it
     reports :class:`ReportKind` ``(kind, payload)`` pairs to its run and takes settle entries."""
 
     def start(self) -> None: ...

@@ -1,28 +1,56 @@
-"""The one place where QuickJS failures and the runtime's evidence become workflow errors.
+"""The runtime's limits as one value, and the one place where QuickJS failures and the
+runtime's evidence become workflow errors.
 
-Every limit error names the setting and its configured value, so a model (or an operator) can
-tell which bound was hit and how to stay under it. No limit is ever reported as the bare JS
-text ``null``. :func:`translate_end` turns the runtime's end record (with its
-:class:`~.wire.InternalCode` evidence) into the outcome the host sees, and
-:func:`engine_failure` the runtime's own crash; nothing else makes a runtime's failure text.
+:class:`RuntimeLimits` is what a script runtime is bounded by (the host passes it whole: to the
+runtime thread, and as JSON to a sandbox process). Every limit error names the setting and its
+configured value, so a model (or an operator) can tell which bound was hit and how to stay
+under it. No limit is ever reported as the bare JS text ``null``. :func:`translate_end` turns
+the runtime's end record (with its :class:`~.wire.InternalCode` evidence) into the outcome the
+host sees, and :func:`engine_failure` the runtime's own crash; nothing else makes a runtime's
+failure text.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import quickjs
 
-from .._errors import WorkflowErrorCode
-from .wire import Failed, InternalCode, LimitKind, Outcome, failed
+from ..._errors import WorkflowErrorCode
+from .wire import Failed, InternalCode, LimitKind, ScriptOutcome, failed
 
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
-    from .._config import EngineConfig
+    from ..._config import EngineConfig
 
-__all__ = ["LimitExceeded", "cpu_backstop_spent", "engine_failure", "js_limit", "limit_error",
-           "not_started", "stalled", "translate_end"]
+__all__ = ["LimitExceeded", "RuntimeLimits", "cpu_backstop_spent", "engine_failure", "js_limit",
+           "limit_error", "not_started", "stalled", "translate_end"]
+
+
+class RuntimeLimits(NamedTuple):
+    """The bounds one script runtime enforces, named as the :class:`~dsh_workflow.EngineConfig`
+    settings they come from (so an error text names the setting to change). A named tuple, not
+    a dataclass: ``dataclasses`` would cost every sandbox process ~8 ms of start-up."""
+
+    memory_limit_bytes: int
+    stack_limit_bytes: int
+    slice_cpu_limit_s: float
+    max_items_per_call: int
+    max_value_depth: int
+    max_prompt_chars: int
+    max_log_chars: int
+
+    @classmethod
+    def of(cls, config: EngineConfig) -> RuntimeLimits:
+        """The runtime's limits under ``config``."""
+        return cls(**{name: getattr(config, name) for name in cls._fields})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RuntimeLimits:
+        """The limits in ``data`` (an engine configuration as JSON; other settings ignored),
+        as a sandbox process receives them."""
+        return cls(**{name: data[name] for name in cls._fields})
 
 
 class LimitExceeded(Exception):
@@ -46,25 +74,25 @@ def _mib(n: int) -> str:
     return f"{n / (1024 * 1024):g} MiB"
 
 
-def limit_error(kind: LimitKind, config: EngineConfig) -> LimitExceeded:
+def limit_error(kind: LimitKind, limits: RuntimeLimits) -> LimitExceeded:
     """The error for ``kind``, naming the setting and its value."""
     code = WorkflowErrorCode.RESOURCE_LIMIT.value
     if kind is LimitKind.MEMORY:
         return LimitExceeded(code, (
             f"the script ran out of memory: it exceeded memory_limit_bytes="
-            f"{config.memory_limit_bytes} ({_mib(config.memory_limit_bytes)}); keep less data "
+            f"{limits.memory_limit_bytes} ({_mib(limits.memory_limit_bytes)}); keep less data "
             "in the script and let agents hold the bulk"), kind)
     if kind is LimitKind.STACK:
         return LimitExceeded(code, (
             f"the script exhausted its stack: recursion deeper than stack_limit_bytes="
-            f"{config.stack_limit_bytes} ({_mib(config.stack_limit_bytes)}) allows"), kind)
+            f"{limits.stack_limit_bytes} ({_mib(limits.stack_limit_bytes)}) allows"), kind)
     return LimitExceeded(code, (
         f"a synchronous stretch of the script used more than slice_cpu_limit_s="
-        f"{config.slice_cpu_limit_s:g} seconds of CPU without waiting for an agent() call (an "
+        f"{limits.slice_cpu_limit_s:g} seconds of CPU without waiting for an agent() call (an "
         "endless loop, or a promise chain that never yields)"), kind)
 
 
-def js_limit(exc: quickjs.JSException, config: EngineConfig, *,
+def js_limit(exc: quickjs.JSException, limits: RuntimeLimits, *,
              sliced: bool) -> LimitExceeded | None:
     """The limit an exception that escaped a QuickJS call stands for, or None if it is none.
 
@@ -76,14 +104,14 @@ def js_limit(exc: quickjs.JSException, config: EngineConfig, *,
     """
     head = str(exc).split("\n", 1)[0].strip()
     if sliced and head.startswith("InternalError: interrupted"):
-        return limit_error(LimitKind.SLICE, config)
+        return limit_error(LimitKind.SLICE, limits)
     if isinstance(exc, quickjs.StackOverflow) or "Maximum call stack size exceeded" in head \
             or "stack overflow" in head:
-        return limit_error(LimitKind.STACK, config)
+        return limit_error(LimitKind.STACK, limits)
     if "out of memory" in head or head in ("", "null"):
-        return limit_error(LimitKind.MEMORY, config)
+        return limit_error(LimitKind.MEMORY, limits)
     if sliced:
-        return limit_error(LimitKind.SLICE, config)
+        return limit_error(LimitKind.SLICE, limits)
     return None
 
 
@@ -111,8 +139,8 @@ def stalled() -> Failed:
         "never called)", InternalCode.STALLED.value)
 
 
-def translate_end(text: str, config: EngineConfig, *, sliced: Callable[[], bool],
-                  near_memory: Callable[[], bool]) -> Outcome:
+def translate_end(text: str, limits: RuntimeLimits, *, sliced: Callable[[], bool],
+                  near_memory: Callable[[], bool]) -> ScriptOutcome:
     """The run's outcome from the runtime's end record (see ``thrownRecord`` in hooks.js).
 
     Internal codes are evidence, confirmed here by what the driver measured: ``sliced()``
@@ -132,29 +160,29 @@ def translate_end(text: str, config: EngineConfig, *, sliced: Callable[[], bool]
     code = outcome.get("code")
     if code in (InternalCode.MEMORY, InternalCode.STACK):
         # An engine-made error (limitKind), or the heap probe's evidence.
-        return limit_error(LimitKind(code.lower()), config).as_outcome()
+        return limit_error(LimitKind(code.lower()), limits).as_outcome()
     if code == InternalCode.INTERRUPTED:
         if sliced():
-            return limit_error(LimitKind.SLICE, config).as_outcome()
+            return limit_error(LimitKind.SLICE, limits).as_outcome()
         outcome["code"] = None
     elif code == InternalCode.THROWN_NOTHING:
         thrown = outcome.get("error")
         if thrown == "null" and near_memory():
-            return limit_error(LimitKind.MEMORY, config).as_outcome()
+            return limit_error(LimitKind.MEMORY, limits).as_outcome()
         outcome["code"], outcome["thrown"] = None, True
         outcome["error"] = f"the script threw {thrown}, not an Error" + (
             "" if thrown != "null" else
             " — or it ran out of memory so completely that QuickJS could not even create "
             "the error (it then throws a bare null); the heap was not near "
-            f"memory_limit_bytes={config.memory_limit_bytes} when the runtime "
+            f"memory_limit_bytes={limits.memory_limit_bytes} when the runtime "
             "looked, after the failing code's own variables were released")
     elif code == InternalCode.MEMORY_IF_FULL:
         if near_memory():
-            return limit_error(LimitKind.MEMORY, config).as_outcome()
+            return limit_error(LimitKind.MEMORY, limits).as_outcome()
         outcome["code"] = None
     elif code == InternalCode.UNRENDERABLE:
         if near_memory():
-            return limit_error(LimitKind.MEMORY, config).as_outcome()
+            return limit_error(LimitKind.MEMORY, limits).as_outcome()
         outcome["code"], outcome["thrown"] = None, True
         outcome["error"] = ("the script failed, and what it threw could not be rendered as "
                             "text")

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._subagent import provider_identity
+from ..._subagent import provider_identity
 
 __all__ = ["REDACTED", "provider_options", "redact"]
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 
-from .._config import EngineConfig
-from .._errors import ENGINE_FAILED, SCRIPT_FAILED, WorkflowErrorCode
-from .._meta import WorkflowMeta
-from .._result import WorkflowResult
-from .._subagent import Usage
+from ..._config import EngineConfig
+from ..._errors import ENGINE_FAILED, SCRIPT_FAILED, WorkflowErrorCode
+from ..._meta import WorkflowMeta
+from ..._result import WorkflowResult
+from ..._subagent import Usage
+from ..script.wire import Completed, Failed, InternalCode, warnings_of
 from .stop import Cancelled, Fault, RuntimeEnded, StopCause, TimedOut
-from .wire import Completed, Failed, InternalCode, warnings_of
 
 __all__ = ["ScriptText", "cancel_message", "final_result"]
 

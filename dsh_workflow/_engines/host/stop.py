@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .._errors import ENGINE_FAILED, WorkflowErrorCode
-from .wire import Outcome
+from ..._errors import ENGINE_FAILED, WorkflowErrorCode
+from ..script.wire import ScriptOutcome
 
 __all__ = ["Cancelled", "Fault", "RunState", "RuntimeEnded", "StopCause", "TimedOut",
            "prevails"]
@@ -63,7 +63,7 @@ class Fault:
 class RuntimeEnded:
     """The runtime sent its end: ``outcome``, or None when it was stopped without one."""
 
-    outcome: Outcome | None
+    outcome: ScriptOutcome | None
 
 
 StopCause = Cancelled | TimedOut | Fault | RuntimeEnded

@@ -1,6 +1,7 @@
-"""The script side of a run: one QuickJS context, owned by one thread for its whole life.
+"""The in-process script runtime (:class:`ThreadRuntime`): one QuickJS context, owned by one
+thread for its whole life.
 
-The thread creates the context, loads the runtime (``runtime_js/``), runs the body, drains
+The thread creates the context, loads the prelude (:mod:`.prelude`), runs the body, drains
 promise jobs, ships the outbox to the host and applies the host's settlements, until the script
 returns, throws, stalls, exceeds a limit or is told to stop. It never calls into Python from
 JavaScript (a time limit forbids it): everything crosses as JSON text through the outbox and the
@@ -24,29 +25,28 @@ script threw (a script can construct an ``InternalError('interrupted')`` or thro
 * a bare ``null`` (QuickJS's out-of-memory that could not even allocate its error) counts as
   out of memory only with evidence: the runtime's heap probe failed when the body threw it
   (``heapProbe`` in hooks.js, run while the body's variables still hold their memory), or the
-  heap is within :data:`_HEAP_EVIDENCE_BYTES` of ``memory_limit_bytes`` when this thread reads
-  the end record. Memory that the failing code's own frames held is released before either
-  looks, so such an out-of-memory reads as the script's own ``throw null`` (the error text says
-  both are possible).
+  heap is within :func:`.prelude.heap_evidence_bytes` of ``memory_limit_bytes`` when this
+  thread reads the end record. Memory that the failing code's own frames held is released
+  before either looks, so such an out-of-memory reads as the script's own ``throw null`` (the
+  error text says both are possible).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable
-from functools import cache
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import quickjs
 
-from .._script import RUN_FOOTER, run_header
+from ..._script import RUN_FOOTER, run_header
+from . import prelude
 from .limits import (
     LimitExceeded,
+    RuntimeLimits,
     engine_failure,
     js_limit,
     limit_error,
@@ -54,84 +54,26 @@ from .limits import (
     stalled,
     translate_end,
 )
-from .wire import SPENT_TAG, LimitKind, Outcome, ReportKind, SettleEntry
+from .wire import SPENT_TAG, LimitKind, ReportKind, ScriptOutcome, SettleEntry
 
-if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
-    from .._config import EngineConfig
-
-__all__ = ["STOP", "RuntimeThread", "body_line_offset"]
-
-#: How close to ``memory_limit_bytes`` the heap must be (at least; or 1 % of the limit) to count
-#: as full. QuickJS throws a bare null when fewer than a few hundred bytes are left (measured:
-#: 1.3 KB below a 16 MiB limit while the script still held its data).
-_HEAP_EVIDENCE_BYTES = 64 * 1024
-
-
-def _heap_evidence_bytes(memory_limit_bytes: int) -> int:
-    """Free heap below which the heap counts as full (the runtime's probe allocates this)."""
-    return max(_HEAP_EVIDENCE_BYTES, memory_limit_bytes // 100)
+__all__ = ["STOP", "ThreadRuntime"]
 
 #: Put on a runtime's inbox to make its thread stop at the next opportunity.
 STOP = object()
 _BEGIN = object()
 
 
-_COMMENT_LINE = re.compile(r"(?m)^[ \t]*//.*$")
+class _Context:
+    """A prepared QuickJS context: the prelude loaded and its host API taken; the body comes
+    later."""
 
-
-@cache
-def _runtime_source() -> str:
-    """The runtime prelude: hooks.js with boundary.js spliced in, as one strict function."""
-    # Plain paths first (installed wheel, then source checkout): importlib.resources and
-    # pathlib cost a sandbox process ~15 ms of start-up; they serve only zipped installs.
-    here = os.path.dirname(os.path.abspath(__file__))
-    folders = [os.path.join(here, os.pardir, "runtime_js"),
-               os.path.join(here, os.pardir, os.pardir, "runtime_js")]
-
-    def read(name: str) -> str:
-        for folder in folders:
-            path = os.path.join(folder, name)
-            if os.path.isfile(path):
-                with open(path, encoding="utf-8") as handle:
-                    return handle.read()
-        from importlib import resources
-
-        packaged = resources.files("dsh_workflow").joinpath("runtime_js")
-        return packaged.joinpath(name).read_text("utf-8")
-
-    hooks = read("hooks.js").replace("//__BOUNDARY__", read("boundary.js"))
-    # Whole-line comments are blanked (not removed, so line numbers hold): QuickJS compiles the
-    # runtime once per run, and its comments cost a fifth of that time.
-    hooks = _COMMENT_LINE.sub("", hooks)
-    return "(function (config) {\n'use strict';\n" + hooks + "\n})"
-
-
-@cache
-def body_line_offset() -> int:
-    """Blank lines put before the body, so its stack lines are told apart from the runtime's."""
-    return _runtime_source().count("\n") + 2
-
-
-class _Runtime:
-    """A prepared context: runtime loaded and host API taken; the body comes later."""
-
-    def __init__(self, config: EngineConfig) -> None:
-        self.config = config
+    def __init__(self, limits: RuntimeLimits) -> None:
+        self.limits = limits
         ctx = quickjs.Context()
-        ctx.set_memory_limit(config.memory_limit_bytes)
-        ctx.set_max_stack_size(config.stack_limit_bytes)
-        js_config = json.dumps({
-            "maxItemsPerCall": config.max_items_per_call,
-            "maxValueDepth": config.max_value_depth,
-            "maxPromptChars": config.max_prompt_chars,
-            "maxLogChars": config.max_log_chars,
-            "bodyLineOffset": body_line_offset(),
-            # Call positions on the body's first line are shifted by the wrapper before it
-            # (a body that opens with "use strict" has a longer one; see _script.run_header).
-            "bodyHeaderChars": len(run_header("")),
-            "heapEvidenceBytes": _heap_evidence_bytes(config.memory_limit_bytes),
-        })
-        ctx.eval("globalThis.__dsh_rt = " + _runtime_source() + "(" + js_config + ");")
+        ctx.set_memory_limit(limits.memory_limit_bytes)
+        ctx.set_max_stack_size(limits.stack_limit_bytes)
+        ctx.eval("globalThis.__dsh_rt = " + prelude.source() + "(" + prelude.js_config(limits)
+                 + ");")
         self._args = ctx.eval("__dsh_rt.args")
         self._budget = ctx.eval("__dsh_rt.budget")
         self._numbers = ctx.eval("__dsh_rt.numbers")
@@ -155,8 +97,9 @@ class _Runtime:
             self._budget(budget_tokens, budget_usd)
         if numbers_text is not None:
             self._numbers(numbers_text)
-        self.ctx.set_time_limit(self.config.slice_cpu_limit_s)
-        factory = self.ctx.eval("\n" * body_line_offset() + run_header(body) + body + RUN_FOOTER)
+        self.ctx.set_time_limit(self.limits.slice_cpu_limit_s)
+        factory = self.ctx.eval("\n" * prelude.body_line_offset() + run_header(body) + body
+                                + RUN_FOOTER)
         self._body = factory(self._probe)
 
     def start(self) -> None:
@@ -170,7 +113,7 @@ class _Runtime:
         # The runtime answers '' for "nothing"; None means the binding could not allocate the
         # string's copy inside the full heap (the text is lost): that is the memory limit.
         if text is None:
-            raise limit_error(LimitKind.MEMORY, self.config)
+            raise limit_error(LimitKind.MEMORY, self.limits)
         return cast("str", text) or None
 
     def settle(self, batch_text: str) -> None:
@@ -191,7 +134,7 @@ class _Runtime:
             # After every job: one job can itself run a whole slice (a job's interrupt can
             # surface as a rejection the script catches), so the budget is checked each time.
             if clock() > cpu_deadline:
-                raise limit_error(LimitKind.SLICE, self.config)
+                raise limit_error(LimitKind.SLICE, self.limits)
 
     def near_memory_limit(self) -> bool:
         """True when the heap is nearly full: a CPU overrun then comes from the garbage collector
@@ -201,8 +144,8 @@ class _Runtime:
             allocated = int(self.ctx.memory()["malloc_size"])
         except Exception:  # noqa: BLE001 - no evidence
             return False
-        limit = self.config.memory_limit_bytes
-        return allocated >= limit - _heap_evidence_bytes(limit)
+        limit = self.limits.memory_limit_bytes
+        return allocated >= limit - prelude.heap_evidence_bytes(limit)
 
     def close(self) -> None:
         # Handles keep the context alive; drop them all here, on the owning thread.
@@ -228,17 +171,17 @@ class _Assignment:
         self.exited = exited
 
 
-class RuntimeThread:
+class ThreadRuntime:
     """One script runtime on a dedicated thread, serving exactly one run.
 
-    The thread starts at once and prepares its context (runtime loaded) while it waits to be
+    The thread starts at once and prepares its context (prelude loaded) while it waits to be
     assigned a run, so a pool of these makes starting a run cheap. :meth:`assign` gives it the
     body, args and the ``report`` callback; :meth:`start` runs the body.
 
     ``report(kind, payload)`` is called on the runtime thread with ``("outbox", json_text)`` for
     each batch of hook calls, in order, and exactly once with ``("end", outcome)`` as the last
     report; the thread then frees the context and exits (:meth:`is_alive` turns false).
-    ``outcome`` is ``None`` when the thread was stopped, else a :data:`~.wire.Outcome` (its
+    ``outcome`` is ``None`` when the thread was stopped, else a :data:`~.wire.ScriptOutcome` (its
     failures made by :mod:`.limits`). A thread stopped before it was assigned reports nothing.
 
     ``exited()``, when given to :meth:`assign`, is called on the runtime thread as its last
@@ -253,9 +196,9 @@ class RuntimeThread:
     never interrupted from outside; it ends within ``slice_cpu_limit_s``).
     """
 
-    def __init__(self, config: EngineConfig, *, name: str,
+    def __init__(self, limits: RuntimeLimits, *, name: str,
                  on_wait: Callable[[], None] | None = None, prepare_ahead: bool = False) -> None:
-        self._config = config
+        self._limits = limits
         self._prepare_ahead = prepare_ahead
         self._on_wait = on_wait
         self._assignment: _Assignment | None = None
@@ -338,8 +281,8 @@ class RuntimeThread:
         self._thread.join(timeout)
 
     def _main(self) -> None:
-        outcome: Outcome | None = None
-        runtime: _Runtime | None = None
+        outcome: ScriptOutcome | None = None
+        runtime: _Context | None = None
         if self._prepare_ahead:
             # Preparing a context holds the GIL for most of a millisecond, and the thread that
             # launched this one (the event loop) is waiting to take the GIL back: a thread
@@ -347,7 +290,7 @@ class RuntimeThread:
             time.sleep(0.001)
         try:
             try:
-                runtime = _Runtime(self._config)
+                runtime = _Context(self._limits)
             except Exception as exc:  # noqa: BLE001 - reported once the run begins
                 failure: BaseException | None = exc
             else:
@@ -368,13 +311,13 @@ class RuntimeThread:
                 outcome = self._drive(runtime)
             except (LimitExceeded, quickjs.JSException) as exc:
                 limit = exc if isinstance(exc, LimitExceeded) else js_limit(
-                    exc, self._config, sliced=self._slice_spent())
+                    exc, self._limits, sliced=self._slice_spent())
                 if limit is None:
                     outcome = engine_failure(str(exc).split("\n", 1)[0].strip())
                 else:
                     if limit.kind is LimitKind.SLICE and runtime is not None \
                             and runtime.near_memory_limit():
-                        limit = limit_error(LimitKind.MEMORY, self._config)
+                        limit = limit_error(LimitKind.MEMORY, self._limits)
                     outcome = limit.as_outcome()
             except Exception as exc:  # noqa: BLE001 - the thread must always report an end
                 outcome = engine_failure(f"{type(exc).__name__}: {exc}")
@@ -392,8 +335,8 @@ class RuntimeThread:
                 if self._assignment is not None and self._assignment.exited is not None:
                     self._assignment.exited()
 
-    def _drive(self, runtime: _Runtime) -> Outcome | None:
-        budget = self._config.slice_cpu_limit_s
+    def _drive(self, runtime: _Context) -> ScriptOutcome | None:
+        budget = self._limits.slice_cpu_limit_s
         assignment = self._assignment
         assert assignment is not None
         if self._stopped.is_set():
@@ -443,11 +386,11 @@ class RuntimeThread:
     def _slice_spent(self) -> bool:
         """True when the current stretch has used its whole CPU slice (process CPU time, the
         clock QuickJS's interrupt measures, from a start no later than any call's)."""
-        limit = self._config.slice_cpu_limit_s
+        limit = self._limits.slice_cpu_limit_s
         return time.process_time() - self._stretch_cpu >= 0.999 * limit
 
-    def _decode_final(self, text: str, runtime: _Runtime) -> Outcome:
+    def _decode_final(self, text: str, runtime: _Context) -> ScriptOutcome:
         """The run's outcome from the runtime's end record, with limit verdicts confirmed by
         what this thread measured (the translation itself: ``limits.translate_end``)."""
-        return translate_end(text, self._config, sliced=self._slice_spent,
+        return translate_end(text, self._limits, sliced=self._slice_spent,
                              near_memory=runtime.near_memory_limit)

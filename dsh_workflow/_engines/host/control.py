@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 
 import anyio
 
-from .._store import RunStore, RunStoreError
+from ..._store import RunStore, RunStoreError
 from .host import HostedRun
 
 __all__ = ["CANCEL_REASON", "POLL_S", "control_poll"]

@@ -3,8 +3,9 @@
 
 The host trusts nothing the runtime sends: every message's shape is checked here (a malformed
 one is a protocol fault that ends the run), and the caps the runtime enforces are enforced
-again. Accepted ``agent()`` calls go to the :class:`~.scheduler.ChildScheduler`; everything
-else is answered at once. Nor is the journal trusted: an answer replayed from it passes the
+again. Accepted ``agent()`` calls go to the :class:`~.scheduler.ChildScheduler` (a replayed one
+to the :class:`~.ledger.CallLedger`, to be committed again first); everything else is answered
+at once. Nor is the journal trusted: an answer replayed from it passes the
 checks a live answer passes (schema, ``max_value_depth``), or the call runs live.
 """
 
@@ -18,25 +19,25 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._agents import AgentRegistry
-from .._config import EngineConfig
-from .._depth import deeper_than
-from .._errors import WorkflowError, WorkflowErrorCode
-from .._events import AgentReplayed, EventHub, LogEmitted, PhaseStarted, RunInfo
-from .._library import WorkflowLibrary
-from .._schema_limits import SchemaLimits
-from .._subagent import SubagentRequest
+from ..._agents import AgentRegistry
+from ..._config import EngineConfig
+from ..._depth import deeper_than
+from ..._errors import WorkflowError, WorkflowErrorCode
+from ..._events import AgentReplayed, EventHub, LogEmitted, PhaseStarted, RunInfo
+from ..._library import WorkflowLibrary
+from ..._schema_limits import SchemaLimits
+from ..._subagent import SubagentRequest
+from ..script.wire import HookKind, answer, refusal
+from .agent_options import default_label, parse_agent_options
 from .budget import Spend
 from .journal import RunJournal, call_key
-from .journal_writer import JournalWriter
-from .options import default_label, parse_agent_options
-from .scheduler import ChildCall, ChildScheduler, structured_problems
+from .ledger import CallLedger, ChildCall
+from .scheduler import ChildScheduler, structured_problems
 from .stop import Fault
-from .wire import HookKind, answer, refusal
 
 if TYPE_CHECKING:
-    from .._schema import GateTicket
-    from .._store import JournalEntry
+    from ..._schema import GateTicket
+    from ..._store import JournalEntry
 
 __all__ = ["SERVE_SLICE", "HookServer"]
 
@@ -65,15 +66,16 @@ class HookServer:
     (the caller stops the run once the current slice is served)."""
 
     def __init__(self, *, run_id: str, info: RunInfo, config: EngineConfig,
-                 events: EventHub, scheduler: ChildScheduler, spend: Spend,
+                 events: EventHub, calls: CallLedger, scheduler: ChildScheduler, spend: Spend,
                  limits: SchemaLimits, max_total_agents: int, parent: Any,
                  agents: AgentRegistry | None, library: WorkflowLibrary | None,
-                 journal: RunJournal | None, journal_writer: JournalWriter | None,
-                 frames: Callable[[str], str], fault: Callable[[Fault], object]) -> None:
+                 journal: RunJournal | None, frames: Callable[[str], str],
+                 fault: Callable[[Fault], object]) -> None:
         self._id = run_id
         self._info = info
         self._config = config
         self._events = events
+        self._calls = calls
         self._scheduler = scheduler
         self._spend = spend
         self._limits = limits
@@ -82,7 +84,6 @@ class HookServer:
         self._agents = agents
         self._library = library
         self._journal = journal
-        self._journal_writer = journal_writer
         self._frames = frames
         self._fault = fault
         self._phase: str | None = None
@@ -112,9 +113,9 @@ class HookServer:
         at an ``agent()`` call whose schema needs the gate's worker thread (:attr:`gating` is
         then set): the caller runs :meth:`gate` for it, so later messages wait in call order."""
         end = min(len(messages), start + SERVE_SLICE)
-        scheduler = self._scheduler
+        calls = self._calls
         for index in range(start, end):
-            if scheduler.closed:
+            if calls.closed:
                 return len(messages)
             message = messages[index]
             if not (isinstance(message, list) and message and isinstance(message[0], str)):
@@ -167,15 +168,15 @@ class HookServer:
             problems = await anyio.to_thread.run_sync(structured_problems, call.request.schema,
                                                       earlier.structured, self._limits)
             self.gating = None
-            if not self._scheduler.closed:
+            if not self._calls.closed:
                 self._replay_or_run(call, earlier, valid=not problems)
             return index + 1
         call_id, ticket = self.gating
-        from .._schema import finish_schema_check
+        from ..._schema import finish_schema_check
 
         verdict = await anyio.to_thread.run_sync(finish_schema_check, ticket, self._limits)
         self.gating = None
-        if not self._scheduler.closed:
+        if not self._calls.closed:
             message = messages[index]
             self._on_agent(message[1], message[2], message[3], verdict=(call_id, verdict))
         return index + 1
@@ -222,7 +223,7 @@ class HookServer:
                 violations = verdict[1]
             else:
                 # jsonschema loads with the first schema, never for runs without one
-                from .._schema import prepare_schema_check
+                from ..._schema import prepare_schema_check
 
                 ticket = prepare_schema_check(options.schema, self._limits)
                 if ticket.violations is None:
@@ -230,7 +231,7 @@ class HookServer:
                     return False
                 violations = ticket.violations
             if violations:
-                from .._schema import unsupported_schema
+                from ..._schema import unsupported_schema
 
                 rejected = unsupported_schema(violations)
                 self._refuse(call_id, rejected.code, rejected.message)
@@ -303,13 +304,14 @@ class HookServer:
                         call.seq)
             self._scheduler.offer(call)
             return
-        assert self._journal_writer is not None
+        calls = self._calls
+        assert calls.journaled
         call.replay = earlier
-        self._scheduler.live.add(call)
+        calls.open(call)
         self.replayed += 1
         self._events.emit(AgentReplayed(run=self._info, seq=call.seq, label=call.request.label,
                                         phase=call.request.phase))
-        self._journal_writer.post(call)
+        calls.hold(call)
 
     def _on_workflow(self, call_id: int, target: object, args: object) -> None:
         """Answer ``workflow(name | {scriptPath}, args)`` with the saved workflow's body, which
@@ -345,14 +347,14 @@ class HookServer:
             self._fault(Fault("the script runtime sent a malformed workflow() call",
                               overrides=True))
             return
-        runtime = self._scheduler.runtime
+        runtime = self._calls.runtime
         assert runtime is not None
-        if not self._scheduler.closed:
+        if not self._calls.closed:
             runtime.settle(answer(call_id, {"name": found.name, "body": found.body,
                                             "args": args}))
 
     def _refuse(self, call_id: int, code: WorkflowErrorCode | str, message: str) -> None:
-        runtime = self._scheduler.runtime
+        runtime = self._calls.runtime
         assert runtime is not None
         runtime.settle(refusal(call_id, str(code), message))
         self._refused += 1

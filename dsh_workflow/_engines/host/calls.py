@@ -24,8 +24,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
-from .._store import CallRow, JournalEntry
-from .._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
+from ..._store import CallRow, JournalEntry
+from ..._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 
 __all__ = ["OPEN_WRITE_S", "CallLog", "RecordingProvider", "default_model", "encode_json"]
 
