@@ -4,12 +4,14 @@ to resume."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import re
 import shlex
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -453,6 +455,15 @@ def test_rich_panel_counts_replayed_agents() -> None:
     assert "2 replayed" in stream.getvalue()
 
 
+def _call_stored(store: Path, seq: int) -> bool:
+    """Whether call ``seq`` of the store's one run is in its ``calls`` table."""
+    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+        try:
+            return db.execute("SELECT 1 FROM calls WHERE seq = ?", (seq,)).fetchone() is not None
+        except sqlite3.OperationalError:  # not created yet
+            return False
+
+
 def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
     err = tmp_path / "run.err"
@@ -460,15 +471,15 @@ def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
                     "--store", store, cwd=tmp_path, err=err)
     try:
         wait_for(err, r"\[agent 3 started\]")
-        # Events reach the store a moment after they are printed: kill once step 3 is stored.
-        started = run_id_of(err.read_text(encoding="utf-8"))
+        # Calls reach the store a moment after they are printed: kill once step 3 is stored
+        # (read straight from the file: a command per poll could outlast the step).
         deadline = time.monotonic() + 10
-        while not re.search(r"3\s+step 3\s+Steps",
-                            cli("show", started, "--store", store, cwd=tmp_path).stdout):
+        while not _call_stored(store, 3):
             assert time.monotonic() < deadline, "step 3 never reached the store"
-            time.sleep(0.05)
+            time.sleep(0.02)
         process.kill()  # SIGKILL: no cleanup, no resume hint
         process.communicate(timeout=20)
+        assert process.returncode == -signal.SIGKILL, "the run ended before it was killed"
     finally:
         process.kill()
     stderr = err.read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ PACKAGE = Path(dsh_workflow.__file__).resolve().parent
 
 #: Names still defined twice, each left to the part of the tree it lives in: ``Outcome`` is the
 #: CLI's run outcome (``_cli/execute.py``) and the wire's settle outcome (``_engines/wire.py``).
-NOT_YET_ONE = {"Outcome"}
+NOT_YET_ONE: set[str] = set()
 
 
 def _type_names(tree: ast.Module) -> list[str]:
