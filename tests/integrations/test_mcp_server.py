@@ -1,6 +1,6 @@
 """``dsh-workflow mcp`` as a real subprocess, driven by the official MCP SDK's own client.
 
-Covers README, "MCP server": the tool listing (name, description and schema are WorkflowTool's), a
+Covers docs/mcp.md: the tool listing (name, description and schema are WorkflowTool's), a
 successful and a failing call, progress notifications, cancellation (the provider's child is
 killed and the server keeps serving), and ``--provider sampling`` answered by a client
 callback (text and schema calls, the repair retry, a client without sampling) — on stdio, and
@@ -343,8 +343,10 @@ async def test_cancelling_a_sampled_call_withdraws_the_sampling_request(connect:
 
 
 async def test_the_readmes_client_configuration_starts_the_server_as_written() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    blocks = [b.split("```", 1)[0] for b in readme.split("```json\n")[1:]]
+    repo = Path(__file__).resolve().parents[2]
+    manual = "\n".join(page.read_text(encoding="utf-8")  # README.md and docs/: the manual
+                        for page in [repo / "README.md", *sorted((repo / "docs").glob("*.md"))])
+    blocks = [b.split("```", 1)[0] for b in manual.split("```json\n")[1:]]
     config = next(json.loads(b) for b in blocks if "mcpServers" in b)
     (server,) = config["mcpServers"].values()
     env = dict(os.environ)  # the console script is installed next to this interpreter

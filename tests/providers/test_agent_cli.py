@@ -1,4 +1,4 @@
-"""The agent command-line presets (README, "Providers"): ClaudeCodeProvider and CodexProvider
+"""The agent command-line presets (docs/providers.md): ClaudeCodeProvider and CodexProvider
 against executables on PATH that reproduce each CLI's documented JSON output and record the
 flags, stdin and folder they were given; the engine's agent definitions and worktree isolation
 reach them; the CLI's --provider claude|codex runs them in real processes."""
@@ -61,8 +61,9 @@ def request(prompt: str = "hello there", **fields: Any) -> SubagentRequest:
 def test_the_presets_name_the_cli_version_they_follow() -> None:
     assert f"Claude Code {CLAUDE_CODE_VERSION}" in (ClaudeCodeProvider.__doc__ or "")
     assert CODEX_VERSION in (CodexProvider.__doc__ or "")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert f"Claude Code {CLAUDE_CODE_VERSION}" in readme and CODEX_VERSION in readme
+    manual = "\n".join(page.read_text(encoding="utf-8")  # README.md and docs/: the manual
+                        for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
+    assert f"Claude Code {CLAUDE_CODE_VERSION}" in manual and CODEX_VERSION in manual
 
 
 @pytest.mark.anyio
