@@ -1,4 +1,4 @@
-"""S12: start-up time of the command line (README, "Command line"; SPEC §18).
+"""S12: start-up time of the command line (docs/cli.md; SPEC §18).
 
 Two figures a person feels every time they type the command, each the wall time of a whole
 process from spawn to exit, median of repeated runs after warm-up runs (which leave the

@@ -29,7 +29,7 @@ code                      raised when                                           
 ``WorkflowResult.error_code``: the code of the error that ended it, which its text starts with
 as ``CODE: …``. Four ends have a text with no code prefix (the texts are kept as they were);
 their code is fixed here, in one place, because the set of codes is the closed public set
-above (README, "Embedding the engine"; no member is added for a result alone):
+above (docs/embedding.md; no member is added for a result alone):
 
 ==============================================  ==========================  ===================
 how the run ended (text without a prefix)       ``error_code``              why

@@ -91,7 +91,7 @@ class AgentEnded(_Event):
     """The end of a started child; exactly one per :class:`AgentStarted`. ``usage`` is what its
     provider reported (None when it reported nothing, or the child was cancelled or timed out).
     ``error`` says why the child did not complete: the engines set it exactly when ``outcome``
-    is not ``completed`` (README, "Truthful outcomes"); not enforced here, so events stored
+    is not ``completed`` (docs/scripts.md, "Truthful outcomes"); not enforced here, so events stored
     before reasons existed still load."""
 
     seq: int
@@ -103,7 +103,7 @@ class AgentEnded(_Event):
 
 
 class AgentReplayed(_Event):
-    """An ``agent()`` call of a resumed run answered from the earlier run's journal (README, "Durable runs"):
+    """An ``agent()`` call of a resumed run answered from the earlier run's journal (docs/durable-runs.md):
     no provider call, no slot, no ``AgentStarted``; label and phase are this run's."""
 
     seq: int

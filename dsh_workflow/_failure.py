@@ -2,7 +2,7 @@
 :class:`ProviderUnavailable` (a fault every later child would hit too).
 
 A child that did not complete carries one :class:`AgentFailure` on its ``AgentEnded`` event
-(README, "Truthful outcomes"). Its ``message`` is bounded (:data:`MAX_MESSAGE_CHARS`) and has
+(docs/scripts.md, "Truthful outcomes"). Its ``message`` is bounded (:data:`MAX_MESSAGE_CHARS`) and has
 passed :func:`redact`, the one place secrets are taken out of texts that leave a provider:
 bearer tokens, ``sk-...``-style keys, URL credentials, ``api_key=...``-style assignments and any secret the
 caller names (a provider's own API key). :func:`group_failures` groups failures by kind and

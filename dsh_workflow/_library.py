@@ -1,4 +1,4 @@
-"""Saved workflows: Claude-Code-style ``.js`` files found by their ``meta.name`` (README,
+"""Saved workflows: Claude-Code-style ``.js`` files found by their ``meta.name`` (docs/embedding.md,
 "Saved workflows and `workflow()`").
 
 A saved workflow is a file that begins with an ``export const meta = {...}`` literal (read as
@@ -136,9 +136,9 @@ class WorkflowLibrary:
 
     @classmethod
     def default_paths(cls, cwd: str | os.PathLike[str] | None = None) -> list[Path]:
-        """The search path of README, "Saved workflows and `workflow()`": the project's ``.dsh-workflow/workflows/`` and
-        ``.claude/workflows/``, then the user's ``~/.config/dsh-workflow/workflows/`` and
-        ``~/.claude/workflows/``."""
+        """The search path of docs/embedding.md, "Saved workflows and `workflow()`": the project's
+        ``.dsh-workflow/workflows/`` and ``.claude/workflows/``, then the user's
+        ``~/.config/dsh-workflow/workflows/`` and ``~/.claude/workflows/``."""
         here = Path(cwd) if cwd is not None else Path.cwd()
         home = Path.home()
         return [here / ".dsh-workflow" / "workflows", here / ".claude" / "workflows",

@@ -19,11 +19,12 @@ class WorkflowStartRequest(BaseModel):
     reports every violation as ``META_INVALID``). ``args`` is any JSON value, copied into the
     script's ``args`` global (``None`` leaves the global ``undefined``). ``provider`` routes
     every child of this run (invisible to the script); ``max_total_agents`` may only lower
-    the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget (README, "Budgets and usage"),
-    ``budget_usd`` its dollar budget (README, "Cost in money");
+    the engine's ceiling; ``budget_tokens`` may only lower the engine's token budget
+    (docs/embedding.md, "Budgets and usage"), ``budget_usd`` its dollar budget (docs/embedding.md,
+    "Cost in money");
     ``parent`` is passed to every child request untouched. ``resume_from`` names an earlier run
-    of the engine's store whose journal answers the calls that did not change (README, "Durable runs");
-    ``rerun`` names calls of that run (by seq) that run live again instead of replaying (README,
+    of the engine's store whose journal answers the calls that did not change (docs/durable-runs.md);
+    ``rerun`` names calls of that run (by seq) that run live again instead of replaying (docs/durable-runs.md,
     "Runs under control").
     """
 

@@ -76,18 +76,18 @@ class WorkflowResult(BaseModel):
     still queued behind the concurrency cap when the run ended). ``usage`` sums what the run's
     children reported (failed children included; zero when nothing was reported).
     ``agents_replayed`` counts calls of a resumed run answered from the earlier run's journal
-    (README, "Durable runs"); they are not in ``agents_started`` or ``usage``.
+    (docs/durable-runs.md); they are not in ``agents_started`` or ``usage``.
 
     ``warnings`` name each lossy step of turning the return value into JSON as
     ``JSON.stringify`` does (``return value.items[2]: undefined became null``), bounded: at
     most 20 plus one ``... and N more`` line. Empty when nothing was lost (always, unless the
     run completed).
 
-    ``agents_failed`` counts started children whose outcome was not ``completed`` (README,
+    ``agents_failed`` counts started children whose outcome was not ``completed`` (docs/scripts.md,
     "Truthful outcomes"): each one's reason is its ``AgentEnded.error``.
 
     ``agents_unpriced`` counts started children that reported tokens but no known cost: when it
-    is above 0, ``usage.cost_usd`` is the cost of the others only, a lower bound (README, "Cost
+    is above 0, ``usage.cost_usd`` is the cost of the others only, a lower bound (docs/embedding.md, "Cost
     in money").
     """
 

@@ -1,7 +1,7 @@
 """The schema gate for ``agent(prompt, {schema})`` and validation of structured child values.
 
 Validation is jsonschema's own (Draft 2020-12); this module only adds the product rules of
-README, "Writing a script" on top and turns every problem into a ``<path>: <message>`` line a model can act on.
+docs/scripts.md on top and turns every problem into a ``<path>: <message>`` line a model can act on.
 
 Both the schema (from the script) and the value (from a child) are untrusted, so every check
 here is bounded by :class:`SchemaLimits` (the ``EngineConfig`` fields of the same names):

@@ -2,7 +2,7 @@
 
 The engine needs these limits for every run, but jsonschema (the checks of :mod:`._schema`)
 only for a run whose script passes a schema: keeping them apart lets a run without schemas
-start without loading jsonschema (README, "Command line": start-up time).
+start without loading jsonschema (docs/cli.md: start-up time).
 """
 
 from __future__ import annotations

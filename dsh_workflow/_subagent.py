@@ -165,7 +165,7 @@ class SubagentProvider(Protocol):
 
 
 def provider_identity(provider: object) -> str:
-    """What answers a provider's calls, for durable runs' journal keys (README, "Durable runs"): its
+    """What answers a provider's calls, for durable runs' journal keys (docs/durable-runs.md): its
     ``identity`` string when it has one (the built-in providers do), else its class's qualified
     name."""
     identity = getattr(provider, "identity", None)
@@ -180,7 +180,7 @@ MAX_DESCRIPTION_CHARS = 240
 
 
 def provider_description(provider: object) -> str | None:
-    """What a provider's children can do, in one line for the tool's description (README, "The
+    """What a provider's children can do, in one line for the tool's description (docs/embedding.md, "The
     model-facing tool"): its ``description`` string (the built-in providers have one: the
     model, tools or none, files or none), newlines folded and cut at
     :data:`MAX_DESCRIPTION_CHARS`; None when it has none."""

@@ -321,7 +321,7 @@ function materialize(root, rootLabel, maxDepth) {
   }
 }
 
-// ---- the return value as JSON.stringify makes it (README, "The return value") -------------
+// ---- the return value as JSON.stringify makes it (docs/scripts.md, "The return value") ----
 //
 // Contract of jsonText(root, rootLabel, maxDepth, sink):
 //   * returns the JSON text JSON.stringify(root) gives, or undefined where it gives undefined;

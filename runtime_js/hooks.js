@@ -452,7 +452,7 @@ const agent = async function agent(prompt, opts) {
   throw makeError(code, _String(slot.message), misuse[code] === true && slot.site !== undefined ? slot.site : null);
 };
 
-// ---- workflow(): a saved workflow run inline (README, "Saved workflows and `workflow()`") ----
+// ---- workflow(): a saved workflow run inline (docs/embedding.md, "Saved workflows and `workflow()`") ---
 //
 // The host looks the workflow up in its library and answers with its (parse-checked) body; the
 // body runs here as an async function of (args, workflow), so it shares this run's hooks, caps,

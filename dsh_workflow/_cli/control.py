@@ -1,4 +1,4 @@
-"""Runs under control from the command line (README, "Runs under control"): ``cancel`` and
+"""Runs under control from the command line (docs/durable-runs.md, "Runs under control"): ``cancel`` and
 ``replay-check``.
 
 Contract:

@@ -1,4 +1,4 @@
-"""Saved workflows on the command line (README, "Saved workflows and `workflow()`"):
+"""Saved workflows on the command line (docs/embedding.md, "Saved workflows and `workflow()`"):
 ``list``, ``save``, and the library ``run`` uses.
 
 Contract:
@@ -47,7 +47,8 @@ def add_library_option(parser: argparse.ArgumentParser) -> None:
 
 def load_library(folders: list[str], *, base_dir: str | os.PathLike[str] | None = None
                  ) -> WorkflowLibrary:
-    """The library: ``folders`` first, then the default search path (README, "Saved workflows and `workflow()`")."""
+    """The library: ``folders`` first, then the default search path (docs/embedding.md, "Saved
+    workflows and `workflow()`")."""
     from dsh_workflow import WorkflowLibrary
 
     return WorkflowLibrary.default(folders, base_dir=base_dir)

@@ -1,4 +1,4 @@
-"""``dsh-workflow``: the command line of README, "Command line" — its parser, the table of its
+"""``dsh-workflow``: the command line of docs/cli.md — its parser, the table of its
 commands and the process's exit codes.
 
 Contract:
@@ -6,10 +6,10 @@ Contract:
 - Every command is registered the one way :mod:`.commands` states: its module's ``register``
   is listed in :data:`COMMANDS`, in the order ``--help`` shows them — ``run`` and ``check``
   (:mod:`.run`), the durable-run commands ``runs``, ``show``, ``logs`` and ``resume`` of
-  README, "Durable runs" (:mod:`.runs`), ``cancel`` and ``replay-check`` of README, "Runs under
+  docs/durable-runs.md (:mod:`.runs`), ``cancel`` and ``replay-check`` of its "Runs under
   control" (:mod:`.control`), ``list`` and ``save`` of saved workflows (:mod:`.library`),
-  ``worker`` of README, "Distributed dispatch on Temporal" (:mod:`.worker`), ``mcp`` of
-  README, "MCP server" (:mod:`.mcp`) and ``ui`` of README, "Run viewer" (:mod:`.ui`). Every
+  ``worker`` of docs/temporal.md (:mod:`.worker`), ``mcp`` of docs/mcp.md (:mod:`.mcp`) and
+  ``ui`` of docs/viewer.md (:mod:`.ui`). Every
   command that uses a run store finds it with :func:`.stores.store_path`.
 - Exit codes: ``0`` completed, ``1`` the run ended with an error, ``2`` usage or start error
   (one ``Error: <message>`` line on stderr, never a traceback), ``130`` cancelled by Ctrl-C.

@@ -1,4 +1,4 @@
-"""``dsh-workflow mcp``: serve the ``workflow`` tool over MCP (README, "MCP server").
+"""``dsh-workflow mcp``: serve the ``workflow`` tool over MCP (docs/mcp.md).
 
 Contract:
 

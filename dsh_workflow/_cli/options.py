@@ -41,7 +41,7 @@ __all__ = ["LIMIT_FLAGS", "EngineSetup", "add_agent_options", "add_engine_option
 
 #: Providers every command offers; a command may add its own (``mcp`` adds ``sampling``).
 BASE_PROVIDERS = ("echo", "openai", "command", "claude", "codex")
-#: The agent command-line presets (README, "Providers"): --provider NAME -> its executable.
+#: The agent command-line presets (docs/providers.md): --provider NAME -> its executable.
 AGENT_CLIS = {"claude": "claude", "codex": "codex"}
 
 #: The ``EngineConfig`` limit each command-line flag sets: an error about the limit names the

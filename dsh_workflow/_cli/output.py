@@ -58,7 +58,7 @@ def write_stdout(text: str) -> None:
 
 def warning_line(message: str) -> None:
     """One ``warning: <message>`` line on stderr (a lossy step of the return value's
-    conversion to JSON, README "The return value")."""
+    conversion to JSON, docs/scripts.md "The return value")."""
     sys.stderr.write(f"warning: {message}\n")
     sys.stderr.flush()
 

@@ -15,7 +15,7 @@ touches the run itself:
 - :class:`QuietProgress` — nothing but the ``warning:`` line below.
 
 When children failed, every reporter ends with one ``warning:`` line grouping the failures by
-kind and reason, most frequent first (README, "Truthful outcomes"); the live panel shows the
+kind and reason, most frequent first (docs/scripts.md, "Truthful outcomes"); the live panel shows the
 latest reason while the run goes on.
 - :class:`EventLog` — appends every event as one JSON line (``{"event": <class name>, ...}``).
 

@@ -1,4 +1,4 @@
-"""``resume`` on the recorded provider, and ``--rerun`` (README, "Runs under control").
+"""``resume`` on the recorded provider, and ``--rerun`` (docs/durable-runs.md, "Runs under control").
 
 Contract:
 

@@ -1,5 +1,4 @@
-"""``run`` and ``check``: run a workflow script, or check it without running it (README,
-"Command line").
+"""``run`` and ``check``: run a workflow script, or check it without running it (docs/cli.md).
 
 Contract:
 
@@ -65,7 +64,7 @@ def command_run(ns: argparse.Namespace) -> int:
     from .execute import run_plan
     from .plan import plan_run
 
-    if ns.estimate:  # README, "Cost in money": offline, so nothing is recorded
+    if ns.estimate:  # docs/embedding.md, "Cost in money": offline, so nothing is recorded
         from .estimate import estimate, print_estimate
 
         ns.no_store = True

@@ -1,4 +1,4 @@
-"""The durable-run commands of README, "Durable runs": ``runs``, ``show``, ``logs`` and ``resume``.
+"""The durable-run commands of docs/durable-runs.md: ``runs``, ``show``, ``logs`` and ``resume``.
 
 Contract:
 

@@ -1,6 +1,6 @@
 """Where the command line keeps its runs: the ``--store`` option and the store's default file.
 
-Contract (README, "Durable runs", command line):
+Contract (docs/durable-runs.md, command line):
 
 - Every command finds its store with :func:`store_path`: ``--store PATH``, else the file
   named by ``$DSH_WORKFLOW_STORE``, else ``.dsh-workflow/runs.sqlite3`` under the current

@@ -1,4 +1,4 @@
-"""``dsh-workflow ui``: serve the run viewer of a store on 127.0.0.1 (README, "Run viewer").
+"""``dsh-workflow ui``: serve the run viewer of a store on 127.0.0.1 (docs/viewer.md).
 
 Contract:
 

@@ -1,5 +1,5 @@
 """``dsh-workflow worker``: a process that runs children for :class:`TemporalProvider`
-(README, "Distributed dispatch on Temporal").
+(docs/temporal.md).
 
 Contract:
 

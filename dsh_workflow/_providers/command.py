@@ -130,14 +130,14 @@ class CommandProvider:
 
     @property
     def identity(self) -> str:
-        """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs"): the
+        """What answers this provider's calls, for durable runs' journal keys (docs/durable-runs.md): the
         command line and the folder it runs in."""
         return "command " + json.dumps([list(self.argv), None if self.cwd is None
                                         else os.fspath(self.cwd)])
 
     @property
     def description(self) -> str:
-        """What its children can do, in one line (README, "The model-facing tool")."""
+        """What its children can do, in one line (docs/embedding.md, "The model-facing tool")."""
         program = (os.path.basename(self.argv[0]) or self.argv[0])[-40:]
         where = "the host's working folder" if self.cwd is None else os.fspath(self.cwd)
         if len(where) > 60:

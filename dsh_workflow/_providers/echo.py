@@ -54,12 +54,12 @@ class EchoProvider:
 
     @property
     def identity(self) -> str:
-        """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs")."""
+        """What answers this provider's calls, for durable runs' journal keys (docs/durable-runs.md)."""
         return "echo"
 
     @property
     def description(self) -> str:
-        """What its children can do, in one line (README, "The model-facing tool")."""
+        """What its children can do, in one line (docs/embedding.md, "The model-facing tool")."""
         return ("offline stand-in, no model: each child answers with an echo of its prompt (a "
                 "schema call with a minimal valid instance); no tools, no files")
 

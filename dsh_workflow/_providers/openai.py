@@ -211,13 +211,13 @@ class OpenAIProvider:
 
     @property
     def identity(self) -> str:
-        """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs"): the
+        """What answers this provider's calls, for durable runs' journal keys (docs/durable-runs.md): the
         endpoint and the default model (a call's own model is part of its key too)."""
         return f"openai {self.base_url} {self.model}"
 
     @property
     def description(self) -> str:
-        """What its children can do, in one line (README, "The model-facing tool")."""
+        """What its children can do, in one line (docs/embedding.md, "The model-facing tool")."""
         return (f"model {self.model} (opts.model picks another), one chat completion per child: "
                 "no tools, no files, it sees only its prompt; an invalid structured answer is "
                 "re-asked once, quoting what was wrong")

@@ -51,7 +51,7 @@ class RoutingProvider:
 
     @property
     def identity(self) -> str:
-        """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs"): every
+        """What answers this provider's calls, for durable runs' journal keys (docs/durable-runs.md): every
         route's own identity, and the default route."""
         routes = {name: provider_identity(route) for name, route in sorted(self.routes.items())}
         return "routing " + json.dumps([routes, self.default], sort_keys=True)

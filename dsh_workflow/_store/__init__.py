@@ -1,4 +1,4 @@
-"""Durable runs: the run-store seam and its embedded SQLite implementation (README, "Durable runs").
+"""Durable runs: the run-store seam and its embedded SQLite implementation (docs/durable-runs.md).
 
 Layout: ``models`` (what crosses the boundary), ``protocol`` (:class:`RunStore`, the seam),
 ``sqlite`` (:class:`SQLiteRunStore`, the facade composing the rest), ``connection`` (opening the

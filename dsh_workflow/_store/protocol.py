@@ -104,7 +104,7 @@ class RunStore(Protocol):
 @runtime_checkable
 class RunControlStore(RunStore, Protocol):
     """A :class:`RunStore` that also keeps what each ``agent()`` call was asked and answered
-    and serves runs under control from other processes (README, "Runs under control");
+    and serves runs under control from other processes (docs/durable-runs.md, "Runs under control");
     ``SQLiteRunStore`` is one. An engine uses these methods when its store has them, and works
     without them otherwise (nothing of the kind is then recorded or polled).
     """

@@ -325,7 +325,7 @@ class SQLiteRunStore:
         return await self._readers.read(lambda conn: reads.journal(
             conn, self._path, run_id, kind=kind))
 
-    # ---- calls and run control (README, "Runs under control") -------------------------------
+    # ---- calls and run control (docs/durable-runs.md, "Runs under control") -----------------
 
     def post_calls(self, rows: Sequence[CallRow]) -> None:
         """Queue ``calls`` rows (what a call was asked and answered) and return at once; a row

@@ -1,4 +1,4 @@
-"""Background runs of the ``workflow`` tool (README, "The model-facing tool"): start now,
+"""Background runs of the ``workflow`` tool (docs/embedding.md, "The model-facing tool"): start now,
 deliver the result later.
 
 :class:`BackgroundRuns` keeps the runs a background :class:`~dsh_workflow.WorkflowTool` started:

@@ -1,4 +1,4 @@
-"""The failed children of the tool's runs, for the model (README, "Truthful outcomes").
+"""The failed children of the tool's runs, for the model (docs/scripts.md, "Truthful outcomes").
 
 :class:`FailureLog` listens to the engine's events and keeps the reasons (``AgentEnded.error``)
 of the runs the tool started; :func:`failures_line` is the one line a completed run's text

@@ -1,6 +1,6 @@
 """Every text the ``workflow`` tool shows a model, character-exact.
 
-The description is the authoring contract of README, "Writing a script" written for a model; it is sent with every
+The description is the authoring contract of docs/scripts.md written for a model; it is sent with every
 request, so it is kept tight. Result and error texts are built only here, so the wording a model
 learns to correct from never drifts between code paths.
 """
@@ -175,7 +175,7 @@ def input_schema() -> dict[str, Any]:
     return copy.deepcopy(_INPUT_SCHEMA)
 
 
-#: What the description adds for an engine that records runs (README, "Durable runs").
+#: What the description adds for an engine that records runs (docs/durable-runs.md).
 RESUME_NOTE = (
     "Resume: every result ends with `Run id: <id>`. If a run failed or returned a wrong result, "
     "fix the script and call again with the fixed script and resumeFrom: \"<id>\": completed "
@@ -283,7 +283,7 @@ def invalid_arguments_text(problems: list[str]) -> str:
     return "Error: invalid workflow tool arguments: " + "; ".join(problems)
 
 
-# ---- background runs (README, "The model-facing tool") ---------------------------------
+# ---- background runs (docs/embedding.md, "The model-facing tool") ----------------------
 
 BACKGROUND_NOTE = """
 

@@ -5,7 +5,7 @@ The tool validates the model's arguments, starts one run through
 a :class:`ToolResult` whose text a model can read and correct from. It uses nothing of an
 engine but the seam (``start``, ``WorkflowRun.result/cancel/dispose``), so any engine works.
 
-Durable runs (README, "Durable runs"): over an engine with a run store (``engine.store is not None``) the tool
+Durable runs (docs/durable-runs.md): over an engine with a run store (``engine.store is not None``) the tool
 also accepts ``resumeFrom`` (a run id), its description says how to fix a script and resume,
 and every text of a run that started ends with its id on its own last line, ``Run id: <id>``.
 Without a store the schema, the description and the texts are exactly those of release 1.
@@ -61,7 +61,7 @@ class ToolResult(BaseModel):
     The data of a run that started also holds ``agents_failed`` (children whose outcome was
     not ``completed``). When any child failed, it holds ``failures`` too: each failed child's
     ``{seq, label, phase, outcome, kind, message, details}`` (at most 100), and a completed
-    run's text ends with one more line, ``Agents failed: <n> of <started> — ...`` (README,
+    run's text ends with one more line, ``Agents failed: <n> of <started> — ...`` (docs/scripts.md,
     "Truthful outcomes"); otherwise the text is unchanged.
     """
 
@@ -201,9 +201,10 @@ class WorkflowTool:
     ``tool_name`` must match ``[A-Za-z0-9_-]{1,64}`` (the OpenAI and Anthropic rule);
     ``max_result_chars`` (an int >= 1) bounds the rendered return value in the result text.
 
-    ``background=True`` (README, "The model-facing tool"): ``execute`` starts the run and returns at once with its run
-    id; the completion — the :class:`ToolResult` a foreground call would have returned — comes
-    through ``completions()`` and ``on_complete`` (a plain or async callable), exactly once.
+    ``background=True`` (docs/embedding.md, "The model-facing tool"): ``execute`` starts the run
+    and returns at once with its run id; the completion — the :class:`ToolResult` a foreground
+    call would have returned — comes through ``completions()`` and ``on_complete`` (a plain or
+    async callable), exactly once.
     ``status(run_id)`` and ``cancel(run_id)`` serve the companion tools ``<name>_status`` and
     ``<name>_cancel`` (see :meth:`openai_tools`, :meth:`anthropic_tools`, :meth:`call`). At
     most ``max_background_runs`` run at once; one more is refused with a clear text. Enter the

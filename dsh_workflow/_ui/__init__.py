@@ -1,4 +1,4 @@
-"""The run viewer (README, "Run viewer"): a local web page of a run store, served by ``dsh-workflow ui``.
+"""The run viewer (docs/viewer.md): a local web page of a run store, served by ``dsh-workflow ui``.
 
 Layout: ``summary`` (what a page shows of a stored run, syntax highlighting, folding of big
 blocks), ``counts`` (the counts so far of unfinished runs, kept between list refreshes),

@@ -1,4 +1,4 @@
-"""The viewer's Cancel button: ``POST /api/runs/{id}/cancel`` (README, "Runs under control").
+"""The viewer's Cancel button: ``POST /api/runs/{id}/cancel`` (docs/durable-runs.md, "Runs under control").
 
 It asks the process that runs the run to cancel it, as ``dsh-workflow cancel`` does (the
 store's ``cancel_requested`` mark, which that process polls for): ``202`` with

@@ -1,7 +1,7 @@
 """The engine conformance kit: reusable tests and test doubles for ``WorkflowEngine``s.
 
 * :class:`EngineConformance` — the conformance suite of the seam, the subagent seam and the
-  script's view (README, "Embedding the engine" and "Writing a script") as a class to subclass in a
+  script's view (docs/embedding.md and docs/scripts.md) as a class to subclass in a
   pytest module; override ``make_engine(self, config, provider)`` to return an async context
   manager yielding the engine under test (see the class docstring). Every built-in engine runs
   it. Importing it needs pytest (and anyio's pytest plugin, which anyio installs).
@@ -9,7 +9,7 @@
   :class:`FunctionProvider` (answers with a handler), :class:`GatedProvider` (children wait
   until the test releases them), :class:`FailingProvider` (raises), :class:`HangingProvider`
   (never returns, counts cancellations).
-* :func:`check_run_events` — the event contract of README, "Embedding the engine" for one run (raises
+* :func:`check_run_events` — the event contract of docs/embedding.md for one run (raises
   :class:`EventContractError`, an ``AssertionError``); :func:`events_from_records` rebuilds
   events from the JSON lines ``dsh-workflow run --events`` writes. No pytest needed.
 

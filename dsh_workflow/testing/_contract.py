@@ -1,4 +1,4 @@
-"""The event contract of README, "Embedding the engine", checked for one run: the one checker every suite uses.
+"""The event contract of docs/embedding.md, checked for one run: the one checker every suite uses.
 
 It needs no pytest: a violation raises :class:`EventContractError` (an ``AssertionError``, so a
 test framework reports it as a failed assertion) whose text names the rule and shows the run's

@@ -196,7 +196,7 @@ class GatedProvider:
 
 
 class FailingProvider:
-    """A provider that raises on every call: the infrastructure fault of README, "Providers".
+    """A provider that raises on every call: the infrastructure fault of docs/providers.md.
 
     ``error`` is an exception instance, an exception class, or a zero-argument factory; a new
     exception is raised on each call when a class or factory is given. The default raises

@@ -29,7 +29,7 @@ class EngineConformance(
     CompatSuite,
     ConformanceBase,
 ):
-    """The engine conformance suite (README, "Embedding the engine" and "Writing a script"):
+    """The engine conformance suite (docs/embedding.md and docs/scripts.md):
     subclass it in a test module.
 
     Override exactly one method, :meth:`make_engine`, which receives the

@@ -1,4 +1,4 @@
-"""Values entering (``args``) and leaving (the return value) the script (README, "Writing a script")."""
+"""Values entering (``args``) and leaving (the return value) the script (docs/scripts.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``parallel()`` and ``pipeline()`` (README, "Writing a script")."""
+"""``parallel()`` and ``pipeline()`` (docs/scripts.md)."""
 
 from __future__ import annotations
 

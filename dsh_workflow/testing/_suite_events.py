@@ -1,4 +1,4 @@
-"""Run events (README, "Embedding the engine" ``engine.events``)."""
+"""Run events (docs/embedding.md ``engine.events``)."""
 
 from __future__ import annotations
 

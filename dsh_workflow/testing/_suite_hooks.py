@@ -1,4 +1,4 @@
-"""``agent()``/``subagent()`` and the narration hooks (README, "Providers" and "Writing a script")."""
+"""``agent()``/``subagent()`` and the narration hooks (docs/providers.md and docs/scripts.md)."""
 
 from __future__ import annotations
 
@@ -315,7 +315,7 @@ class AgentSuite(ConformanceBase):
 
     @pytest.mark.anyio
     async def test_agent_failures_carry_their_reasons(self) -> None:
-        """README, "Truthful outcomes": every child that did not complete says why
+        """docs/scripts.md, "Truthful outcomes": every child that did not complete says why
         (``AgentEnded.error``), the result counts them, and ``failure: "throw"`` rejects with a
         catchable, non-fatal ``AgentFailure`` error."""
         def handler(request: SubagentRequest) -> SubagentResult | str:

@@ -1,4 +1,4 @@
-"""Cancellation, results and disposal (README, "Embedding the engine" ``WorkflowRun``, engine block)."""
+"""Cancellation, results and disposal (docs/embedding.md ``WorkflowRun``, engine block)."""
 
 from __future__ import annotations
 

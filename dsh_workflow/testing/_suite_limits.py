@@ -1,4 +1,4 @@
-"""Caps and resource limits (README, "Embedding the engine" ``EngineConfig``)."""
+"""Caps and resource limits (docs/embedding.md ``EngineConfig``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sandbox: what a script cannot reach or forge (README, "Writing a script")."""
+"""The sandbox: what a script cannot reach or forge (docs/scripts.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Start-time validation (README, "Embedding the engine" ``engine.start``)."""
+"""Start-time validation (docs/embedding.md ``engine.start``)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ _SUPPORTED_TEXT = ", ".join(SUPPORTED_OPTIONS)
 EFFORTS: tuple[str, ...] = get_args(Effort)
 ISOLATIONS: tuple[str, ...] = get_args(Isolation)
 #: What a failed child does in the script: resolve ``null`` (the default) or reject with a
-#: non-fatal ``AgentFailure`` error (README, "Truthful outcomes").
+#: non-fatal ``AgentFailure`` error (docs/scripts.md, "Truthful outcomes").
 FAILURE_MODES: tuple[str, ...] = ("null", "throw")
 _CHOICES: dict[str, tuple[str, ...]] = {"effort": EFFORTS, "isolation": ISOLATIONS,
                                         "failure": FAILURE_MODES}

@@ -1,6 +1,6 @@
 """One run's durable record: its row in the run store, its journal, and replay from an earlier run.
 
-A :class:`RunJournal` exists only for runs of an engine given a store (README, "Durable runs"). The host calls
+A :class:`RunJournal` exists only for runs of an engine given a store (docs/durable-runs.md). The host calls
 it at four points: :meth:`begin` before the script starts (the run is recorded; a resumed run's
 earlier journal is loaded), :meth:`replay` when an ``agent()`` call arrives, :meth:`commit`
 before a child's value reaches the script, and :meth:`finish` once the result is settled.

@@ -230,8 +230,8 @@ class ChildScheduler:
             if self._calls.closed:
                 return self._calls.cancelled_reply(call), "cancelled"
             if isinstance(exc, ProviderUnavailable):
-                # Every later child would hit it too: the run ends at once (README, "Truthful
-                # outcomes"); the text says all there is, so no traceback is logged.
+                # Every later child would hit it too: the run ends at once (docs/scripts.md,
+                # "Truthful outcomes"); the text says all there is, so no traceback is logged.
                 logger.info("dsh-workflow: provider unavailable for %s#%d: %s", self._id,
                                call.seq, _render(exc))
                 call.failure = AgentFailure.of("provider", _render(exc))

@@ -1,4 +1,4 @@
-"""Distributed dispatch on Temporal (README, "Distributed dispatch on Temporal"; extra ``dsh-workflow[temporal]``).
+"""Distributed dispatch on Temporal (docs/temporal.md; extra ``dsh-workflow[temporal]``).
 
 :class:`TemporalProvider` runs every ``agent()`` call as a Temporal activity on a task queue;
 ``dsh-workflow worker`` processes (or :class:`ChildActivity` in a worker of your own) run those

@@ -1,6 +1,6 @@
 """``TemporalProvider``: each ``agent()`` call runs as a Temporal activity on a task queue.
 
-Contract (README, "Distributed dispatch on Temporal"):
+Contract (docs/temporal.md):
 
 - ``TemporalProvider(client, task_queue, ...)`` takes a connected ``temporalio.client.Client``
   and a non-empty task queue name; anything else is a ``TypeError`` or ``ValueError`` at
@@ -109,7 +109,7 @@ class TemporalProvider:
 
     @property
     def identity(self) -> str:
-        """What answers this provider's calls, for durable runs' journal keys (README, "Durable runs")."""
+        """What answers this provider's calls, for durable runs' journal keys (docs/durable-runs.md)."""
         return f"temporal:{self.client.namespace}/{self.task_queue}"
 
     def __repr__(self) -> str:
