@@ -1,4 +1,4 @@
-"""A broken row is an error, not a crash (README, "Durable runs"): the command line in real processes,
+"""A broken row is an error, not a crash (docs/durable-runs.md): the command line in real processes,
 and the viewer's pages, over a real store file with corrupt rows written by ``sqlite3``.
 
 ``runs`` lists the rest and marks each broken run with what is wrong; ``show``, ``logs`` and

@@ -1,4 +1,4 @@
-"""A run ended by ``BUDGET_EXCEEDED`` tells how to resume it with a raised budget (README,
+"""A run ended by ``BUDGET_EXCEEDED`` tells how to resume it with a raised budget (docs/embedding.md,
 "Cost in money"), and the command it prints, run as a real process, replays every call the
 first run paid for and runs only the rest."""
 

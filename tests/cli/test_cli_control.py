@@ -1,4 +1,4 @@
-"""Runs under control from the command line (README, "Runs under control"), as real processes on
+"""Runs under control from the command line (docs/durable-runs.md, "Runs under control"), as real processes on
 a real store file: ``show --agent``, ``cancel`` from another process, ``resume --rerun``,
 ``resume`` on the recorded provider, and ``replay-check``."""
 

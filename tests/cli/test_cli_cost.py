@@ -1,4 +1,4 @@
-"""Cost in money on the command line (README, "Cost in money"), as real processes on a real
+"""Cost in money on the command line (docs/embedding.md, "Cost in money"), as real processes on a real
 store file: the final line, ``runs``, ``show`` (text and JSON), with children that report their
 own cost (a command agent's usage line) or are priced from their model."""
 

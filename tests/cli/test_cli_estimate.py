@@ -1,4 +1,4 @@
-"""``run --estimate`` and ``run --confirm-above N`` (README, "Cost in money") in real CLI
+"""``run --estimate`` and ``run --confirm-above N`` (docs/embedding.md, "Cost in money") in real CLI
 processes: the offline projection calls no provider and records nothing; the confirmation asks
 on a real terminal (a pty) and refuses without one unless ``--yes``."""
 

@@ -1,4 +1,4 @@
-"""Saved workflows on the command line (README, "Saved workflows and `workflow()`"): list,
+"""Saved workflows on the command line (docs/embedding.md, "Saved workflows and `workflow()`"): list,
 run NAME, save, workflow() from run."""
 
 from __future__ import annotations

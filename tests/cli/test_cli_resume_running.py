@@ -1,4 +1,4 @@
-"""Resuming a run that is still running is refused (README, "Durable runs"): its process would go on
+"""Resuming a run that is still running is refused (docs/durable-runs.md): its process would go on
 running its unfinished calls while the resume ran them a second time. A real second process
 holds the running run; ``resume`` exits 2 and the library refuses with ``INVALID_ARGUMENT``; once
 that process is gone (``kill -9``), the run reads ``interrupted`` and resumes."""

@@ -1,4 +1,4 @@
-"""Durable runs on the command line (README, "Durable runs"), as real processes on a real store file: ``run``
+"""Durable runs on the command line (docs/durable-runs.md), as real processes on a real store file: ``run``
 recording by default, ``runs``, ``show``, ``logs [--follow]``, ``resume``, and Ctrl-C telling how
 to resume."""
 

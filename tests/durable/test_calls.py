@@ -1,4 +1,4 @@
-"""What each agent() call was asked and answered (README, "Runs under control"): the store's
+"""What each agent() call was asked and answered (docs/durable-runs.md, "Runs under control"): the store's
 ``calls`` rows written by both engines, the provider options a run records, rerun by seq, and
 cancel requests from another store handle, against real SQLite files on both backends.
 """

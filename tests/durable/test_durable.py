@@ -1,4 +1,4 @@
-"""Durable runs (README, "Durable runs"): records, the journal, content-addressed replay, determinism.
+"""Durable runs (docs/durable-runs.md): records, the journal, content-addressed replay, determinism.
 
 Every test runs on both engines and both async backends, against a real SQLite file.
 """

@@ -1,4 +1,4 @@
-"""Crash safety of durable runs, with real processes on real engines (README, "Durable runs").
+"""Crash safety of durable runs, with real processes on real engines (docs/durable-runs.md).
 
 A child process (``_durable_child.py``) runs a long workflow on an engine with a
 ``SQLiteRunStore`` and prints every value its script received; the test kills it with SIGKILL

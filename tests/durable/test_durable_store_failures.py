@@ -1,4 +1,4 @@
-"""A run store that fails in the middle of a run ends the run with a clear error (README, "Durable runs").
+"""A run store that fails in the middle of a run ends the run with a clear error (docs/durable-runs.md).
 
 The store file is sabotaged from inside the provider at the run's fifth ``agent()`` call, so the
 failure lands between two journal commits of a live run: the file made read-only (immutable),

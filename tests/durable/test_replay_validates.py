@@ -1,4 +1,4 @@
-"""Replay validates (README, "Durable runs"): an answer replayed from the journal passes the checks a
+"""Replay validates (docs/durable-runs.md): an answer replayed from the journal passes the checks a
 live answer passes — the call's schema and ``max_value_depth`` — and one that does not (the
 journal was altered, or written under other rules) runs live instead of reaching the script.
 Both engines, both backends, a real SQLite file altered with ``sqlite3``."""

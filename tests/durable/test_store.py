@@ -1,4 +1,4 @@
-"""The run store (README, "Durable runs") on a real SQLite file, with real child processes."""
+"""The run store (docs/durable-runs.md) on a real SQLite file, with real child processes."""
 
 from __future__ import annotations
 

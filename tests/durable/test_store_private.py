@@ -1,4 +1,4 @@
-"""The run store's files are owner-only (README, "Durable runs"; SECURITY.md): the database, its
+"""The run store's files are owner-only (docs/durable-runs.md; SECURITY.md): the database, its
 WAL/SHM files, its owners' folder and lock files, whatever the umask and whether or not the
 store's folder already existed. Real processes with a real ``umask 022``, real files, ``stat``."""
 

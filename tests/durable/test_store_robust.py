@@ -1,4 +1,4 @@
-"""The run store survives what it is handed and what it finds (README, "Durable runs"): token counts
+"""The run store survives what it is handed and what it finds (docs/durable-runs.md): token counts
 past SQLite's integer range, and rows that are corrupt or written by something else. Real SQLite
 files; corrupt rows are written with ``sqlite3`` straight into the file."""
 

@@ -1,4 +1,4 @@
-"""Budgets and usage (README, "Budgets and usage"), on both engines and both backends.
+"""Budgets and usage (docs/embedding.md, "Budgets and usage"), on both engines and both backends.
 
 The hard ceiling: once the tokens a run's children reported reach its budget, no child starts
 again — later calls and calls still queued behind the concurrency cap throw fatal

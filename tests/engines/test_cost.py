@@ -1,4 +1,4 @@
-"""Cost in money (README, "Cost in money"): a run sums its children's costs, stores them,
+"""Cost in money (docs/embedding.md, "Cost in money"): a run sums its children's costs, stores them,
 journals them, and a resumed run's replayed calls keep their cost in the journal but add
 nothing to the new run's spend.
 

@@ -6,7 +6,7 @@ options or a schema (valid, violated, or with an unsupported option), ``parallel
 Error, a string, a forged fatal look-alike), ``await null``, ``try``/``catch``, loops with
 small bounds, and a return of JSON or of something JSON.stringify converts (a function, NaN,
 a Map, ``undefined``) or refuses (a cycle, a bigint). It renders the program as JavaScript and also evaluates it
-in Python (:class:`Model`), the semantics of README, "Writing a script" in a few lines. Every ``agent()`` call site
+in Python (:class:`Model`), the semantics of docs/scripts.md in a few lines. Every ``agent()`` call site
 draws its provider behaviour — succeed, succeed after a delay, fail (a non-completed
 ``stop_reason``), raise, or hang — and each run draws an ``agent_timeout_s`` and a moment to
 cancel it at (or none).
@@ -283,7 +283,7 @@ class Racy(Exception):
 
 @dataclass
 class Model:
-    """Evaluates a :class:`Program` as README, "Writing a script" says the engine must."""
+    """Evaluates a :class:`Program` as docs/scripts.md says the engine must."""
 
     agent_timeout: bool
     logs: int = 0
@@ -393,7 +393,7 @@ class Model:
             return "completed", out
         if program.returns == "undefined":
             return "completed", None
-        # JSON as JSON.stringify makes it (README, "The return value"); BigInt and cycles fail
+        # JSON as JSON.stringify makes it (docs/scripts.md, "The return value"); BigInt and cycles fail
         if program.returns == "function":
             return "completed", [out, None]
         if program.returns == "nan":

@@ -1,4 +1,5 @@
-"""``workflow(name | {scriptPath}, args?)``: saved workflows run inline (README, "Saved workflows and `workflow()`").
+"""``workflow(name | {scriptPath}, args?)``: saved workflows run inline (docs/embedding.md, "Saved
+workflows and `workflow()`").
 
 On both engines and both backends: the nested workflow shares the parent's concurrency cap,
 total-agent counter, budget, cancellation, journal and events; nesting is one level; unknown

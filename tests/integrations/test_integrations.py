@@ -1,6 +1,6 @@
 """The framework adapters, each driven inside its framework by the framework's own offline
 test model: pydantic-ai's ``FunctionModel``/``TestModel``, the OpenAI Agents SDK's
-``ScriptedModel``, langchain-core's ``GenericFakeChatModel`` (README, "MCP server")."""
+``ScriptedModel``, langchain-core's ``GenericFakeChatModel`` (docs/mcp.md)."""
 
 from __future__ import annotations
 

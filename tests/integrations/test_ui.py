@@ -1,4 +1,4 @@
-"""The run viewer (README, "Run viewer"): `dsh-workflow ui` as a real process, pages loaded in a real
+"""The run viewer (docs/viewer.md): `dsh-workflow ui` as a real process, pages loaded in a real
 headless Chromium (Debian's `chromium`, driven by Playwright without a browser download).
 
 Screenshots of every page a test loads are saved under the test's tmp folder.
@@ -511,7 +511,7 @@ def test_run_prints_the_viewer_address_of_its_run(viewer: Viewer, tmp_path: path
     help_text = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", "--help"],
                                capture_output=True, text=True, check=True).stdout
     if "--store" not in help_text:
-        pytest.skip("`run` records no store on this branch yet (README, 'Durable runs', command line)")
+        pytest.skip("`run` records no store on this branch yet (docs/durable-runs.md, command line)")
     script = tmp_path / "hello.js"
     script.write_text('export const meta = {name: "hello", description: "d"};\n'
                       'return await agent("hi");\n')
@@ -1079,7 +1079,7 @@ def test_the_run_row_shows_the_cost_and_marks_a_lower_bound() -> None:
     assert run_row(free).cost == "—"
 
 
-# -- cost in money (README, "Cost in money") ----------------------------------------------------
+# -- cost in money (docs/embedding.md, "Cost in money") ----------------------------------------------------
 
 
 @needs_chromium

@@ -1,4 +1,4 @@
-"""The viewer's run page under control (README, "Runs under control"): the server-rendered first
+"""The viewer's run page under control (docs/durable-runs.md, "Runs under control"): the server-rendered first
 paint, phases without agents left out, columns aligned across phases, failure reasons in the
 tree and the timeline, each agent's detail (bounded, with "load more"), the model each agent ran
 on, and the Cancel button — `dsh-workflow ui` as a real process, pages in headless Chromium.

@@ -295,7 +295,7 @@ def test_parse_structured_reply() -> None:
     assert value == {"m": 1} and problems and "'n' is a required property" in problems[0]
 
 
-# -- Claude Code options: effort, agent definitions (README, "Writing a script") ----------------------------------
+# -- Claude Code options: effort, agent definitions (docs/scripts.md) ----------------------------------
 
 SHOW_OPTIONS = """
 import json, os, sys

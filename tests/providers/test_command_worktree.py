@@ -1,4 +1,4 @@
-"""CommandProvider with ``isolation="worktree"``: real git repositories, real commands (README, "Writing a script")."""
+"""CommandProvider with ``isolation="worktree"``: real git repositories, real commands (docs/scripts.md)."""
 
 from __future__ import annotations
 

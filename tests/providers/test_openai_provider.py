@@ -577,7 +577,7 @@ def test_invalid_settings(options: dict[str, Any], message: str) -> None:
         OpenAIProvider(model="m", **options)
 
 
-# -- Claude Code options: effort, agent definitions, isolation (README, "Writing a script") -----------------------
+# -- Claude Code options: effort, agent definitions, isolation (docs/scripts.md) -----------------------
 
 REVIEWER = AgentDefinition(name="reviewer", description="reviews", system_prompt="You review code.")
 

@@ -1,4 +1,4 @@
-"""Each provider describes its children in one line for the tool's description (README, "The
+"""Each provider describes its children in one line for the tool's description (docs/embedding.md, "The
 model-facing tool"): the model, tools or none, files or none, and what happens to an invalid
 structured answer."""
 

@@ -1,4 +1,4 @@
-"""Claude Code's per-call options (README, "Writing a script") through the echo and routing providers."""
+"""Claude Code's per-call options (docs/scripts.md) through the echo and routing providers."""
 
 from __future__ import annotations
 

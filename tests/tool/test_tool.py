@@ -476,8 +476,8 @@ def test_system_prompt_section_names_the_configured_tool() -> None:
     assert "one or two delegations" in section and "subagent" in section
 
 
-#: The description's length before it answered the questions of README, "The model-facing
-#: tool" (SPEC §21: error codes, fatal, providers, phase, repair, limits, saved workflows, labels,
+#: The description's length before it answered the questions of docs/embedding.md, "The
+#: model-facing tool" (SPEC §21: error codes, fatal, providers, phase, repair, limits, saved workflows, labels,
 #: failure: "throw", {concurrency}), and the bound it keeps now: it is sent with every request.
 DESCRIPTION_CHARS_BEFORE = 3982
 DESCRIPTION_CHARS_MAX = 5450

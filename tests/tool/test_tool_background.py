@@ -1,4 +1,4 @@
-"""Background runs of the workflow tool (README, "The model-facing tool"), on both engines and
+"""Background runs of the workflow tool (docs/embedding.md, "The model-facing tool"), on both engines and
 both backends."""
 
 from __future__ import annotations

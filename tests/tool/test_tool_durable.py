@@ -1,4 +1,4 @@
-"""The ``workflow`` tool over engines with a run store (README, "Durable runs"): ``resumeFrom``, the ``Run id:``
+"""The ``workflow`` tool over engines with a run store (docs/durable-runs.md): ``resumeFrom``, the ``Run id:``
 line, the schema and description with and without a store — on both engines, both backends,
 with a real SQLite store file and the echo provider."""
 

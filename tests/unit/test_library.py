@@ -1,4 +1,5 @@
-"""WorkflowLibrary: saved workflows found by meta.name on a search path (README, "Saved workflows and `workflow()`")."""
+"""WorkflowLibrary: saved workflows found by meta.name on a search path (docs/embedding.md, "Saved
+workflows and `workflow()`")."""
 
 from __future__ import annotations
 

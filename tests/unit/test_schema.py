@@ -1,4 +1,4 @@
-"""The schema gate (``dsh_workflow._schema``): README, "Writing a script" rules on top of jsonschema 2020-12."""
+"""The schema gate (``dsh_workflow._schema``): docs/scripts.md rules on top of jsonschema 2020-12."""
 
 from __future__ import annotations
 
