@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
 from ..._store import CallRow, JournalEntry
+from ..._store.encoding import text as stored_text
 from ..._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 
 __all__ = ["OPEN_WRITE_S", "CallLog", "RecordingProvider", "default_model", "encode_json"]
@@ -50,13 +51,7 @@ def encode_json(value: Any) -> str | bytes:
 
 
 def _stored_text(value: str | None) -> str | bytes | None:
-    if value is None or value.isascii():
-        return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "surrogatepass")
-    return value
+    return None if value is None else stored_text(value)
 
 
 def default_model(provider: object, route: str | None) -> str | None:
