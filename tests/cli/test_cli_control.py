@@ -301,6 +301,30 @@ def test_replay_check_replays_fully_or_names_the_first_divergence(tmp_path: Path
     assert cli("replay-check", "nope", "--store", store, cwd=tmp_path).returncode == 2
 
 
+def test_replay_check_and_resume_replay_parallel_schema_calls(tmp_path: Path) -> None:
+    """The README's example: parallel calls with a schema. Each command is a new process, so
+    the schema's verdict is not cached there; both commands must finish (they once hung)."""
+    store = tmp_path / "runs.sqlite3"
+    script = write(tmp_path, "review.js", HEADER + """
+phase('Review');
+const reviews = await parallel(args.files.map(file => () =>
+  agent(`Review ${file} for bugs.`, {label: `review ${file}`, schema: {
+    type: 'object', properties: {findings: {type: 'array', items: {type: 'string'}}},
+    required: ['findings']}})));
+return reviews.map(r => r.findings.length);
+""")
+    done = cli("run", script, "--store", store, "--args", '{"files": ["a.py", "b.py"]}',
+               cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run_id = run_id_of(done.stderr)
+    check = cli("replay-check", run_id[:8], "--store", store, cwd=tmp_path, timeout=30)
+    assert (check.returncode, check.stdout.strip()) == (0, "replays fully (2 calls)"), check.stderr
+    again = cli("resume", run_id[:8], "--store", store, cwd=tmp_path, timeout=30)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == json.loads(done.stdout)
+    assert "2 replayed" in again.stderr, again.stderr
+
+
 def test_resume_and_replay_check_keep_the_recorded_model_aliases(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
     script = write(tmp_path, "aliased.js", HEADER + """

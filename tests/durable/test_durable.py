@@ -194,6 +194,31 @@ async def test_unchanged_script_replays_everything(make_engine: Any, tmp_path: P
 
 
 @pytest.mark.anyio
+async def test_schema_calls_replay_when_the_schema_is_new_to_the_process(
+        make_engine: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume in a fresh process has no cached schema verdict: each call's schema goes
+    through the gate's check, then its journaled answer through its own. Both must finish the
+    call (this hung: the second check was dropped), in parallel and in a sequence."""
+    from dsh_workflow import _schema
+
+    model = Model()
+    session = Session(make_engine, tmp_path / "runs.sqlite3", model)
+    script = """
+const both = await parallel(['a', 'b'].map(p => () => agent(p, {schema: SCHEMA})));
+const last = await agent('c', {schema: SCHEMA});
+return [...both, last];""".replace("SCHEMA", json.dumps(SCHEMA))
+    first, one = await session.run(script)
+    assert one.stop_reason == "completed", one.error
+    model.prompts.clear()
+    monkeypatch.setattr(_schema, "_verdicts", type(_schema._verdicts)())
+    second, two = await session.run(script, resume_from=first)
+    assert two.stop_reason == "completed", two.error
+    assert two.value == one.value and two.agents_replayed == 3
+    assert model.prompts == [], "replayed calls must not reach the provider"
+    assert [e.seq for e in session.replayed(second)] == [1, 2, 3]
+
+
+@pytest.mark.anyio
 async def test_an_edited_prompt_reruns_itself_and_what_depends_on_it(make_engine: Any,
                                                                      tmp_path: Path) -> None:
     model = Model()

@@ -178,7 +178,9 @@ class HookServer:
         self.gating = None
         if not self._calls.closed:
             message = messages[index]
-            self._on_agent(message[1], message[2], message[3], verdict=(call_id, verdict))
+            if not self._on_agent(message[1], message[2], message[3], verdict=(call_id, verdict)):
+                # Accepted, and its journaled answer now awaits its own check (gating holds it).
+                return await self.gate(messages, index)
         return index + 1
 
     def _narrate(self, kind: str, text: str) -> None:
