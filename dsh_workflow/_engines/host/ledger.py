@@ -9,7 +9,7 @@ answers awaiting their commit and the one place a call ends.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -82,7 +82,8 @@ class CallLedger:
         #: Cancel scopes of the tasks that answer calls (workers, the journal writer); all
         #: cancelled by close().
         self.scopes: set[anyio.CancelScope] = set()
-        self._held: deque[ChildCall] = deque()  # answers awaiting the journal's commit
+        # Answers awaiting the journal's commit (a list: every run has a ledger, few a store).
+        self._held: list[ChildCall] = []
         self._wake = anyio.Event() if journaled else None
 
     def open(self, call: ChildCall) -> None:
@@ -104,8 +105,7 @@ class CallLedger:
         assert self._wake is not None
         await self._wake.wait()
         self._wake = anyio.Event()
-        batch = list(self._held)
-        self._held.clear()
+        batch, self._held = self._held, []
         return batch
 
     # ---- ending calls -----------------------------------------------------------------------
@@ -181,7 +181,9 @@ class CallLedger:
         queued calls itself)."""
         self.closed = True
         while self._held:
-            self.end(self._held.popleft())
+            held, self._held = self._held, []
+            for call in held:
+                self.end(call)
         for scope in list(self.scopes):
             scope.cancel()
 
