@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import platform
 import resource
 import signal
 import struct
@@ -178,7 +177,9 @@ def _filter_x86_64(own_pid: int) -> list[tuple[int, int, int, int]]:
 def confine_syscalls() -> bool:
     """Install the seccomp filter on every thread of this process (x86-64 Linux only; it needs
     no privilege once no-new-privs is set). Returns False where it is not available."""
-    if not _LINUX or platform.machine() not in ("x86_64", "AMD64"):
+    # os.uname(), not platform.machine(): the same answer on Linux, without importing platform
+    # (about 130 KB of every sandbox process's memory).
+    if not _LINUX or os.uname().machine != "x86_64":
         return False
     libc = _libc()
     if libc is None or not hasattr(libc, "syscall"):
