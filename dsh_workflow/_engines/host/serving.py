@@ -160,7 +160,9 @@ class HookServer:
         For a call answered from the journal (:class:`_ReplayCheck`), the check is the one a
         live answer gets (``structured_problems``): passed, the call is replayed; failed, it
         runs live, so an answer journaled under another schema, or altered, never reaches the
-        script."""
+        script. A call can need both checks in turn (its schema new to this process, then its
+        journaled answer): both run here before the index moves past it, or the call would
+        never be answered."""
         assert self.gating is not None
         if isinstance(self.gating, _ReplayCheck):
             call, earlier = self.gating.call, self.gating.entry
