@@ -462,7 +462,9 @@ def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
         wait_for(err, "[agent 1 completed]")
         time.sleep(0.3)
         process.send_signal(signal.SIGINT)
-        wait_for(err, "[done] cancelled")
+        # The resume hint follows the printed result: from here on only the spinning slice
+        # keeps the process (the end line comes earlier, before the run's end is committed).
+        wait_for(err, "Resume it with:")
         second = time.monotonic()
         process.send_signal(signal.SIGINT)
         stdout, _ = process.communicate(timeout=20)
