@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic_core import PydanticSerializationError, to_json
 
-__all__ = ["MAX_INTEGER", "bound", "count", "dumps", "loads", "text", "untext"]
+__all__ = ["MAX_INTEGER", "bound", "count", "dumps", "loads", "text", "text_or_none", "untext"]
 
 MAX_INTEGER = 2**63 - 1  # SQLite's INTEGER is 64-bit signed
 
@@ -37,6 +37,11 @@ def text(value: str) -> str | bytes:
     except UnicodeEncodeError:
         return value.encode("utf-8", "surrogatepass")
     return value
+
+
+def text_or_none(value: str | None) -> str | bytes | None:
+    """:func:`text` of ``value``; None stays None (a column that may be empty)."""
+    return None if value is None else text(value)
 
 
 def untext(value: str | bytes) -> str:

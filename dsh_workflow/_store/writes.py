@@ -22,6 +22,7 @@ from .calls import CallRow
 from .encoding import count as _count
 from .encoding import dumps as _dumps
 from .encoding import text as _text
+from .encoding import text_or_none as _text_or_none
 from .encoding import untext as _untext
 from .models import JournalEntry, RunRecord, RunStoreError
 from .rows import RUN_COLUMNS, record
@@ -117,7 +118,7 @@ class EventRows:
 
 def journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[Any, ...]]:
     """``journal`` rows of ``entries`` (the columns :func:`insert_journal` writes)."""
-    return [(e.run_id, e.kind, e.seq, e.key, None if e.text is None else _text(e.text),
+    return [(e.run_id, e.kind, e.seq, e.key, _text_or_none(e.text),
              None if e.structured is None else _dumps(e.structured), e.number,
              None if e.usage is None else _count(e.usage.input_tokens),
              None if e.usage is None else _count(e.usage.output_tokens),

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
 from ..._store import CallRow, JournalEntry
-from ..._store.encoding import text as stored_text
+from ..._store.encoding import text_or_none
 from ..._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 
 __all__ = ["OPEN_WRITE_S", "CallLog", "RecordingProvider", "default_model", "encode_json"]
@@ -48,10 +48,6 @@ def encode_json(value: Any) -> str | bytes:
         except UnicodeEncodeError:
             return text.encode("utf-8", "surrogatepass")
         return text
-
-
-def _stored_text(value: str | None) -> str | bytes | None:
-    return None if value is None else stored_text(value)
 
 
 def default_model(provider: object, route: str | None) -> str | None:
@@ -147,7 +143,7 @@ class CallLog:
             return
         self._post([self._row(
             request.seq, call, ended_at=now, outcome="completed",
-            text=_stored_text(replay.text),
+            text=text_or_none(replay.text),
             structured=None if replay.structured is None else encode_json(replay.structured),
             usage=None if replay.usage is None else encode_json(replay.usage),
             replayed=1)])
@@ -194,7 +190,7 @@ class CallLog:
         failure = _failure(error) if has_error else self._made_failure(call, outcome)
         text = structured = None
         if result is not None:
-            text = _stored_text(result.text)
+            text = text_or_none(result.text)
             if result.structured is not None:
                 try:
                     structured = encode_json(result.structured)
