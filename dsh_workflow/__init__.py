@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the same names, seen statically
     from ._agents import AgentRegistry as AgentRegistry
     from ._config import EngineConfig as EngineConfig
+    from ._config import RetryPolicy as RetryPolicy
     from ._engines.quickjs import QuickJSEngine as QuickJSEngine
     from ._engines.subprocess.engine import SubprocessEngine as SubprocessEngine
     from ._engines.subprocess.sandbox import SandboxPolicy as SandboxPolicy
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # the same names, seen statically
     from ._events import AgentEnded as AgentEnded
     from ._events import AgentOutcome as AgentOutcome
     from ._events import AgentReplayed as AgentReplayed
+    from ._events import AgentRetried as AgentRetried
     from ._events import AgentStarted as AgentStarted
     from ._events import EventHub as EventHub
     from ._events import LogEmitted as LogEmitted
@@ -59,6 +61,8 @@ if TYPE_CHECKING:  # the same names, seen statically
     from ._store import SQLiteRunStore as SQLiteRunStore
     from ._store import StoredEvent as StoredEvent
     from ._subagent import AgentDefinition as AgentDefinition
+    from ._subagent import ErrorKind as ErrorKind
+    from ._subagent import ProviderInfo as ProviderInfo
     from ._subagent import SubagentProvider as SubagentProvider
     from ._subagent import SubagentRequest as SubagentRequest
     from ._subagent import SubagentResult as SubagentResult
@@ -75,6 +79,7 @@ _HOME: dict[str, str] = {
     "AgentOutcome": "._events",
     "AgentRegistry": "._agents",
     "AgentReplayed": "._events",
+    "AgentRetried": "._events",
     "AgentStarted": "._events",
     "CallRecord": "._store",
     "ClaudeCodeProvider": "._providers",
@@ -82,6 +87,7 @@ _HOME: dict[str, str] = {
     "CommandProvider": "._providers",
     "EchoProvider": "._providers",
     "EngineConfig": "._config",
+    "ErrorKind": "._subagent",
     "EventHub": "._events",
     "JournalEntry": "._store",
     "LibraryProblem": "._library",
@@ -89,8 +95,10 @@ _HOME: dict[str, str] = {
     "OpenAIProvider": "._providers",
     "PhaseMeta": "._meta",
     "PhaseStarted": "._events",
+    "ProviderInfo": "._subagent",
     "ProviderUnavailable": "._failure",
     "QuickJSEngine": "._engines.quickjs",
+    "RetryPolicy": "._config",
     "RoutingProvider": "._providers",
     "RunInfo": "._events",
     "RunRecord": "._store",
@@ -130,6 +138,7 @@ __all__ = [
     "AgentOutcome",
     "AgentRegistry",
     "AgentReplayed",
+    "AgentRetried",
     "AgentStarted",
     "CallRecord",
     "ClaudeCodeProvider",
@@ -137,6 +146,7 @@ __all__ = [
     "CommandProvider",
     "EchoProvider",
     "EngineConfig",
+    "ErrorKind",
     "EventHub",
     "JournalEntry",
     "LibraryProblem",
@@ -144,8 +154,10 @@ __all__ = [
     "OpenAIProvider",
     "PhaseMeta",
     "PhaseStarted",
+    "ProviderInfo",
     "ProviderUnavailable",
     "QuickJSEngine",
+    "RetryPolicy",
     "RoutingProvider",
     "RunInfo",
     "RunRecord",

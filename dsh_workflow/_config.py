@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import math
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ._depth import STACK_BYTES_PER_LEVEL
 
-__all__ = ["EngineConfig"]
+__all__ = ["EngineConfig", "RetryPolicy"]
+
+
+class RetryPolicy(BaseModel):
+    """How the engine retries a child whose provider failed with ``rate_limited``,
+    ``overloaded``, ``server`` or ``network`` (``SubagentResult.error_kind``): up to
+    ``attempts`` calls in all (1: no retry), waiting an exponential backoff from ``base_s``
+    doubling up to ``cap_s``, with full jitter; a ``Retry-After`` (or a CLI's reset time) within
+    ``cap_s`` replaces the backoff and pauses every child of that provider identity. A reset
+    beyond ``cap_s`` is a ``limit`` (docs/providers.md, "Retries")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attempts: int = Field(3, ge=1, le=20)
+    base_s: float = Field(1.0, ge=0, allow_inf_nan=False)
+    cap_s: float = Field(60.0, ge=0, allow_inf_nan=False)
 
 
 class EngineConfig(BaseModel):
@@ -81,6 +98,13 @@ class EngineConfig(BaseModel):
         default_factory=dict, description="Model names to replace before a request reaches the "
         "provider, e.g. {'sonnet': 'gpt-4.1'}: applies to a call's `model` and to an agent "
         "definition's model alike; a name without an alias passes unchanged.")
+    model_prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="Prices of models the price data does not know (a "
+        "self-hosted or brand-new model), in US dollars per million input and output tokens, "
+        "e.g. {'my-model': (0.5, 1.5)}; they win over the price data.")
+    retry: RetryPolicy = Field(
+        default_factory=RetryPolicy, description="Retries of children whose provider was rate "
+        "limited, overloaded, failed on the server or the network (RetryPolicy).")
     max_value_depth: int = Field(
         256, ge=8, le=512, description="Deepest nesting of a value leaving the script "
         "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")
@@ -104,6 +128,16 @@ class EngineConfig(BaseModel):
         "structured value may make; past it the value is rejected (agent() resolves null, "
         "outcome 'failed') and the reason is logged. Bounds schemas whose anyOf/allOf/$ref "
         "chains fan out exponentially.")
+
+    @field_validator("model_prices")
+    @classmethod
+    def _prices_are_amounts(cls, value: dict[str, tuple[float, float]]
+                            ) -> dict[str, tuple[float, float]]:
+        for model, pair in value.items():
+            if not model or not all(math.isfinite(p) and p >= 0 for p in pair):
+                raise ValueError(f"model_prices[{model!r}] must be two finite amounts >= 0 "
+                                 f"(dollars per million input and output tokens), got {pair!r}")
+        return value
 
     @model_validator(mode="after")
     def _stack_holds_deepest_value(self) -> EngineConfig:

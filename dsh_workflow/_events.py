@@ -12,12 +12,13 @@ from ._errors import WorkflowErrorCode
 from ._failure import AgentFailure
 from ._meta import WorkflowMeta
 from ._result import StopReason
-from ._subagent import Usage
+from ._subagent import ErrorKind, Usage
 
 __all__ = [
     "AgentEnded",
     "AgentOutcome",
     "AgentReplayed",
+    "AgentRetried",
     "AgentStarted",
     "EventHub",
     "LogEmitted",
@@ -55,7 +56,8 @@ class WorkflowStarted(_Event):
 class WorkflowEnded(_Event):
     """The last event of every run, fired exactly once; mirrors the result without its value
     (``error_code`` as :attr:`WorkflowResult.error_code <dsh_workflow.WorkflowResult>`;
-    ``agents_failed``: children whose outcome was not ``completed``)."""
+    ``agents_failed``: children whose outcome was neither ``completed`` nor ``cancelled``;
+    ``agents_cancelled``: children the run's stop or the script's return cancelled)."""
 
     stop_reason: StopReason
     error: str | None = None
@@ -63,6 +65,7 @@ class WorkflowEnded(_Event):
     agents_started: int
     usage: Usage = Usage()
     agents_failed: int = 0
+    agents_cancelled: int = 0
 
 
 class PhaseStarted(_Event):
@@ -111,8 +114,24 @@ class AgentReplayed(_Event):
     phase: str | None = None
 
 
+class AgentRetried(_Event):
+    """A started child's provider failed with a fault worth retrying (``cause``:
+    ``rate_limited``, ``overloaded``, ``server`` or ``network``) and the engine calls it again
+    after ``delay_s`` seconds; ``attempt`` is the attempt that failed (1 for the first call).
+    The child stays started: its one ``AgentEnded`` comes after the last attempt. ``usage`` is
+    what the failed attempt reported (counted in the run's usage)."""
+
+    seq: int
+    label: str
+    attempt: int
+    cause: ErrorKind
+    delay_s: float
+    message: str = ""
+    usage: Usage | None = None
+
+
 WorkflowEvent = (WorkflowStarted | WorkflowEnded | PhaseStarted | LogEmitted | AgentStarted
-                 | AgentEnded | AgentReplayed)
+                 | AgentEnded | AgentReplayed | AgentRetried)
 Listener = Callable[[WorkflowEvent], object]
 
 

@@ -17,7 +17,16 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
+
+from ._subagent import ErrorKind
 
 __all__ = [
     "MAX_DETAILS",
@@ -78,8 +87,10 @@ class AgentFailure(BaseModel):
     ``kind`` is a :data:`FailureKind`; ``message`` says what happened in one text (at most
     1,000 characters, secrets redacted); ``details`` lists up to 5 validator messages with
     their JSON paths for ``invalid`` (e.g. ``/number: 'INV-12' does not match
-    '^INV-\\d{4}$'``), empty otherwise. Build with :meth:`of` to get the bounds and the
-    redaction applied; the validators enforce them on any other construction too.
+    '^INV-\\d{4}$'``), empty otherwise. ``cause`` is what the provider's backend said
+    (:data:`~dsh_workflow.ErrorKind`, from ``SubagentResult.error_kind``; None when it did not
+    say). Build with :meth:`of` to get the bounds and the redaction applied; the validators
+    enforce them on any other construction too.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -87,6 +98,14 @@ class AgentFailure(BaseModel):
     kind: FailureKind
     message: str = Field(max_length=MAX_MESSAGE_CHARS)
     details: tuple[str, ...] = Field(default=(), max_length=MAX_DETAILS)
+    cause: ErrorKind | None = None
+
+    @model_serializer(mode="wrap")
+    def _cause_when_known(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("cause", "") is None:
+            del data["cause"]
+        return data
 
     @field_validator("message")
     @classmethod
@@ -103,12 +122,12 @@ class AgentFailure(BaseModel):
 
     @classmethod
     def of(cls, kind: FailureKind, message: str, details: Iterable[str] = (), *,
-           secrets: Iterable[str | None] = ()) -> AgentFailure:
+           secrets: Iterable[str | None] = (), cause: ErrorKind | None = None) -> AgentFailure:
         """A failure with ``message`` redacted (also of ``secrets``) and bounded, and at most
         5 ``details``."""
         listed = [bounded(redact(d, secrets), _MAX_DETAIL_CHARS) for d in list(details)[:MAX_DETAILS]]
         return cls(kind=kind, message=bounded(redact(message or kind, secrets)),
-                   details=tuple(listed))
+                   details=tuple(listed), cause=cause)
 
     def summary(self) -> str:
         """``kind: message`` on one line, for progress lines and grouping."""

@@ -83,8 +83,10 @@ class WorkflowResult(BaseModel):
     most 20 plus one ``... and N more`` line. Empty when nothing was lost (always, unless the
     run completed).
 
-    ``agents_failed`` counts started children whose outcome was not ``completed`` (docs/scripts.md,
-    "Truthful outcomes"): each one's reason is its ``AgentEnded.error``.
+    ``agents_failed`` counts started children whose outcome was neither ``completed`` nor
+    ``cancelled`` (docs/scripts.md, "Truthful outcomes"): each one's reason is its
+    ``AgentEnded.error``. ``agents_cancelled`` counts those the run's stop (or the script's
+    return while they still ran) cancelled.
 
     ``agents_unpriced`` counts started children that reported tokens but no known cost: when it
     is above 0, ``usage.cost_usd`` is the cost of the others only, a lower bound (docs/embedding.md, "Cost
@@ -103,6 +105,7 @@ class WorkflowResult(BaseModel):
     warnings: tuple[str, ...] = ()
     agents_failed: int = Field(0, ge=0)
     agents_unpriced: int = Field(0, ge=0)
+    agents_cancelled: int = Field(0, ge=0)
 
     @model_validator(mode="before")
     @classmethod

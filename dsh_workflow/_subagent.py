@@ -4,22 +4,43 @@ from __future__ import annotations
 
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 __all__ = [
     "AgentDefinition",
     "Effort",
+    "ErrorKind",
     "Isolation",
+    "ProviderInfo",
     "SubagentProvider",
     "SubagentRequest",
     "SubagentResult",
     "Usage",
     "provider_description",
     "provider_identity",
+    "provider_info",
 ]
 
 Effort = Literal["low", "medium", "high", "max"]
 """How hard a child should think (Claude Code's ``effort`` option)."""
+
+ErrorKind = Literal["auth", "not_found", "rate_limited", "overloaded", "limit", "server",
+                    "network", "bad_request", "invalid_answer", "timeout", "other"]
+"""What a provider's backend said when a child failed (``SubagentResult.error_kind``,
+``AgentFailure.cause``): credentials refused (``auth``), no such model or endpoint
+(``not_found``), too many requests (``rate_limited``), the backend busy (``overloaded``), a
+usage or session limit with a reset time (``limit``, see ``SubagentResult.retry_at``), a server
+error (``server``), no connection (``network``), a request the backend refused as malformed
+(``bad_request``), an answer that is not what was asked (``invalid_answer``), the provider's own
+time limit (``timeout``), anything else (``other``)."""
 
 Isolation = Literal["worktree"]
 """Where a child works: ``"worktree"`` asks for a fresh git worktree of its own."""
@@ -140,6 +161,11 @@ class SubagentResult(BaseModel):
     ``stop_reason`` is ``"completed"`` for success; any other word is an ordinary failure
     (the script sees ``null``). ``text`` is the answer; ``structured`` is the value for a
     schema call (validated by the engine against the schema).
+
+    ``model`` is the model that answered, when the provider knows it (an HTTP response's
+    ``model``, an agent CLI's ``modelUsage``): the engine prices the usage for it.
+    ``error_kind`` classifies a failure (:data:`ErrorKind`; None when the provider did not say),
+    and ``retry_at`` is when a ``limit`` resets (an aware datetime).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -149,6 +175,32 @@ class SubagentResult(BaseModel):
     structured: Any = None
     error: str | None = None
     usage: Usage | None = None
+    model: str | None = None
+    error_kind: ErrorKind | None = None
+    retry_at: AwareDatetime | None = None
+
+
+class ProviderInfo(BaseModel):
+    """What a provider declares about itself (``provider.info``): the one place every layer
+    reads a provider from (docs/providers.md, "The provider contract").
+
+    ``kind`` is the name ``--provider`` uses (``echo``, ``openai``, ``command``, ``claude``,
+    ``codex``, ``routing``; a user's provider names its own); ``identity`` is the secret-free
+    string every journal key of a durable run contains; ``default_model`` is the model a call
+    that names none gets (None: unknown); ``description`` is the one line the tool's text shows
+    about what children can do; ``record`` is JSON, secret-free, and holds everything needed to
+    rebuild the provider for a resume; ``secrets`` are values to redact from every stored or
+    shown text. Built with keyword arguments only; frozen.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str = Field(min_length=1)
+    identity: str = Field(min_length=1)
+    default_model: str | None = None
+    description: str | None = None
+    record: dict[str, JsonValue] = Field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
 
 
 @runtime_checkable
@@ -164,15 +216,29 @@ class SubagentProvider(Protocol):
     async def run(self, request: SubagentRequest) -> SubagentResult: ...
 
 
-def provider_identity(provider: object) -> str:
-    """What answers a provider's calls, for durable runs' journal keys (docs/durable-runs.md): its
-    ``identity`` string when it has one (the built-in providers do), else its class's qualified
-    name."""
+def provider_info(provider: object) -> ProviderInfo:
+    """``provider.info`` when the provider declares one; else a default derived from its class
+    (a user's duck-typed provider): kind and identity its class's qualified name (or the
+    ``identity`` and ``description`` strings it has, the contract before ``ProviderInfo``),
+    no default model, no record beyond its kind, no secrets. The one place a provider's
+    attributes are read."""
+    info = getattr(provider, "info", None)
+    if isinstance(info, ProviderInfo):
+        return info
+    cls = type(provider)
+    name = f"{cls.__module__}.{cls.__qualname__}"
     identity = getattr(provider, "identity", None)
-    if isinstance(identity, str) and identity:
-        return identity
-    kind = type(provider)
-    return f"{kind.__module__}.{kind.__qualname__}"
+    description = getattr(provider, "description", None)
+    return ProviderInfo(
+        kind=name, identity=identity if isinstance(identity, str) and identity else name,
+        description=description if isinstance(description, str) and description.strip() else None,
+        record={"kind": name})
+
+
+def provider_identity(provider: object) -> str:
+    """What answers a provider's calls, for durable runs' journal keys (docs/durable-runs.md):
+    ``provider_info(provider).identity``."""
+    return provider_info(provider).identity
 
 
 #: Longest provider description the tool's text keeps (it is sent with every request).
@@ -184,7 +250,7 @@ def provider_description(provider: object) -> str | None:
     model-facing tool"): its ``description`` string (the built-in providers have one: the
     model, tools or none, files or none), newlines folded and cut at
     :data:`MAX_DESCRIPTION_CHARS`; None when it has none."""
-    text = getattr(provider, "description", None)
+    text = provider_info(provider).description
     if not isinstance(text, str) or not text.strip():
         return None
     line = " ".join(text.split())
