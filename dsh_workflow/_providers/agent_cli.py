@@ -50,7 +50,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._subagent import SubagentRequest, SubagentResult, Usage
+from pydantic import JsonValue
+
+from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .command import CommandProvider
 from .structured import parse_structured_reply
 
@@ -129,6 +131,22 @@ class _AgentCliProvider(CommandProvider):
         """The CLI, its default model, extra arguments and folder (durable runs' keys)."""
         return f"{self.kind} " + json.dumps([self.executable, self.model, list(self.extra_args),
                                              None if self.cwd is None else os.fspath(self.cwd)])
+
+    @property
+    def info(self) -> ProviderInfo:
+        """What this preset declares: its kind (``claude``/``codex``), the default model, and
+        the executable, model, extra arguments and folder as its record."""
+        return ProviderInfo(kind=self.kind, identity=self.identity, default_model=self.model,
+                            description=self.description, record=self._record())
+
+    def _record(self) -> dict[str, JsonValue]:
+        record: dict[str, JsonValue] = {"kind": self.kind, "executable": self.executable,
+                                        "extra_args": list(self.extra_args)}
+        if self.model is not None:
+            record["model"] = self.model
+        if self.cwd is not None:
+            record["cwd"] = os.fspath(self.cwd)
+        return record
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(executable={self.executable!r}, model={self.model!r})"

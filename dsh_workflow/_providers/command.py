@@ -75,10 +75,11 @@ from subprocess import PIPE
 
 import anyio
 import anyio.abc
+from pydantic import JsonValue
 
 from .._failure import ProviderUnavailable
 from .._prices import priced_async
-from .._subagent import SubagentRequest, SubagentResult, Usage
+from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .procgroup import terminate_group
 from .structured import parse_structured_reply
 from .worktree import Worktree, fresh_worktree, kept_note, worktree_env
@@ -145,6 +146,20 @@ class CommandProvider:
         return (f"the program {program} once per child (prompt on stdin) in {where}: its own "
                 "model, tools and files; isolation \"worktree\": a fresh git worktree; invalid "
                 "structured answers are not re-asked")
+
+    @property
+    def info(self) -> ProviderInfo:
+        """What this provider declares (:class:`~dsh_workflow.ProviderInfo`): kind
+        ``command``, no default model (the command picks its own), the argv and folder as its
+        record."""
+        return ProviderInfo(kind="command", identity=self.identity, default_model=None,
+                            description=self.description, record=self._record())
+
+    def _record(self) -> dict[str, JsonValue]:
+        record: dict[str, JsonValue] = {"kind": "command", "command": list(self.argv)}
+        if self.cwd is not None:
+            record["cwd"] = os.fspath(self.cwd)
+        return record
 
     async def run(self, request: SubagentRequest) -> SubagentResult:
         """Run the command for one child; see the module docstring."""

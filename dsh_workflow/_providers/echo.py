@@ -25,8 +25,9 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+from pydantic import JsonValue
 
-from .._subagent import SubagentRequest, SubagentResult, Usage
+from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
 
 __all__ = ["EchoProvider"]
 
@@ -62,6 +63,15 @@ class EchoProvider:
         """What its children can do, in one line (docs/embedding.md, "The model-facing tool")."""
         return ("offline stand-in, no model: each child answers with an echo of its prompt (a "
                 "schema call with a minimal valid instance); no tools, no files")
+
+    @property
+    def info(self) -> ProviderInfo:
+        """What this provider declares (:class:`~dsh_workflow.ProviderInfo`)."""
+        record: dict[str, JsonValue] = {"kind": "echo"}
+        if self.latency_s:
+            record["latency_s"] = self.latency_s
+        return ProviderInfo(kind="echo", identity=self.identity, default_model=None,
+                            description=self.description, record=record)
 
     def __repr__(self) -> str:
         return f"EchoProvider(latency_s={self.latency_s!r})"

@@ -77,7 +77,7 @@ import httpx
 
 from .._failure import ProviderUnavailable, redact
 from .._prices import priced_async
-from .._subagent import SubagentRequest, SubagentResult, Usage
+from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .structured import parse_with_one_repair, still_invalid
 
 __all__ = ["OpenAIProvider"]
@@ -221,6 +221,16 @@ class OpenAIProvider:
         return (f"model {self.model} (opts.model picks another), one chat completion per child: "
                 "no tools, no files, it sees only its prompt; an invalid structured answer is "
                 "re-asked once, quoting what was wrong")
+
+    @property
+    def info(self) -> ProviderInfo:
+        """What this provider declares: kind ``openai``, its model as the default, the endpoint
+        and model as its record, and the API key as its secret."""
+        return ProviderInfo(kind="openai", identity=self.identity, default_model=self.model,
+                            description=self.description,
+                            record={"kind": "openai", "base_url": self.base_url,
+                                    "model": self.model},
+                            secrets=tuple(key for key in self._secrets if key))
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r})"

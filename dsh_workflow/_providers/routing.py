@@ -22,11 +22,13 @@ from types import TracebackType
 from typing import Self
 
 from .._subagent import (
+    ProviderInfo,
     SubagentProvider,
     SubagentRequest,
     SubagentResult,
     provider_description,
     provider_identity,
+    provider_info,
 )
 
 __all__ = ["RoutingProvider"]
@@ -62,6 +64,19 @@ class RoutingProvider:
         describes itself: :meth:`route_descriptions`)."""
         return (f"routes {', '.join(sorted(self.routes))} (default {self.default}); "
                 "opts.provider picks one")
+
+    @property
+    def info(self) -> ProviderInfo:
+        """What this provider declares: kind ``routing``, the default route's default model,
+        each route's record and the default route as its record, every route's secrets."""
+        infos = {name: provider_info(route) for name, route in sorted(self.routes.items())}
+        secrets = tuple(dict.fromkeys(s for info in infos.values() for s in info.secrets))
+        return ProviderInfo(kind="routing", identity=self.identity,
+                            default_model=infos[self.default].default_model,
+                            description=self.description,
+                            record={"kind": "routing", "default": self.default,
+                                    "routes": {name: info.record for name, info in infos.items()}},
+                            secrets=secrets)
 
     def route_descriptions(self) -> dict[str, str | None]:
         """Each route's own one-line description (None for a provider without one), by name."""
