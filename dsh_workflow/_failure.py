@@ -7,7 +7,8 @@ passed :func:`redact`, the one place secrets are taken out of texts that leave a
 bearer tokens, ``sk-...``-style keys, URL credentials, ``api_key=...``-style assignments and any secret the
 caller names (a provider's own API key). :func:`group_failures` groups failures by kind and
 reason (the offending value dropped), for every summary of a run's failures (the CLI's
-``warning:`` line, the tool's ``Agents failed:`` line).
+``warning:`` line, the tool's ``Agents failed:`` line). :func:`argv_secrets` and
+:func:`redact_argv` are the one rule for the secrets a command line carries.
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ __all__ = [
     "AgentFailure",
     "FailureKind",
     "ProviderUnavailable",
+    "argv_secrets",
     "bounded",
     "failure_reason",
     "group_failures",
     "redact",
+    "redact_argv",
 ]
 
 FailureKind = Literal["provider", "invalid", "missing", "timeout", "cancelled"]
@@ -74,6 +77,59 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = _SK_KEY.sub(REDACTED, text)
     text = _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
     return _ASSIGNED.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+
+
+#: Name parts of a command-line option whose value is a secret (``--api-key``, ``--token``,
+#: ``--client-secret``, ``--foo-key=``); ``--max-tokens`` or ``--keyfile`` are not.
+_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd",
+                           "credential", "credentials", "authorization"})
+_OPTION = re.compile(r"^(-{1,2})([A-Za-z0-9][\w.-]*)$")
+_ASSIGNED_OPTION = re.compile(r"^(-{0,2}([A-Za-z0-9][\w.-]*)=)(.+)$", re.DOTALL)
+_HEADER = re.compile(r"^(\s*(?:proxy-)?authorization\s*:\s*)(.+)$", re.IGNORECASE | re.DOTALL)
+
+
+def _secret_name(name: str) -> bool:
+    return any(part in _SECRET_WORDS for part in re.split(r"[-_.]", name.lower()))
+
+
+def _argv_parts(argv: Iterable[str]) -> list[tuple[str, str | None]]:
+    """Each argument split into what stays and its secret value (None: not a secret)."""
+    parts: list[tuple[str, str | None]] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            hide_next = False
+            parts.append(("", arg))
+            continue
+        assigned = _ASSIGNED_OPTION.match(arg)
+        header = _HEADER.match(arg)
+        option = _OPTION.match(arg)
+        if assigned and _secret_name(assigned.group(2)):
+            parts.append((assigned.group(1), assigned.group(3)))
+        elif header:
+            parts.append((header.group(1), header.group(2)))
+        else:
+            hide_next = bool(option and _secret_name(option.group(2)))
+            parts.append((arg, None))
+    return parts
+
+
+def argv_secrets(argv: Iterable[str]) -> tuple[str, ...]:
+    """The secret values a command line carries, in order, each once: the argument after an
+    option whose name says key, token, secret, password, credential or auth (``--api-key X``,
+    ``--token X``), the value of such an option written ``--foo-key=X``, and the value of an
+    ``Authorization: ...`` header argument. Never raises."""
+    return tuple(dict.fromkeys(value for _, value in _argv_parts(argv) if value))
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """``argv`` with each value :func:`argv_secrets` finds replaced by :data:`REDACTED`
+    (``--api-key [REDACTED]``, ``--foo-key=[REDACTED]``, ``Authorization: [REDACTED]``) and
+    every other argument passed through :func:`redact`; as many arguments as given."""
+    parts = _argv_parts(argv)
+    secrets = [value for _, value in parts if value]
+    return [(kept + REDACTED if kept else REDACTED) if value is not None
+            else redact(kept, secrets) for kept, value in parts]
 
 
 def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:

@@ -77,7 +77,7 @@ import anyio
 import anyio.abc
 from pydantic import JsonValue
 
-from .._failure import ProviderUnavailable
+from .._failure import ProviderUnavailable, argv_secrets, redact_argv
 from .._prices import priced_async
 from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .procgroup import terminate_group
@@ -132,8 +132,8 @@ class CommandProvider:
     @property
     def identity(self) -> str:
         """What answers this provider's calls, for durable runs' journal keys (docs/durable-runs.md): the
-        command line and the folder it runs in."""
-        return "command " + json.dumps([list(self.argv), None if self.cwd is None
+        command line (its secrets redacted) and the folder it runs in."""
+        return "command " + json.dumps([redact_argv(self.argv), None if self.cwd is None
                                         else os.fspath(self.cwd)])
 
     @property
@@ -150,13 +150,15 @@ class CommandProvider:
     @property
     def info(self) -> ProviderInfo:
         """What this provider declares (:class:`~dsh_workflow.ProviderInfo`): kind
-        ``command``, no default model (the command picks its own), the argv and folder as its
-        record."""
+        ``command``, no default model (the command picks its own), the argv (secrets
+        redacted) and folder as its record, the values after secret-looking flags as its
+        secrets."""
         return ProviderInfo(kind="command", identity=self.identity, default_model=None,
-                            description=self.description, record=self._record())
+                            description=self.description, record=self._record(),
+                            secrets=argv_secrets(self.argv))
 
     def _record(self) -> dict[str, JsonValue]:
-        record: dict[str, JsonValue] = {"kind": "command", "command": list(self.argv)}
+        record: dict[str, JsonValue] = {"kind": "command", "command": list(redact_argv(self.argv))}
         if self.cwd is not None:
             record["cwd"] = os.fspath(self.cwd)
         return record

@@ -75,7 +75,7 @@ from typing import Any, Self
 import anyio
 import httpx
 
-from .._failure import ProviderUnavailable, redact
+from .._failure import ProviderUnavailable, argv_secrets, redact
 from .._prices import priced_async
 from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .structured import parse_with_one_repair, still_invalid
@@ -200,10 +200,12 @@ class OpenAIProvider:
         self._url = f"{self.base_url}/chat/completions"
         self._headers = {"Accept": "application/json", "Content-Type": "application/json"}
         key = api_key or _env("DSH_WORKFLOW_OPENAI_API_KEY", "OPENAI_API_KEY")
-        self._secrets = (key,)  # redacted from every error text
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self._headers.update(extra_headers or {})
+        # redacted from every error text: the key, and every header value that carries one
+        self._secrets = (key, *argv_secrets(f"--{name}={value}"
+                                            for name, value in (extra_headers or {}).items()))
         self._client: httpx.AsyncClient | None = None
         self._entered = False
         self._effort_rejected: set[str] = set()  # models whose endpoint refused reasoning_effort
@@ -212,8 +214,9 @@ class OpenAIProvider:
     @property
     def identity(self) -> str:
         """What answers this provider's calls, for durable runs' journal keys (docs/durable-runs.md): the
-        endpoint and the default model (a call's own model is part of its key too)."""
-        return f"openai {self.base_url} {self.model}"
+        endpoint (credentials redacted) and the default model (a call's own model is part of
+        its key too)."""
+        return f"openai {redact(self.base_url, self._secrets)} {self.model}"
 
     @property
     def description(self) -> str:
@@ -225,10 +228,12 @@ class OpenAIProvider:
     @property
     def info(self) -> ProviderInfo:
         """What this provider declares: kind ``openai``, its model as the default, the endpoint
-        and model as its record, and the API key as its secret."""
+        (credentials redacted) and model as its record, and the API key and secret header
+        values as its secrets."""
         return ProviderInfo(kind="openai", identity=self.identity, default_model=self.model,
                             description=self.description,
-                            record={"kind": "openai", "base_url": self.base_url,
+                            record={"kind": "openai",
+                                    "base_url": redact(self.base_url, self._secrets),
                                     "model": self.model},
                             secrets=tuple(key for key in self._secrets if key))
 

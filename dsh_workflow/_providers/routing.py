@@ -68,14 +68,19 @@ class RoutingProvider:
     @property
     def info(self) -> ProviderInfo:
         """What this provider declares: kind ``routing``, the default route's default model,
-        each route's record and the default route as its record, every route's secrets."""
+        every route's secrets, and as its record the default route, each route's record
+        (``routes``) and, by route, its default model (``models``) and its one-line
+        description (``descriptions``; None for a route without one)."""
         infos = {name: provider_info(route) for name, route in sorted(self.routes.items())}
         secrets = tuple(dict.fromkeys(s for info in infos.values() for s in info.secrets))
         return ProviderInfo(kind="routing", identity=self.identity,
                             default_model=infos[self.default].default_model,
                             description=self.description,
                             record={"kind": "routing", "default": self.default,
-                                    "routes": {name: info.record for name, info in infos.items()}},
+                                    "routes": {name: info.record for name, info in infos.items()},
+                                    "models": {name: info.default_model
+                                               for name, info in infos.items()},
+                                    "descriptions": self.route_descriptions()},
                             secrets=secrets)
 
     def route_descriptions(self) -> dict[str, str | None]:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .._subagent import provider_description
+from .._subagent import provider_description, provider_info
 
 __all__ = [
     "DESCRIPTION",
@@ -385,15 +385,23 @@ def engine_section(config: Any, provider: Any, library: Any,
 
 
 def _provider_lines(provider: Any) -> list[str]:
-    """What the children of each provider route can do, one line each."""
-    routes = getattr(provider, "routes", None)
-    default = getattr(provider, "default", None)
+    """What the children of each provider route can do, one line each (read from the
+    provider's declared ``info``: a routing provider's record lists its routes, default and
+    their descriptions)."""
+    if provider is None:
+        return []
+    record = provider_info(provider).record
+    routes, default = record.get("routes"), record.get("default")
     if isinstance(routes, dict) and routes:
+        descriptions = record.get("descriptions")
+        descriptions = descriptions if isinstance(descriptions, dict) else {}
         lines = ["Provider routes for opts.provider: " + ", ".join(sorted(routes))
-                 + (f" (default {default})" if default else "") + ":"]
+                 + (f" (default {default})" if isinstance(default, str) and default else "")
+                 + ":"]
         for name in sorted(routes):
-            described = provider_description(routes[name])
-            lines.append(f"- {name}: {described or 'a provider that does not describe itself'}")
+            described = descriptions.get(name)
+            lines.append(f"- {name}: " + (described if isinstance(described, str) and described
+                                           else "a provider that does not describe itself"))
         return lines
     described = provider_description(provider)
     return [] if described is None else [f"Children: {described}."]

@@ -285,7 +285,7 @@ async def test_the_run_records_its_provider_options_without_secrets(tmp_path: Pa
         calls = await store.calls(run_id)
     assert recorded is not None and recorded["kind"] == "routing"
     assert recorded["default"] == "main"
-    assert recorded["routes"]["main"] == {"kind": "echo", "latency_s": 0.01, "identity": "echo"}
+    assert recorded["routes"]["main"] == {"kind": "echo", "latency_s": 0.01}
     big = recorded["routes"]["big"]
     assert big["kind"] == "openai" and big["model"] == "gpt-test"
     assert "hunter2pass" not in big["base_url"] and "127.0.0.1:9/v1" in big["base_url"]
@@ -304,8 +304,9 @@ def test_a_command_line_secret_is_not_recorded() -> None:
 
     recorded = provider_options(CommandProvider(["agent", "--api-key", "abc123secret",
                                                  "--token=xyz987", "--model", "m1"]))
-    assert recorded["command"] == ["agent", "--api-key", "[redacted]", "--token=[redacted]",
+    assert recorded["command"] == ["agent", "--api-key", "[REDACTED]", "--token=[REDACTED]",
                                    "--model", "m1"]
+    assert "abc123secret" not in recorded["identity"] and "xyz987" not in recorded["identity"]
     assert recorded["kind"] == "command"
 
 

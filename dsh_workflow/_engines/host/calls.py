@@ -26,7 +26,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from ..._store import CallRow, JournalEntry
 from ..._store.encoding import text_or_none
-from ..._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
+from ..._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage, provider_info
 
 __all__ = ["OPEN_WRITE_S", "CallLog", "RecordingProvider", "default_model", "encode_json"]
 
@@ -51,15 +51,17 @@ def encode_json(value: Any) -> str | bytes:
 
 
 def default_model(provider: object, route: str | None) -> str | None:
-    """The model a provider answers with when a call names none: its ``model`` attribute (the
-    route's, for a provider with ``routes``), else None."""
-    routes = getattr(provider, "routes", None)
-    if isinstance(routes, Mapping):
-        name = route if route is not None else getattr(provider, "default", None)
-        target = routes.get(name) if isinstance(name, str) else None
-        return None if target is None else default_model(target, None)
-    model = getattr(provider, "model", None)
-    return model if isinstance(model, str) and model else None
+    """The model a provider answers with when a call names none: its declared
+    ``info.default_model``; for a provider whose record maps routes to models (a
+    ``RoutingProvider``'s ``models``), the named route's (the default route's when ``route``
+    is None); else None."""
+    info = provider_info(provider)
+    models = info.record.get("models")
+    if isinstance(models, Mapping):
+        name = route if route is not None else info.record.get("default")
+        model = models.get(name) if isinstance(name, str) else None
+        return model if isinstance(model, str) and model else None
+    return info.default_model
 
 
 def _options(request: SubagentRequest, used: str | None) -> dict[str, Any]:

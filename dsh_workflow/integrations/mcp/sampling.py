@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.message import ServerMessageMetadata
 
 from ..._providers.structured import parse_with_one_repair, still_invalid
-from ..._subagent import SubagentRequest, SubagentResult
+from ..._subagent import ProviderInfo, SubagentRequest, SubagentResult
 
 __all__ = ["DEFAULT_MAX_TOKENS", "SamplingProvider", "SamplingUnavailable", "client_can_sample"]
 
@@ -86,6 +86,17 @@ class SamplingProvider:
         self._session = session
         self._related = related_request_id
         self.max_tokens = max_tokens
+
+    @property
+    def info(self) -> ProviderInfo:
+        """What this provider declares: kind ``sampling``, the identity its durable runs'
+        journal keys have always used (its class's qualified name: the client's model is not
+        known), no default model, and a record that cannot be rebuilt outside an MCP session
+        (kind and ``max_tokens``)."""
+        cls = type(self)
+        return ProviderInfo(kind="sampling", identity=f"{cls.__module__}.{cls.__qualname__}",
+                            default_model=None, description=self.description,
+                            record={"kind": "sampling", "max_tokens": self.max_tokens})
 
     async def run(self, request: SubagentRequest) -> SubagentResult:
         """Answer one child; ordinary failures are returned, :class:`SamplingUnavailable` raised."""

@@ -42,7 +42,7 @@ from temporalio.common import ActivityIDConflictPolicy, RetryPolicy
 from temporalio.exceptions import ApplicationError, CancelledError, TimeoutError
 from temporalio.service import RPCError
 
-from ..._subagent import SubagentRequest, SubagentResult
+from ..._subagent import ProviderInfo, SubagentRequest, SubagentResult
 from ._wire import CHILD_ACTIVITY, activity_id, request_to_wire, result_from_wire
 
 __all__ = ["DEFAULT_ATTEMPT_TIMEOUT_S", "DEFAULT_RETRY_POLICY", "TemporalChildError",
@@ -111,6 +111,18 @@ class TemporalProvider:
     def identity(self) -> str:
         """What answers this provider's calls, for durable runs' journal keys (docs/durable-runs.md)."""
         return f"temporal:{self.client.namespace}/{self.task_queue}"
+
+    @property
+    def info(self) -> ProviderInfo:
+        """What this provider declares: kind ``temporal``, its namespace and task queue as
+        identity and record, no default model (the workers' provider picks it)."""
+        return ProviderInfo(
+            kind="temporal", identity=self.identity, default_model=None,
+            description=(f"a child on Temporal task queue {self.task_queue!r} (namespace "
+                         f"{self.client.namespace!r}), answered by the provider of the "
+                         "`dsh-workflow worker` serving it"),
+            record={"kind": "temporal", "namespace": self.client.namespace,
+                    "task_queue": self.task_queue})
 
     def __repr__(self) -> str:
         return f"TemporalProvider(namespace={self.client.namespace!r}, task_queue={self.task_queue!r})"
