@@ -9,7 +9,8 @@ inserts), ``reads`` (the read connections and the queries of runs, events and jo
 ``rows`` (stored rows read back as records), ``encoding`` (values as SQLite holds them),
 ``calls`` (each ``agent()`` call's record and the run-control columns), ``liveness`` (a
 ``running`` run whose owner died reads ``interrupted``), ``owners`` (who owns a running run and
-whether it is alive), ``files`` (owner-only file modes).
+whether it is alive), ``files`` (owner-only file modes), ``signing`` (a provider record signed
+with the user's key, so a resume trusts only what this user recorded).
 
 What a store file holds: per run its id, meta, script, args, times, status, final result, the
 pid and host of the process that ran it, counts and token usage; every event the host gave it;

@@ -22,10 +22,13 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from pydantic import BaseModel
 
 from ..._store import JournalEntry, RunRecord, RunStore, RunStoreError
 from ..._store.owners import HOST
+from ..._store.signing import signed
 from ..._subagent import SubagentRequest, Usage
 from .calls import CallLog
 from .provider_options import provider_options
@@ -115,7 +118,10 @@ class RunJournal:
         self.began = True
         post_provider = getattr(self.store, "post_provider", None)
         if post_provider is not None and self._provider_options is not None:
-            post_provider(self.run_id, self._provider_options)
+            # signed, so a resume trusts only what this user recorded (the key file is read
+            # or made off the event loop)
+            record = await anyio.to_thread.run_sync(signed, self.run_id, self._provider_options)
+            post_provider(self.run_id, record)
         early, self._early_events = self._early_events, None
         if early:
             self.store.post_events(self.run_id, early)
