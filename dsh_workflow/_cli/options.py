@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (s
         WorkflowLibrary,
     )
 
-__all__ = ["LIMIT_FLAGS", "EngineSetup", "add_agent_options", "add_engine_options", "at_least_zero", "count",
+__all__ = ["LIMIT_FLAGS", "PROVIDER_KINDS", "EngineSetup", "ProviderKind", "add_agent_options",
+           "add_engine_options", "at_least_zero", "count",
            "default_config", "dollars", "echo_factory", "engine_config", "engine_setup",
            "limit_flags", "load_agents", "name_limit_flags", "positive_seconds",
            "provider_factory", "seconds"]
@@ -265,6 +266,94 @@ def engine_config(ns: argparse.Namespace) -> EngineConfig:
             f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
 
 
+ProviderMaker = Callable[[], "SubagentProvider"]
+
+
+def _recorded_str(record: Mapping[str, object], key: str) -> str | None:
+    value = record.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _recorded_argv(record: Mapping[str, object], key: str) -> list[str] | None:
+    value = record.get(key)
+    if isinstance(value, list) and all(isinstance(arg, str) for arg in value):
+        return list(value)
+    return None
+
+
+def _echo_options(record: Mapping[str, object]) -> dict[str, object]:
+    latency = record.get("latency_s")
+    if isinstance(latency, int | float) and not isinstance(latency, bool) and latency > 0:
+        return {"echo_latency": float(latency)}
+    return {}
+
+
+def _openai_options(record: Mapping[str, object]) -> dict[str, object]:
+    return {"model": _recorded_str(record, "model"), "base_url": _recorded_str(record, "base_url")}
+
+
+def _command_options(record: Mapping[str, object]) -> dict[str, object]:
+    argv = _recorded_argv(record, "command")
+    return {"command_line": None if not argv else shlex.join(argv)}
+
+
+def _agent_cli_options(record: Mapping[str, object]) -> dict[str, object]:
+    executable = _recorded_str(record, "executable")
+    extra = _recorded_argv(record, "extra_args") or []
+    return {"model": _recorded_str(record, "model"),
+            "command_line": None if executable is None else shlex.join([executable, *extra])}
+
+
+def _echo_provider(ns: argparse.Namespace, config: EngineConfig) -> ProviderMaker:
+    from dsh_workflow import EchoProvider
+
+    latency = ns.echo_latency or 0.0
+    return lambda: EchoProvider(latency_s=latency)
+
+
+def _openai_provider(ns: argparse.Namespace, config: EngineConfig) -> ProviderMaker:
+    from dsh_workflow import OpenAIProvider
+
+    options = {"model": ns.model, "base_url": ns.base_url,
+               "max_connections": config.max_concurrent_agents}
+    try:
+        OpenAIProvider(**options)  # fail on bad settings now
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return lambda: OpenAIProvider(**options)
+
+
+@dataclass(frozen=True)
+class ProviderKind:
+    """One ``--provider`` kind: the command-line options it reads (``ns`` attributes, with
+    the flag each is given by), how a recorded ``record`` (``ProviderInfo.record``) turns into
+    those options, and how the options build the provider."""
+
+    options: Mapping[str, str]
+    from_record: Callable[[Mapping[str, object]], dict[str, object]]
+    build: Callable[[argparse.Namespace, EngineConfig], ProviderMaker]
+
+
+#: The one provider table of the command line, keyed by kind (``ProviderInfo.kind``): ``run``,
+#: ``mcp`` and ``worker`` build from options, ``resume`` from the recorded record (each entry's
+#: ``from_record`` gives the option values the record holds).
+PROVIDER_KINDS: dict[str, ProviderKind] = {
+    "openai": ProviderKind({"model": "--model", "base_url": "--base-url"}, _openai_options,
+                           _openai_provider),
+    "command": ProviderKind({"command_line": "--command"}, _command_options,
+                            lambda ns, config: _command_factory(ns.command_line)),
+    "claude": ProviderKind({"model": "--model", "command_line": "--command"},
+                           _agent_cli_options,
+                           lambda ns, config: _agent_cli_factory("claude", ns.command_line,
+                                                                 ns.model)),
+    "codex": ProviderKind({"model": "--model", "command_line": "--command"},
+                          _agent_cli_options,
+                          lambda ns, config: _agent_cli_factory("codex", ns.command_line,
+                                                                ns.model)),
+    "echo": ProviderKind({"echo_latency": "--echo-latency"}, _echo_options, _echo_provider),
+}
+
+
 def provider_factory(ns: argparse.Namespace,
                      config: EngineConfig) -> Callable[[], SubagentProvider] | None:
     """Check the provider options now; the factory builds the provider inside the run.
@@ -272,35 +361,16 @@ def provider_factory(ns: argparse.Namespace,
     Returns ``None`` for a provider that is not one of :data:`BASE_PROVIDERS` (a command that
     adds its own builds it itself).
     """
-    presets = tuple(AGENT_CLIS)
-    only = {"--model": (("openai", *presets), ns.model), "--base-url": (("openai",), ns.base_url),
-            "--command": (("command", *presets), ns.command_line),
-            "--echo-latency": (("echo",), ns.echo_latency)}
-    for option, (providers, value) in only.items():
-        if value is not None and ns.provider not in providers:
+    flags = {flag: attr for kind in PROVIDER_KINDS.values() for attr, flag in kind.options.items()}
+    for flag, attr in flags.items():
+        if getattr(ns, attr, None) is not None and (
+                ns.provider not in PROVIDER_KINDS or attr not in PROVIDER_KINDS[ns.provider].options):
+            providers = [name for name, kind in PROVIDER_KINDS.items() if attr in kind.options]
             names = ", ".join(providers[:-1]) + " or " + providers[-1] if len(providers) > 1 \
                 else providers[0]
-            raise CliError(f"{option} applies only to --provider {names}")
-    if ns.provider in AGENT_CLIS:
-        return _agent_cli_factory(ns.provider, ns.command_line, ns.model)
-    if ns.provider == "command":
-        return _command_factory(ns.command_line)
-    if ns.provider == "openai":
-        from dsh_workflow import OpenAIProvider
-
-        options = {"model": ns.model, "base_url": ns.base_url,
-                   "max_connections": config.max_concurrent_agents}
-        try:
-            OpenAIProvider(**options)  # fail on bad settings now
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
-        return lambda: OpenAIProvider(**options)
-    if ns.provider == "echo":
-        from dsh_workflow import EchoProvider
-
-        latency = ns.echo_latency or 0.0
-        return lambda: EchoProvider(latency_s=latency)
-    return None
+            raise CliError(f"{flag} applies only to --provider {names}")
+    kind = PROVIDER_KINDS.get(ns.provider)
+    return None if kind is None else kind.build(ns, config)
 
 
 def _agent_cli_factory(kind: str, command_line: str | None,
@@ -310,15 +380,22 @@ def _agent_cli_factory(kind: str, command_line: str | None,
     from dsh_workflow import ClaudeCodeProvider, CodexProvider
 
     preset = ClaudeCodeProvider if kind == "claude" else CodexProvider
-    argv = [AGENT_CLIS[kind]]
-    if command_line:
-        try:
-            argv = shlex.split(command_line)
-        except ValueError as exc:
-            raise CliError(f"--command {command_line!r}: {exc}") from None
-        if not argv:
-            raise CliError("--command needs the program to run")
+    argv = _preset_argv(kind, command_line)
     return lambda: preset(argv[0], model=model, extra_args=argv[1:])
+
+
+def _preset_argv(kind: str, command_line: str | None) -> list[str]:
+    """The executable and extra arguments of a preset: ``--command`` split, else its default
+    executable."""
+    if not command_line:
+        return [AGENT_CLIS[kind]]
+    try:
+        argv = shlex.split(command_line)
+    except ValueError as exc:
+        raise CliError(f"--command {command_line!r}: {exc}") from None
+    if not argv:
+        raise CliError("--command needs the program to run")
+    return argv
 
 
 def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]:
@@ -335,9 +412,18 @@ def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]
 
 
 def check_command(ns: argparse.Namespace) -> None:
-    """For a run about to start: ``--command`` must name a program that can be started (not
-    found on PATH, no such file, not executable: :class:`CliError`, one clear line, instead
-    of a run whose every child fails)."""
+    """For a run about to start: the program a ``command`` run or a ``claude``/``codex``
+    preset would start must be startable (not found on PATH, no such file, not executable:
+    :class:`CliError`, one clear line, instead of a run whose every child fails)."""
+    if ns.provider in AGENT_CLIS:
+        argv = _preset_argv(ns.provider, ns.command_line)
+        problem = _unrunnable(argv[0])
+        if problem is not None:
+            given = f"--command {ns.command_line!r}" if ns.command_line \
+                else f"--provider {ns.provider}"
+            raise CliError(f"{given}: {problem} (install it, or name the executable with "
+                           "--command)")
+        return
     if ns.provider != "command" or not ns.command_line:
         return
     argv = shlex.split(ns.command_line)

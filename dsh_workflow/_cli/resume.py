@@ -2,12 +2,20 @@
 
 Contract:
 
-- ``resume`` without ``--provider`` uses the provider options the run was recorded with (its
-  kind, and the model and base URL, the command, or the echo latency it had); an option given
-  on the command line wins over the recorded one. Without ``--model-alias`` the run's recorded
-  model aliases apply. A run recorded with a provider the command
-  line cannot make (a routing or custom provider) resumes on echo. A recorded command whose
-  secrets were taken out is not reused (``--command`` must be given again).
+- ``resume`` without ``--provider`` rebuilds the provider the run was recorded with from its
+  record (``ProviderInfo.record``) through the command line's one provider table
+  (:data:`~dsh_workflow._cli.options.PROVIDER_KINDS`): its kind, and the model and base URL,
+  the command, the preset's executable and extra arguments, or the echo latency it had; an
+  option given on the command line wins over the recorded one. Without ``--model-alias`` the
+  run's recorded model aliases apply. A recorded value whose secrets were taken out is not
+  reused: the resume stops (exit 2) naming the option to give again.
+- The record is used only when its signature verifies (:mod:`dsh_workflow._store.signing`:
+  this user's key, this run, this exact record). An unverified record (an edited row, a store
+  from elsewhere, no signature) is shown in a ``warning:`` line and never used: without
+  ``--provider`` the resume stops (exit 2) showing the record and naming the options to give;
+  with it, the resume runs on the options given alone (no recorded URL, command or alias).
+- A run recorded with a provider the command line cannot rebuild (a routing or a custom
+  provider) resumes on echo unless ``--provider`` is given, and a ``warning:`` says so.
 - When the resume's provider identity differs from the recorded one, a ``warning:`` line on
   stderr names both and says how many completed calls will therefore run live instead of
   replaying (every journal key contains the identity).
@@ -18,13 +26,13 @@ Contract:
 from __future__ import annotations
 
 import argparse
-import shlex
+import json
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import CliError
-from .options import BASE_PROVIDERS, engine_config, provider_factory
+from .options import BASE_PROVIDERS, PROVIDER_KINDS, engine_config, provider_factory
 
 __all__ = ["recorded_aliases", "resume_provider", "seq_list"]
 
@@ -59,47 +67,71 @@ def recorded_aliases(recorded: Mapping[str, Any] | None) -> list[tuple[str, str]
             if isinstance(name, str) and isinstance(model, str)]
 
 
-def _apply(ns: argparse.Namespace, recorded: Mapping[str, Any]) -> None:
-    """Fill the provider options ``ns`` lacks from ``recorded``."""
-    from .._engines.host.provider_options import REDACTED
+def _shown(record: Mapping[str, Any]) -> str:
+    """The record as one line of JSON (controls escaped), bounded."""
+    text = json.dumps(record, ensure_ascii=True, sort_keys=True, default=str)
+    return text if len(text) <= 600 else text[:599] + "…"
+
+
+def _options_for(kind: object) -> str:
+    """The options that choose a provider of ``kind`` (all kinds when unknown)."""
+    entry = PROVIDER_KINDS.get(kind) if isinstance(kind, str) else None
+    if entry is None:
+        return "--provider " + "|".join(BASE_PROVIDERS) + " and its options"
+    flags = sorted(set(entry.options.values()))
+    return f"--provider {kind}" + (f" (with {', '.join(flags)} as needed)" if flags else "")
+
+
+def _unverified(ns: argparse.Namespace, recorded: Mapping[str, Any]) -> None:
+    """An unverified record: refused without ``--provider``, else shown and ignored."""
+    what = (f"run {ns.run_id}'s recorded provider is not signed by this user's key (an edited "
+            f"store, a store from elsewhere, or one recorded before records were signed): "
+            f"{_shown(recorded)}")
+    if ns.provider is None:
+        raise CliError(f"{what}; it is not used without explicit provider options: give "
+                       f"{_options_for(recorded.get('kind'))}")
+    _warn(f"{what}; it is not used: this resume runs on the options given")
+
+
+def _apply(ns: argparse.Namespace, recorded: Mapping[str, Any], live: int) -> None:
+    """Fill the provider options ``ns`` lacks from the verified ``recorded`` record."""
+    from dsh_workflow._failure import REDACTED
 
     kind = recorded.get("kind")
-    if kind not in BASE_PROVIDERS:
+    entry = PROVIDER_KINDS.get(kind) if isinstance(kind, str) else None
+    if entry is None:
         ns.provider = "echo"
+        _warn(f"run {ns.run_id} was recorded with the provider {str(kind)!r}, which the command "
+              f"line cannot rebuild: this resume runs on echo ({live} completed "
+              f"call{'s' if live != 1 else ''} will run live); give --provider to choose")
         return
     ns.provider = kind
-    if kind == "openai":
-        if ns.model is None and isinstance(recorded.get("model"), str):
-            ns.model = recorded["model"]
-        if ns.base_url is None and isinstance(recorded.get("base_url"), str) \
-                and REDACTED not in recorded["base_url"]:
-            ns.base_url = recorded["base_url"]
-    elif kind == "command" and ns.command_line is None:
-        command = recorded.get("command")
-        if isinstance(command, list) and all(isinstance(a, str) for a in command):
-            if any(REDACTED in arg for arg in command):
-                _warn("the recorded command had secrets taken out; give --command again")
-            else:
-                ns.command_line = shlex.join(command)
-    elif kind == "echo" and ns.echo_latency is None:
-        latency = recorded.get("latency_s")
-        if isinstance(latency, int | float) and latency > 0:
-            ns.echo_latency = float(latency)
+    for attr, value in entry.from_record(recorded).items():
+        if value is None or getattr(ns, attr, None) is not None:
+            continue
+        if isinstance(value, str) and REDACTED in value:
+            raise CliError(f"run {ns.run_id}'s recorded {entry.options[attr]} had a secret "
+                           f"taken out ({value!r}): give {entry.options[attr]} again")
+        setattr(ns, attr, value)
 
 
 def resume_provider(ns: argparse.Namespace, recorded: Mapping[str, Any] | None,
-                    completed: Iterable[int]) -> None:
+                    completed: Iterable[int], *, verified: bool = False) -> None:
     """Choose the resume's provider options (see the module docstring) and warn about what
-    will not replay. ``completed`` are the seqs of the run's completed (journaled) calls."""
+    will not replay. ``completed`` are the seqs of the run's completed (journaled) calls;
+    ``verified`` says whether ``recorded`` carried this user's signature for the run."""
     done = set(completed)
     for seq in sorted(ns.rerun - done):
         _warn(f"--rerun {seq}: run {ns.run_id} has no completed call {seq}, so there is no "
               "answer to replay (it runs live anyway)")
+    if recorded is not None and not verified:
+        _unverified(ns, recorded)
+        recorded = None  # nothing of it is used, its identity included
     if not ns.model_alias:
         ns.model_alias = recorded_aliases(recorded)
     if ns.provider is None:
         if recorded is not None:
-            _apply(ns, recorded)
+            _apply(ns, recorded, len(done - ns.rerun))
         else:
             ns.provider = "echo"
     old = None if recorded is None else recorded.get("identity")

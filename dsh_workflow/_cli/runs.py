@@ -282,7 +282,12 @@ def command_resume(ns: argparse.Namespace) -> int:
         from .._engines.host.journal import still_running
 
         raise CliError(still_running(record))
-    resume_provider(ns, recorded_provider, completed)
+    from .._store.signing import verified
+
+    signed_by_user = False
+    if recorded_provider is not None:
+        recorded_provider, signed_by_user = verified(record.id, recorded_provider)
+    resume_provider(ns, recorded_provider, completed, verified=signed_by_user)
     if ns.script is not None:
         meta, body = script_parts(ns.script, ns.meta, fallback_meta=_stored_meta(record))
     else:
