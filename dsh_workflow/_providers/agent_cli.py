@@ -7,10 +7,12 @@ Both run the agent CLI once per child, in its non-interactive mode, with everyth
 :class:`ClaudeCodeProvider` follows **Claude Code 2.1**'s headless print mode
 (:data:`CLAUDE_CODE_VERSION`): ``claude -p --output-format json`` with the prompt on stdin, and
 
-- ``--model M`` (the call's model, else the preset's), ``--effort low|medium|high|max`` (the
-  call's ``effort`` as given), ``--append-system-prompt TEXT`` (the agent definition's system
-  prompt, appended so Claude Code keeps its own tool instructions) and ``--allowedTools A,B``
-  (the definition's tool allowlist, when it restricts tools); then the preset's ``extra_args``;
+- ``--model=M`` (the call's model, else the preset's), ``--effort=low|medium|high|max`` (the
+  call's ``effort`` as given), ``--append-system-prompt=TEXT`` (the agent definition's system
+  prompt, appended so Claude Code keeps its own tool instructions) and ``--allowedTools=A,B``
+  (the definition's tool allowlist, when it restricts tools); then the preset's ``extra_args``.
+  Each value is joined to its flag, so a script's value that begins with ``-`` stays that
+  flag's value (the CLI then refuses it as it would any unknown model), never an option;
 - the answer, usage and cost come from the one JSON object it prints (``type: "result"``):
   ``result`` is the text, ``is_error: true`` or a ``subtype`` other than ``success`` is a failed
   child, ``usage`` gives the tokens (``input_tokens`` here counts every input token: Claude's
@@ -23,10 +25,11 @@ defines it in ``codex-rs/exec/src/cli.rs`` and ``exec_events.rs`` (openai/codex,
 :data:`CODEX_VERSION`): ``codex exec --json --skip-git-repo-check ... -`` with the prompt on
 stdin, and
 
-- ``-m M`` (the call's model, else the preset's), ``-c model_reasoning_effort="..."`` (``low``,
-  ``medium``, ``high``; ``max`` → ``xhigh``), ``-c developer_instructions="..."`` (the agent
-  definition's system prompt) and ``--sandbox read-only`` when the definition's tool allowlist
-  has no tool that writes (``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit``, ``Bash``) or
+- ``--model=M`` (the call's model, else the preset's), ``--config=model_reasoning_effort="..."``
+  (``low``, ``medium``, ``high``; ``max`` → ``xhigh``), ``--config=developer_instructions="..."``
+  (the agent definition's system prompt, a TOML basic string escaped by :func:`toml_string`)
+  and ``--sandbox read-only`` when the definition's tool allowlist has no tool that writes
+  (``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit``, ``Bash``) or
   ``--sandbox workspace-write`` when it has one (Codex has no per-tool allowlist; without a
   definition that restricts tools, Codex's own configuration decides); then ``extra_args``;
 - the answer is the last ``agent_message`` item of its JSON Lines events, the usage sums the
@@ -52,12 +55,13 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from .._failure import argv_secrets, redact_argv
 from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .command import CommandProvider
 from .structured import parse_structured_reply
 
 __all__ = ["CLAUDE_CODE_VERSION", "CODEX_VERSION", "ClaudeCodeProvider", "CodexProvider",
-           "agent_cli_env"]
+           "agent_cli_env", "toml_string"]
 
 #: The Claude Code release whose flags and JSON output :class:`ClaudeCodeProvider` follows.
 CLAUDE_CODE_VERSION = "2.1"
@@ -78,6 +82,29 @@ def agent_cli_env(source: Mapping[str, str] | None = None) -> dict[str, str]:
     env.update({name: value for name, value in source.items() if name.startswith(_ENV_PREFIXES)})
     env.setdefault("PATH", os.defpath)
     return env
+
+
+_TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r",
+                 '"': '\\"', "\\": "\\\\"}
+
+
+def _toml_char(char: str) -> str:
+    code = ord(char)
+    if char in _TOML_ESCAPES:
+        return _TOML_ESCAPES[char]
+    if code < 0x20 or 0x7F <= code <= 0x9F:
+        return f"\\u{code:04X}"
+    if 0xD800 <= code <= 0xDFFF:  # half an emoji: no TOML string can hold it
+        return "\uFFFD"
+    return char
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (``"..."``): ``"``, ``\\`` and control characters
+    escaped (``\\n``, ``\\uXXXX``), every other character as itself (JSON's ``\\ud83d``
+    surrogate pairs are not TOML); a lone surrogate, which no TOML string can hold, becomes
+    U+FFFD."""
+    return '"' + "".join(_toml_char(char) for char in text) + '"'
 
 
 def _schema_prompt(request: SubagentRequest) -> str:
@@ -128,20 +155,24 @@ class _AgentCliProvider(CommandProvider):
 
     @property
     def identity(self) -> str:
-        """The CLI, its default model, extra arguments and folder (durable runs' keys)."""
-        return f"{self.kind} " + json.dumps([self.executable, self.model, list(self.extra_args),
+        """The CLI, its default model, extra arguments (secrets redacted) and folder (durable
+        runs' keys)."""
+        return f"{self.kind} " + json.dumps([self.executable, self.model,
+                                             redact_argv(self.extra_args),
                                              None if self.cwd is None else os.fspath(self.cwd)])
 
     @property
     def info(self) -> ProviderInfo:
         """What this preset declares: its kind (``claude``/``codex``), the default model, and
-        the executable, model, extra arguments and folder as its record."""
+        the executable, model, extra arguments (secrets redacted) and folder as its record,
+        the values after secret-looking flags of its extra arguments as its secrets."""
         return ProviderInfo(kind=self.kind, identity=self.identity, default_model=self.model,
-                            description=self.description, record=self._record())
+                            description=self.description, record=self._record(),
+                            secrets=argv_secrets(self.extra_args))
 
     def _record(self) -> dict[str, JsonValue]:
         record: dict[str, JsonValue] = {"kind": self.kind, "executable": self.executable,
-                                        "extra_args": list(self.extra_args)}
+                                        "extra_args": list(redact_argv(self.extra_args))}
         if self.model is not None:
             record["model"] = self.model
         if self.cwd is not None:
@@ -168,17 +199,19 @@ class ClaudeCodeProvider(_AgentCliProvider):
         super().__init__(executable, **options)
 
     def _argv(self, request: SubagentRequest) -> list[str]:
+        # Every chosen value is joined to its flag (--flag=VALUE): a value beginning with "-"
+        # stays that flag's value, never an option of its own.
         argv = [self.executable, "-p", "--output-format", "json"]
         model = self._model(request)
         if model:
-            argv += ["--model", model]
+            argv.append(f"--model={model}")
         if request.effort is not None:
-            argv += ["--effort", request.effort]
+            argv.append(f"--effort={request.effort}")
         agent = request.agent
         if agent is not None and agent.system_prompt:
-            argv += ["--append-system-prompt", agent.system_prompt]
+            argv.append(f"--append-system-prompt={agent.system_prompt}")
         if agent is not None and agent.tools is not None:
-            argv += ["--allowedTools", ",".join(agent.tools)]
+            argv.append("--allowedTools=" + ",".join(agent.tools))
         return argv + list(self.extra_args)
 
     def _result(self, request: SubagentRequest, returncode: int | None, stdout: bytearray,
@@ -240,16 +273,18 @@ class CodexProvider(_AgentCliProvider):
         super().__init__(executable, **options)
 
     def _argv(self, request: SubagentRequest) -> list[str]:
+        # Every chosen value is joined to its flag (--flag=VALUE): a value beginning with "-"
+        # stays that flag's value, never an option of its own; -c values are TOML.
         argv = [self.executable, "exec", "--json", "--skip-git-repo-check"]
         model = self._model(request)
         if model:
-            argv += ["-m", model]
+            argv.append(f"--model={model}")
         if request.effort is not None:
-            argv += ["-c", f'model_reasoning_effort="{_CODEX_EFFORT[request.effort]}"']
+            argv.append("--config=model_reasoning_effort="
+                        + toml_string(_CODEX_EFFORT[request.effort]))
         agent = request.agent
         if agent is not None and agent.system_prompt:
-            # A TOML basic string: JSON's string escapes are valid TOML.
-            argv += ["-c", "developer_instructions=" + json.dumps(agent.system_prompt)]
+            argv.append("--config=developer_instructions=" + toml_string(agent.system_prompt))
         if agent is not None and agent.tools is not None:
             writes = any(tool.split("(", 1)[0] in _WRITING_TOOLS for tool in agent.tools)
             argv += ["--sandbox", "workspace-write" if writes else "read-only"]

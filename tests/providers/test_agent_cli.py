@@ -77,9 +77,10 @@ async def test_claude_gets_its_flags_and_the_answer_usage_and_cost_come_from_its
                                  cost_usd=0.0432)  # the reported cost wins
     (call,) = calls(logs["claude"])
     assert call["stdin"] == "hello there"
-    assert call["argv"] == ["-p", "--output-format", "json", "--model", "claude-sonnet-4-5",
-                            "--effort", "max", "--append-system-prompt",
-                            'You review code.\nBe "terse".', "--allowedTools", "Read,Grep"]
+    assert call["argv"] == ["-p", "--output-format", "json", "--model=claude-sonnet-4-5",
+                            "--effort=max",
+                            '--append-system-prompt=You review code.\nBe "terse".',
+                            "--allowedTools=Read,Grep"]
 
 
 @pytest.mark.anyio
@@ -94,7 +95,7 @@ async def test_claude_call_model_wins_and_failures_and_schemas(logs: dict[str, P
     typed = await provider.run(request("give JSON", schema=SCHEMA))
     assert typed.stop_reason == "completed" and typed.structured == {"n": 7}
     first, second, third = calls(logs["claude"])
-    assert first["argv"] == ["-p", "--output-format", "json", "--model", "haiku",
+    assert first["argv"] == ["-p", "--output-format", "json", "--model=haiku",
                              "--permission-mode", "acceptEdits"]
     assert second["argv"] == ["-p", "--output-format", "json", "--permission-mode",
                               "acceptEdits"]  # no model, effort or definition: no flag
@@ -117,9 +118,9 @@ async def test_codex_gets_its_flags_and_its_usage_is_priced_from_the_model(
     assert result.usage.cost_usd == pytest.approx(float(expected))
     (call,) = calls(logs["codex"])
     assert call["stdin"] == "hello there"
-    assert call["argv"] == ["exec", "--json", "--skip-git-repo-check", "-m", "gpt-4o",
-                            "-c", 'model_reasoning_effort="xhigh"',
-                            "-c", 'developer_instructions="You review code.\\nBe \\"terse\\"."',
+    assert call["argv"] == ["exec", "--json", "--skip-git-repo-check", "--model=gpt-4o",
+                            '--config=model_reasoning_effort="xhigh"',
+                            '--config=developer_instructions="You review code.\\nBe \\"terse\\"."',
                             "--sandbox", "read-only", "-"]
 
 
@@ -134,8 +135,8 @@ async def test_codex_failures_schemas_and_an_unknown_model(logs: dict[str, Path]
     assert typed.usage is not None and typed.usage.cost_usd is None  # no model: no price
     _, second = calls(logs["codex"])
     assert second["argv"] == ["exec", "--json", "--skip-git-repo-check",
-                              "-c", 'model_reasoning_effort="low"',
-                              "-c", 'developer_instructions="You write."',
+                              '--config=model_reasoning_effort="low"',
+                              '--config=developer_instructions="You write."',
                               "--sandbox", "workspace-write", "-"]
 
 
@@ -171,7 +172,7 @@ async def test_definitions_and_worktree_isolation_reach_the_cli_through_the_engi
     isolated, shared = calls(logs["claude" if preset is ClaudeCodeProvider else "codex"])
     assert Path(isolated["cwd"]).parent == tmp_path / "trees"  # ran inside its own worktree
     assert Path(shared["cwd"]) == repo
-    assert "gpt-4o" in isolated["argv"] and "You review code." in " ".join(isolated["argv"])
+    assert "--model=gpt-4o" in isolated["argv"] and "You review code." in " ".join(isolated["argv"])
     assert not any("You review" in arg for arg in shared["argv"])
 
 
@@ -196,12 +197,12 @@ def test_the_cli_runs_the_presets_found_on_path(logs: dict[str, Path], tmp_path:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == "claude says: summarize the repo"
     assert "$0.0432" in done.stderr  # the CLI's reported cost, in the final line
-    assert calls(logs["claude"])[0]["argv"][:5] == ["-p", "--output-format", "json", "--model",
-                                                    "sonnet"]
+    assert calls(logs["claude"])[0]["argv"][:4] == ["-p", "--output-format", "json",
+                                                    "--model=sonnet"]
     listed = json.loads(cli("runs", "--json", cwd=tmp_path, env=env).stdout)
     assert listed[0]["cost_usd"] == pytest.approx(0.0432)
     done = cli("run", "wf.js", "--provider", "codex", "--model", "gpt-4o", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == "codex says: summarize the repo"
-    assert calls(logs["codex"])[0]["argv"][3:7] == ["-m", "gpt-4o", "-c",
-                                                    'model_reasoning_effort="medium"']
+    assert calls(logs["codex"])[0]["argv"][3:5] == ["--model=gpt-4o",
+                                                    '--config=model_reasoning_effort="medium"']
