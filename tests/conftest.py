@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import settings
 
@@ -22,3 +25,16 @@ settings.load_profile("project")
 )
 def anyio_backend(request: pytest.FixtureRequest) -> object:
     return request.param
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_config_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The record key that durable runs make (docs/providers.md) goes to a configuration
+    folder of the test session, inherited by the CLI processes tests start, never the user's."""
+    before = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("config"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CONFIG_HOME", None)
+    else:
+        os.environ["XDG_CONFIG_HOME"] = before

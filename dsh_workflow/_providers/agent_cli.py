@@ -28,9 +28,9 @@ stdin, and
 - ``--model=M`` (the call's model, else the preset's), ``--config=model_reasoning_effort="..."``
   (``low``, ``medium``, ``high``; ``max`` → ``xhigh``), ``--config=developer_instructions="..."``
   (the agent definition's system prompt, a TOML basic string escaped by :func:`toml_string`)
-  and ``--sandbox read-only`` when the definition's tool allowlist has no tool that writes
+  and ``--sandbox=read-only`` when the definition's tool allowlist has no tool that writes
   (``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit``, ``Bash``) or
-  ``--sandbox workspace-write`` when it has one (Codex has no per-tool allowlist; without a
+  ``--sandbox=workspace-write`` when it has one (Codex has no per-tool allowlist; without a
   definition that restricts tools, Codex's own configuration decides); then ``extra_args``;
 - the answer is the last ``agent_message`` item of its JSON Lines events, the usage sums the
   ``turn.completed`` events' ``usage`` (``input_tokens`` includes ``cached_input_tokens``, the
@@ -287,7 +287,7 @@ class CodexProvider(_AgentCliProvider):
             argv.append("--config=developer_instructions=" + toml_string(agent.system_prompt))
         if agent is not None and agent.tools is not None:
             writes = any(tool.split("(", 1)[0] in _WRITING_TOOLS for tool in agent.tools)
-            argv += ["--sandbox", "workspace-write" if writes else "read-only"]
+            argv.append("--sandbox=" + ("workspace-write" if writes else "read-only"))
         return [*argv, *self.extra_args, "-"]
 
     def _result(self, request: SubagentRequest, returncode: int | None, stdout: bytearray,

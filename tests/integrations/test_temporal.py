@@ -343,6 +343,18 @@ async def test_on_trio_the_provider_says_it_needs_asyncio(server: Server,
 
 @asyncio_only
 @pytest.mark.anyio
+async def test_the_provider_declares_its_queue(server: Server) -> None:
+    client = await Client.connect(server.address)
+    info = TemporalProvider(client, "reviews").info
+    assert (info.kind, info.default_model) == ("temporal", None)
+    assert info.identity == f"temporal:{client.namespace}/reviews"
+    assert info.record == {"kind": "temporal", "namespace": client.namespace,
+                           "task_queue": "reviews"}
+    assert info.description is not None and "'reviews'" in info.description
+
+
+@asyncio_only
+@pytest.mark.anyio
 async def test_misuse_fails_loudly_at_construction(server: Server) -> None:
     client = await Client.connect(server.address)
     with pytest.raises(TypeError, match=r"connected temporalio\.client\.Client"):

@@ -121,7 +121,7 @@ async def test_codex_gets_its_flags_and_its_usage_is_priced_from_the_model(
     assert call["argv"] == ["exec", "--json", "--skip-git-repo-check", "--model=gpt-4o",
                             '--config=model_reasoning_effort="xhigh"',
                             '--config=developer_instructions="You review code.\\nBe \\"terse\\"."',
-                            "--sandbox", "read-only", "-"]
+                            "--sandbox=read-only", "-"]
 
 
 @pytest.mark.anyio
@@ -137,7 +137,7 @@ async def test_codex_failures_schemas_and_an_unknown_model(logs: dict[str, Path]
     assert second["argv"] == ["exec", "--json", "--skip-git-repo-check",
                               '--config=model_reasoning_effort="low"',
                               '--config=developer_instructions="You write."',
-                              "--sandbox", "workspace-write", "-"]
+                              "--sandbox=workspace-write", "-"]
 
 
 def _git(repo: Path, *args: str) -> None:
