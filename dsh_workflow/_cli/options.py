@@ -323,6 +323,44 @@ def _openai_provider(ns: argparse.Namespace, config: EngineConfig) -> ProviderMa
     return lambda: OpenAIProvider(**options)
 
 
+def _routing_options(record: Mapping[str, object]) -> dict[str, object]:
+    return {"provider_record": dict(record)}
+
+
+def _routing_provider(ns: argparse.Namespace, config: EngineConfig) -> ProviderMaker:
+    """A routing provider rebuilt from its recorded routes, each through the table (routing is
+    not offered as ``--provider``: only ``resume`` makes one, from a verified record)."""
+    from dsh_workflow import RoutingProvider
+    from dsh_workflow._failure import REDACTED
+
+    record = getattr(ns, "provider_record", None)
+    routes = record.get("routes") if isinstance(record, Mapping) else None
+    default = record.get("default") if isinstance(record, Mapping) else None
+    if not isinstance(routes, Mapping) or not routes or not isinstance(default, str):
+        raise CliError("a routing provider is made only from a recorded one (give --provider)")
+    makers: dict[str, ProviderMaker] = {}
+    for name, route in sorted(routes.items()):
+        kind = route.get("kind") if isinstance(route, Mapping) else None
+        entry = PROVIDER_KINDS.get(kind) if isinstance(kind, str) and kind != "routing" else None
+        if entry is None or not isinstance(route, Mapping):
+            raise CliError(f"the recorded route {name!r} is a provider the command line cannot "
+                           f"rebuild ({kind!r}); give --provider")
+        options = argparse.Namespace(provider=kind, model=None, base_url=None,
+                                     command_line=None, echo_latency=None)
+        for attr, value in entry.from_record(route).items():
+            if isinstance(value, str) and REDACTED in value:
+                raise CliError(f"the recorded route {name!r} had a secret taken out of its "
+                               f"{entry.options[attr]}; give --provider")
+            setattr(options, attr, value)
+        makers[name] = entry.build(options, config)
+    try:
+        RoutingProvider({name: make() for name, make in makers.items()}, default=default)
+    except ValueError as exc:
+        raise CliError(f"the recorded routing provider: {exc}") from None
+    return lambda: RoutingProvider({name: make() for name, make in makers.items()},
+                                   default=default)
+
+
 @dataclass(frozen=True)
 class ProviderKind:
     """One ``--provider`` kind: the command-line options it reads (``ns`` attributes, with
@@ -336,7 +374,8 @@ class ProviderKind:
 
 #: The one provider table of the command line, keyed by kind (``ProviderInfo.kind``): ``run``,
 #: ``mcp`` and ``worker`` build from options, ``resume`` from the recorded record (each entry's
-#: ``from_record`` gives the option values the record holds).
+#: ``from_record`` gives the option values the record holds). ``routing`` is not a
+#: ``--provider`` choice: ``resume`` rebuilds a recorded one whose routes are all in the table.
 PROVIDER_KINDS: dict[str, ProviderKind] = {
     "openai": ProviderKind({"model": "--model", "base_url": "--base-url"}, _openai_options,
                            _openai_provider),
@@ -351,6 +390,7 @@ PROVIDER_KINDS: dict[str, ProviderKind] = {
                           lambda ns, config: _agent_cli_factory("codex", ns.command_line,
                                                                 ns.model)),
     "echo": ProviderKind({"echo_latency": "--echo-latency"}, _echo_options, _echo_provider),
+    "routing": ProviderKind({}, _routing_options, _routing_provider),
 }
 
 

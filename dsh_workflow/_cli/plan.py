@@ -161,9 +161,10 @@ def args_value(text: str) -> Any:
 
 def _provider_argv(ns: argparse.Namespace) -> list[str]:
     """The provider options given, as a resume command must repeat them: they decide the
-    provider's identity, which is part of every journal key."""
+    provider's identity, which is part of every journal key. A routing provider (rebuilt by
+    ``resume`` from its record) has no options: the resume rebuilds it again."""
     argv: list[str] = []
-    if ns.provider != "echo":
+    if ns.provider not in ("echo", "routing"):
         argv += ["--provider", ns.provider]
     for option, value in (("--model", ns.model), ("--base-url", ns.base_url),
                           ("--command", ns.command_line)):

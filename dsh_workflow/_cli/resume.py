@@ -14,8 +14,9 @@ Contract:
   from elsewhere, no signature) is shown in a ``warning:`` line and never used: without
   ``--provider`` the resume stops (exit 2) showing the record and naming the options to give;
   with it, the resume runs on the options given alone (no recorded URL, command or alias).
-- A run recorded with a provider the command line cannot rebuild (a routing or a custom
-  provider) resumes on echo unless ``--provider`` is given, and a ``warning:`` says so.
+- A routing provider is rebuilt route by route through the same table; a run recorded with a
+  provider the command line cannot rebuild (a custom provider, a routing provider with such a
+  route) resumes on echo unless ``--provider`` is given, and a ``warning:`` says so.
 - When the resume's provider identity differs from the recorded one, a ``warning:`` line on
   stderr names both and says how many completed calls will therefore run live instead of
   replaying (every journal key contains the identity).
@@ -93,6 +94,13 @@ def _unverified(ns: argparse.Namespace, recorded: Mapping[str, Any]) -> None:
     _warn(f"{what}; it is not used: this resume runs on the options given")
 
 
+def _routes_rebuildable(recorded: Mapping[str, Any]) -> bool:
+    routes = recorded.get("routes")
+    return isinstance(routes, Mapping) and bool(routes) and all(
+        isinstance(route, Mapping) and route.get("kind") in BASE_PROVIDERS
+        for route in routes.values())
+
+
 def _apply(ns: argparse.Namespace, recorded: Mapping[str, Any], live: int) -> None:
     """Fill the provider options ``ns`` lacks from the verified ``recorded`` record."""
     from dsh_workflow._failure import REDACTED
@@ -103,6 +111,12 @@ def _apply(ns: argparse.Namespace, recorded: Mapping[str, Any], live: int) -> No
         ns.provider = "echo"
         _warn(f"run {ns.run_id} was recorded with the provider {str(kind)!r}, which the command "
               f"line cannot rebuild: this resume runs on echo ({live} completed "
+              f"call{'s' if live != 1 else ''} will run live); give --provider to choose")
+        return
+    if kind == "routing" and not _routes_rebuildable(recorded):
+        ns.provider = "echo"
+        _warn(f"run {ns.run_id} was recorded with a routing provider whose routes the command "
+              f"line cannot all rebuild: this resume runs on echo ({live} completed "
               f"call{'s' if live != 1 else ''} will run live); give --provider to choose")
         return
     ns.provider = kind

@@ -226,6 +226,54 @@ def test_a_preset_with_extra_arguments_resumes_with_them(tmp_path: Path) -> None
     assert len(calls) == 3 and calls[2]["argv"][-2:] == ["--permission-mode", "acceptEdits"]
 
 
+ROUTED = """const a = await agent('one', {provider: 'tool'});
+const b = await agent('two');
+if (!args.ok) throw new Error('stopped after two calls');
+const c = await agent('three', {provider: 'tool'});
+return [a, b, c];
+"""
+
+
+def test_a_routing_run_resumes_route_by_route(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A routing provider (made in Python; the command line offers none) is rebuilt from its
+    record, each route through the CLI's table."""
+    import anyio
+
+    from dsh_workflow import (
+        CommandProvider,
+        EchoProvider,
+        EngineConfig,
+        QuickJSEngine,
+        RoutingProvider,
+        SQLiteRunStore,
+        WorkflowStartRequest,
+    )
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the CLI's key, too
+    command, calls = counting_command(tmp_path)
+    routing = RoutingProvider({"fast": EchoProvider(latency_s=0.01),
+                               "tool": CommandProvider([sys.executable, command.split()[-1]])},
+                              default="fast")
+
+    async def first() -> str:
+        async with SQLiteRunStore(tmp_path / "runs.sqlite3") as store:
+            async with QuickJSEngine(EngineConfig(), provider=routing, store=store) as engine:
+                run = engine.start(WorkflowStartRequest(
+                    meta={"name": "routed", "description": "two routes"}, script=ROUTED,
+                    args={"ok": False}))
+                result = await run.result()
+                await run.dispose()
+        assert result.error_code is not None and "stopped" in (result.error or "")
+        return run.id
+
+    run_id = anyio.run(first)
+    assert len(calls.read_text().splitlines()) == 1
+    value = assert_replayed_two(resume(tmp_path, run_id))
+    assert value == ["did one", "echo: two", "did three"]
+    assert len(calls.read_text().splitlines()) == 2  # only the third call ran
+
+
 # -- secrets in the recorded command ---------------------------------------------------------------
 
 

@@ -189,7 +189,24 @@ def _parse(*argv: str) -> argparse.Namespace:
 
 
 def test_the_table_covers_every_provider_the_command_line_offers() -> None:
-    assert set(cli.PROVIDER_KINDS) == set(cli.BASE_PROVIDERS)
+    assert set(cli.PROVIDER_KINDS) == {*cli.BASE_PROVIDERS, "routing"}
+
+
+def test_a_recorded_routing_provider_is_rebuilt_route_by_route() -> None:
+    routing = RoutingProvider({"fast": EchoProvider(latency_s=0.5),
+                               "deep": ClaudeCodeProvider("/opt/claude", model="opus",
+                                                          extra_args=["--verbose"])},
+                              default="deep")
+    recorded = provider_options(routing)
+    ns = _parse()
+    ns.provider = "routing"
+    for attr, value in cli.PROVIDER_KINDS["routing"].from_record(recorded).items():
+        setattr(ns, attr, value)
+    rebuilt = cli.provider_factory(ns, EngineConfig())
+    assert rebuilt is not None and provider_options(rebuilt()) == recorded
+    ns.provider_record = {**recorded, "routes": {"x": {"kind": "mine"}}, "default": "x"}
+    with pytest.raises(cli.CliError, match="route 'x' is a provider the command line cannot"):
+        cli.provider_factory(ns, EngineConfig())
 
 
 @pytest.mark.parametrize("argv", [
