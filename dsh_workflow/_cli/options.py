@@ -396,10 +396,12 @@ PROVIDER_KINDS: dict[str, ProviderKind] = {
 
 def provider_factory(ns: argparse.Namespace,
                      config: EngineConfig) -> Callable[[], SubagentProvider] | None:
-    """Check the provider options now; the factory builds the provider inside the run.
+    """Check the provider options now; the factory builds the provider inside the run, through
+    the entry of :data:`PROVIDER_KINDS` for ``ns.provider``.
 
-    Returns ``None`` for a provider that is not one of :data:`BASE_PROVIDERS` (a command that
-    adds its own builds it itself).
+    Returns ``None`` for a provider that is not in the table (a command that adds its own, like
+    ``mcp``'s ``sampling``, builds it itself). An option of another kind raises
+    :class:`CliError` (``--model applies only to --provider openai, claude or codex``).
     """
     flags = {flag: attr for kind in PROVIDER_KINDS.values() for attr, flag in kind.options.items()}
     for flag, attr in flags.items():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -162,12 +163,18 @@ def args_value(text: str) -> Any:
 def _provider_argv(ns: argparse.Namespace) -> list[str]:
     """The provider options given, as a resume command must repeat them: they decide the
     provider's identity, which is part of every journal key. A routing provider (rebuilt by
-    ``resume`` from its record) has no options: the resume rebuilds it again."""
+    ``resume`` from its record) has no options: the resume rebuilds it again. A ``--command``
+    that carries a secret (``--api-key X``) is left out, never printed: the resume then asks
+    for it."""
+    from .._failure import argv_secrets
+
     argv: list[str] = []
     if ns.provider not in ("echo", "routing"):
         argv += ["--provider", ns.provider]
     for option, value in (("--model", ns.model), ("--base-url", ns.base_url),
                           ("--command", ns.command_line)):
+        if option == "--command" and value is not None and argv_secrets(shlex.split(value)):
+            continue
         if value is not None:
             argv += [option, value]
     for name, model in ns.model_alias:

@@ -297,6 +297,24 @@ def test_a_command_secret_is_neither_recorded_nor_printed_and_must_be_given_agai
     assert secret not in again.stderr
 
 
+def test_the_printed_resume_hint_never_carries_a_command_secret(tmp_path: Path) -> None:
+    secret = "hunter2-very-secret"
+    agent = tmp_path / "paid.py"
+    agent.write_text("import sys\n"
+                     "prompt = sys.stdin.read()\n"
+                     "sys.stderr.write('dsh-workflow-usage: {\"input_tokens\": 60, "
+                     "\"output_tokens\": 40}\\n')\n"
+                     "print('did ' + prompt, end='')\n", encoding="utf-8")
+    (tmp_path / "wf.js").write_text(SCRIPT, encoding="utf-8")
+    done = cli(tmp_path, "run", "wf.js", "--args", '{"ok": true}', "--budget", "150",
+               "--provider", "command", "--command",
+               f"{sys.executable} {agent} --api-key {secret}")
+    assert done.returncode == 1 and "BUDGET_EXCEEDED" in done.stdout, done.stderr
+    (hint,) = [line for line in done.stderr.splitlines() if "resume with:" in line]
+    assert secret not in done.stderr and "--command" not in hint
+    assert "--provider command" in hint
+
+
 # -- a record this user did not write --------------------------------------------------------------
 
 
