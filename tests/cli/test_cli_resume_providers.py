@@ -226,6 +226,50 @@ def test_a_preset_with_extra_arguments_resumes_with_them(tmp_path: Path) -> None
     assert len(calls) == 3 and calls[2]["argv"][-2:] == ["--permission-mode", "acceptEdits"]
 
 
+def test_an_interrupted_claude_run_resumes_without_paying_again(tmp_path: Path) -> None:
+    """Ctrl-C while the third call runs: the run ends cancelled (its claude child killed), and
+    the resume replays the two completed calls and runs the third on the recorded model."""
+    import signal
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    slow = bin_dir / "claude"
+    gate = tmp_path / "let-three-finish"
+    # the fake claude, except that "three" waits until the gate file exists
+    slow.write_text((FAKES / "claude").read_text(encoding="utf-8").replace(
+        "prompt = sys.stdin.read()\n",
+        "prompt = sys.stdin.read()\n"
+        "import time\n"
+        f"while prompt.startswith('three') and not os.path.exists({str(gate)!r}):\n"
+        "    time.sleep(0.05)\n", 1), encoding="utf-8")
+    slow.chmod(0o755)
+    log = tmp_path / "claude.log"
+    extra = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "CLAUDE_FAKE_LOG": str(log)}
+    (tmp_path / "wf.js").write_text(SCRIPT, encoding="utf-8")
+    with open(tmp_path / "run.err", "wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_workflow", "run", "wf.js", "--args", '{"ok": true}',
+             "--provider", "claude", "--model", "opus"], cwd=tmp_path,
+            env=env_for(tmp_path, **extra), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while "[agent 3 started]" not in (tmp_path / "run.err").read_text(encoding="utf-8"):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+    finally:
+        process.kill()
+    assert len(log.read_text().splitlines()) == 2  # the third never logged: it was waiting
+    gate.touch()
+    run_id = only_run_id(tmp_path)
+    value = assert_replayed_two(resume(tmp_path, run_id, **extra))
+    assert value == ["claude says: one", "claude says: two", "claude says: three"]
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(calls) == 3 and "--model=opus" in calls[2]["argv"]
+
+
 ROUTED = """const a = await agent('one', {provider: 'tool'});
 const b = await agent('two');
 if (!args.ok) throw new Error('stopped after two calls');
