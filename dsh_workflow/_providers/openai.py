@@ -71,6 +71,7 @@ import random
 import time
 from collections.abc import Mapping
 from typing import Any, Self
+from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import httpx
@@ -203,9 +204,10 @@ class OpenAIProvider:
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self._headers.update(extra_headers or {})
-        # redacted from every error text: the key, and every header value that carries one
-        self._secrets = (key, *argv_secrets(f"--{name}={value}"
-                                            for name, value in (extra_headers or {}).items()))
+        # redacted from every error text: the key, and every header value or URL query value
+        # whose name says it carries one (``api-key: ...``, ``?key=...``)
+        named = [*(extra_headers or {}).items(), *parse_qsl(urlsplit(self.base_url).query)]
+        self._secrets = (key, *argv_secrets(f"--{name}={value}" for name, value in named))
         self._client: httpx.AsyncClient | None = None
         self._entered = False
         self._effort_rejected: set[str] = set()  # models whose endpoint refused reasoning_effort

@@ -127,6 +127,16 @@ def test_built_in_providers_declare_secret_free_records_and_their_secrets() -> N
         assert provider_options(provider) == {**record, "identity": info.identity}
 
 
+def test_an_endpoint_key_in_the_url_or_a_header_is_a_secret() -> None:
+    provider = OpenAIProvider(model="m", base_url=f"https://h.example/v1?key={SECRET}&alt=json",
+                              api_key="sk-not-this-one-0123", extra_headers={"api-key": "zz-9876",
+                                                                             "X-Trace": "on"})
+    info = provider.info
+    assert info.secrets == ("sk-not-this-one-0123", "zz-9876", SECRET)
+    assert info.record["base_url"] == f"https://h.example/v1?key={REDACTED}&alt=json"
+    assert SECRET not in info.identity
+
+
 def test_routing_declares_its_routes_models_and_descriptions() -> None:
     routing = RoutingProvider({"fast": EchoProvider(), "big": ClaudeCodeProvider(model="opus")},
                               default="fast")
