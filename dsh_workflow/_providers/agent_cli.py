@@ -274,7 +274,7 @@ class CodexProvider(_AgentCliProvider):
 
     def _argv(self, request: SubagentRequest) -> list[str]:
         # Every chosen value is joined to its flag (--flag=VALUE): a value beginning with "-"
-        # stays that flag's value, never an option of its own; -c values are TOML.
+        # stays that flag's value, never an option of its own; --config values are TOML.
         argv = [self.executable, "exec", "--json", "--skip-git-repo-check"]
         model = self._model(request)
         if model:
