@@ -69,6 +69,7 @@ class HostedRun(WorkflowRun):
 
     def __init__(self, *, run_id: str, meta: WorkflowMeta, config: EngineConfig,
                  provider: SubagentProvider, max_total_agents: int, parent: Any,
+                 secrets: tuple[str, ...] = (),
                  events: EventHub, task_group: TaskGroup, budget_tokens: int | None = None,
                  budget_usd: float | None = None,
                  body_line_offset: int = 0, body_header_chars: int = 0,
@@ -92,7 +93,7 @@ class HostedRun(WorkflowRun):
         self._children = ChildScheduler(
             run_id=run_id, info=self._info, config=config, provider=provider, events=events,
             task_group=task_group, spend=self._spend, limits=limits, calls=self._calls,
-            fail_run=self._agents_failed)
+            fail_run=self._agents_failed, secrets=secrets)
         self._journal_writer = None if journal is None else JournalWriter(
             journal, self._calls, self._store_failed)
         self._hooks = HookServer(

@@ -74,7 +74,8 @@ class ChildScheduler:
     def __init__(self, *, run_id: str, info: RunInfo, config: EngineConfig,
                  provider: SubagentProvider, events: EventHub, task_group: TaskGroup,
                  spend: Spend, limits: SchemaLimits, calls: CallLedger,
-                 fail_run: Callable[[str], None] = lambda text: None) -> None:
+                 fail_run: Callable[[str], None] = lambda text: None,
+                 secrets: tuple[str, ...] = ()) -> None:
         self._id = run_id
         self._info = info
         self._config = config
@@ -85,6 +86,7 @@ class ChildScheduler:
         self._limits = limits
         self._calls = calls
         self._fail_run = fail_run  # ends the run with fatal AGENT_FAILED (the text given)
+        self._secrets = secrets  # the run's secrets: out of every failure text made here
         self.started = 0  # children given a slot (the result's agents_started)
         self._queue: deque[ChildCall] = deque()  # accepted calls waiting for a slot
         self._ready: deque[ChildCall] = deque()  # calls given a slot, not yet taken by a worker
@@ -234,14 +236,14 @@ class ChildScheduler:
                 # "Truthful outcomes"); the text says all there is, so no traceback is logged.
                 logger.info("dsh-workflow: provider unavailable for %s#%d: %s", self._id,
                                call.seq, _render(exc))
-                call.failure = AgentFailure.of("provider", _render(exc))
+                call.failure = AgentFailure.of("provider", _render(exc), secrets=self._secrets)
                 call.fatal = f"{_AGENT_FAILED}: {call.failure.message}"
                 return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
             logger.warning("dsh-workflow: provider raised for %s#%d", self._id, call.seq,
                            exc_info=True)
             text = f"agent() failed: the subagent provider raised {type(exc).__name__}: " \
                    f"{_render(exc)}"
-            call.failure = AgentFailure.of("provider", text)
+            call.failure = AgentFailure.of("provider", text, secrets=self._secrets)
             # The fatal error the script sees is the reason, redacted and bounded likewise.
             return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
         # Decided on the loop: no coroutine per child unless a structured value needs checking.
