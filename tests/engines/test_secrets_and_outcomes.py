@@ -15,10 +15,12 @@ from dsh_workflow import (
     AgentStarted,
     EngineConfig,
     ProviderInfo,
+    ProviderUnavailable,
     QuickJSEngine,
     SQLiteRunStore,
     SubagentRequest,
     SubagentResult,
+    WorkflowEnded,
     WorkflowEvent,
     WorkflowResult,
     WorkflowStartRequest,
@@ -108,3 +110,94 @@ async def test_the_script_sees_answers_without_the_secret() -> None:
                            "{schema: {type: 'object'}})]")
     assert result.value == ["my key is [REDACTED]",
                             {"key": "[REDACTED]", "[REDACTED]": ["[REDACTED]"]}]
+
+
+async def test_children_still_running_when_the_script_returns_are_cancelled() -> None:
+    result, events = await _run("agent('hang'); agent('hang'); await agent('fail'); return 1")
+    assert (result.stop_reason, result.value) == ("completed", 1)
+    assert (result.agents_failed, result.agents_cancelled) == (1, 2)
+    ended = next(e for e in events if isinstance(e, WorkflowEnded))
+    assert (ended.agents_failed, ended.agents_cancelled) == (1, 2)
+    ends = _ends(events)
+    assert [ends[seq].outcome for seq in (1, 2, 3)] == ["cancelled", "cancelled", "failed"]
+    for seq in (1, 2):
+        error = ends[seq].error
+        assert error is not None and error.kind == "cancelled"
+        assert error.message == "cancelled: the script returned before this agent ended"
+
+
+async def test_siblings_of_a_fatal_failure_say_which_code_and_agent_ended_the_run() -> None:
+    result, events = await _run("return await parallel([() => agent('hang'), "
+                                "() => agent('raise'), () => agent('hang')])")
+    assert result.stop_reason == "error" and result.error_code == "AGENT_FAILED"
+    assert (result.agents_failed, result.agents_cancelled) == (1, 2)
+    ends = _ends(events)
+    for seq in (1, 3):
+        error = ends[seq].error
+        assert error is not None and error.kind == "cancelled"
+        assert error.message == "cancelled: the run ended with AGENT_FAILED in agent 2"
+
+
+class _Unavailable(_Provider):
+    async def run(self, request: SubagentRequest) -> SubagentResult:
+        if request.prompt == "gone":
+            await anyio.sleep(0.2)  # the sibling is running by then
+            raise ProviderUnavailable("credentials refused")
+        return await super().run(request)
+
+
+async def test_a_provider_unavailable_names_its_agent_to_the_siblings() -> None:
+    events: list[WorkflowEvent] = []
+    async with QuickJSEngine(CONFIG, provider=_Unavailable()) as engine:
+        engine.events.subscribe(events.append)
+        run = engine.start(WorkflowStartRequest(
+            meta=META, script="return await parallel([() => agent('hang'), () => agent('gone')])"))
+        with anyio.fail_after(20):
+            result = await run.result()
+        await run.dispose()
+    assert result.error_code == "AGENT_FAILED"
+    sibling = _ends(events)[1].error
+    assert sibling is not None
+    assert sibling.message == "cancelled: the run ended with AGENT_FAILED in agent 2"
+
+
+@pytest.mark.parametrize(("reason", "said"), [("", "cancelled by the caller"),
+                                              ("user stopped it", "cancelled: user stopped it")])
+async def test_a_cancel_by_the_caller_names_its_origin(reason: str, said: str) -> None:
+    result, events = await _run("return await parallel([() => agent('hang'), "
+                                "() => agent('hang')])", cancel=reason)
+    assert result.stop_reason == "cancelled"
+    if not reason:
+        assert result.error == "workflow run cancelled: cancelled by the caller"
+    assert (result.agents_failed, result.agents_cancelled) == (0, 2)
+    for end in _ends(events).values():
+        assert end.error is not None and end.error.message == said
+
+
+@pytest.mark.parametrize(("origin", "said"), [("viewer", "cancelled from the viewer"),
+                                              ("command line", "cancelled from the command line"),
+                                              (None, "cancelled from the command line")])
+async def test_a_cancel_from_another_process_names_its_origin(
+        tmp_path: Path, origin: str | None, said: str) -> None:
+    db = tmp_path / "runs.sqlite3"
+    events: list[WorkflowEvent] = []
+    async with SQLiteRunStore(db) as store:
+        async with QuickJSEngine(CONFIG, provider=_Provider(), store=store) as engine:
+            engine.events.subscribe(events.append)
+            run = engine.start(WorkflowStartRequest(
+                meta=META, script="await agent('fail'); return await agent('hang')"))
+            with anyio.fail_after(10):
+                while sum(isinstance(e, AgentStarted) for e in events) < 2:
+                    await anyio.sleep(0.01)
+            async with SQLiteRunStore(db) as other:
+                assert await other.request_cancel(run.id, origin=origin)
+                assert await other.request_cancel(run.id, origin="elsewhere")  # the first stands
+            with anyio.fail_after(10):
+                result = await run.result()
+            await run.dispose()
+        assert result.error == f"workflow run cancelled: {said}"
+        end = _ends(events)[2]
+        assert end.error is not None and end.error.message == said
+        record = await store.get_run(run.id)
+    assert record is not None
+    assert (record.agents_failed, record.agents_cancelled) == (1, 1)

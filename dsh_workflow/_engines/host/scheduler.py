@@ -74,7 +74,7 @@ class ChildScheduler:
     def __init__(self, *, run_id: str, info: RunInfo, config: EngineConfig,
                  provider: SubagentProvider, events: EventHub, task_group: TaskGroup,
                  spend: Spend, limits: SchemaLimits, calls: CallLedger,
-                 fail_run: Callable[[str], None] = lambda text: None,
+                 fail_run: Callable[[str, int], None] = lambda text, seq: None,
                  secrets: tuple[str, ...] = ()) -> None:
         self._id = run_id
         self._info = info
@@ -85,9 +85,11 @@ class ChildScheduler:
         self._spend = spend
         self._limits = limits
         self._calls = calls
-        self._fail_run = fail_run  # ends the run with fatal AGENT_FAILED (the text given)
+        self._fail_run = fail_run  # ends the run with fatal AGENT_FAILED (text, the agent's seq)
         self._secrets = secrets  # the run's secrets: out of every failure text made here
         self.started = 0  # children given a slot (the result's agents_started)
+        #: The first child whose failure is fatal (its provider raised or is unavailable).
+        self.fatal_agent: int | None = None
         self._queue: deque[ChildCall] = deque()  # accepted calls waiting for a slot
         self._ready: deque[ChildCall] = deque()  # calls given a slot, not yet taken by a worker
         self._running = 0  # slots in use: calls ready or being run
@@ -201,7 +203,7 @@ class ChildScheduler:
         finally:
             self._running -= 1
             if call.fatal is not None and not self._calls.closed:
-                self._fail_run(call.fatal)  # before its reply: the script cannot catch it
+                self._fail_run(call.fatal, call.seq)  # before its reply: the script cannot catch it
             if not journaled:
                 self._calls.end(call)
             ticket = False  # the first call admitted here is this worker's next
@@ -231,6 +233,8 @@ class ChildScheduler:
         except Exception as exc:
             if self._calls.closed:
                 return self._calls.cancelled_reply(call), "cancelled"
+            if self.fatal_agent is None:
+                self.fatal_agent = call.seq
             if isinstance(exc, ProviderUnavailable):
                 # Every later child would hit it too: the run ends at once (docs/scripts.md,
                 # "Truthful outcomes"); the text says all there is, so no traceback is logged.
