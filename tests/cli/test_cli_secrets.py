@@ -72,3 +72,20 @@ def test_a_key_the_child_echoes_is_in_no_output_and_no_store_byte(
     assert any(path.name == "runs.sqlite3" for path in files)
     for path in files:
         assert SECRET.encode() not in path.read_bytes(), path.name
+
+
+def test_resume_warnings_name_no_key(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    script = tmp_path / "s.js"
+    script.write_text(META + "return await agent('hi')", encoding="utf-8")
+    answer = f"{sys.executable} -c \"import sys; print('ok ' + sys.stdin.read())\""
+    done = cli("run", script, "--json", "--provider", "command", "--command", answer,
+               store=store, env_key="OPENAI_API_KEY")
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    # Another command, holding the key in its argv: the resume warns that its calls run live.
+    resumed = cli("resume", run_id, "--provider", "command", "--command", f"{answer} {SECRET}",
+                  store=store, env_key="OPENAI_API_KEY")
+    assert resumed.returncode == 0, resumed.stderr
+    warning = next(line for line in resumed.stderr.splitlines() if "recorded with" in line)
+    assert "[REDACTED]" in warning and SECRET not in resumed.stderr + resumed.stdout

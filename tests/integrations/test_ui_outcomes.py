@@ -190,3 +190,24 @@ def test_a_cancel_from_the_viewer_names_its_origin(store: Path, viewer: Viewer,
     assert result["failures"] == [{"seq": 1, "label": result["failures"][0]["label"],
                                    "kind": "cancelled", "cause": None,
                                    "message": "cancelled from the viewer"}]
+
+
+def test_runs_and_show_count_cancelled_apart(finished: tuple[str, str], store: Path) -> None:
+    run_id, _ = finished
+
+    def cli(*argv: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "dsh_workflow", *argv, "--store",
+                               str(store)], cwd=REPO, capture_output=True, text=True,
+                              encoding="utf-8", env=_env(), timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    listed = {run["id"]: run for run in json.loads(cli("runs", "--json"))}
+    assert (listed[run_id]["agents_failed"], listed[run_id]["agents_cancelled"]) == (1, 1)
+    table = cli("runs").splitlines()
+    header = table[0].split()
+    row = next(line.split() for line in table if line.startswith(run_id))
+    assert row[header.index("FAILED")] == "1" and row[header.index("CANCELLED")] == "1"
+    assert "agents:      2 started, 1 failed, 1 cancelled, 0 replayed" in cli("show", run_id)
+    assert "[done] completed in" in cli("logs", run_id)
+    assert "1 failed, 1 cancelled" in cli("logs", run_id)
