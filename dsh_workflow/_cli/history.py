@@ -17,7 +17,7 @@ from typing import Any
 from dsh_workflow import RunRecord, StoredEvent
 from dsh_workflow._prices import cost_text, format_usd
 
-from .progress import ended_line, format_elapsed, summary_text
+from .progress import ended_line, format_elapsed, kind_reason, summary_text
 
 __all__ = ["UNSETTLED", "AgentRow", "EventCounts", "EventLines", "agent_rows", "event_counts", "format_time",
            "run_document", "run_summary", "runs_table", "show_text", "stored_reason", "with_counts"]
@@ -211,7 +211,7 @@ def stored_reason(data: Mapping[str, Any]) -> str | None:
     details = error.get("details")
     text = details[0] if isinstance(details, list) and details and isinstance(details[0], str) \
         else str(error.get("message", ""))
-    return f"{error.get('kind')}: {_one_line(text)}"
+    return kind_reason(error.get("kind"), _one_line(text))
 
 
 def run_document(record: RunRecord, rows: Sequence[AgentRow]) -> dict[str, Any]:

@@ -89,6 +89,14 @@ def summary_text(reason: str, elapsed: float, agents: int, replayed: int, tokens
             f"{tokens}")
 
 
+def kind_reason(kind: object, reason: str) -> str:
+    """``kind: reason``, or the reason alone when it already starts with the kind (a cancelled
+    child's ``cancelled from the viewer``), or the kind alone when there is no reason."""
+    if not reason:
+        return str(kind)
+    return reason if reason.startswith(str(kind)) else f"{kind}: {reason}"
+
+
 def final_mark(ended: WorkflowEnded | None) -> tuple[str, str]:
     """The style and mark of the live panel's final line: a green check only for a run that
     completed with every child completed; a yellow warning mark for one that completed with
@@ -112,7 +120,7 @@ def ended_reason(event: AgentEnded) -> str | None:
         return None
     reason = failure_reason(event.error.model_dump(mode="json"), keep_value=True,
                             limit=REASON_CHARS)
-    return f"{event.error.kind}: {reason}"
+    return kind_reason(event.error.kind, reason)
 
 
 def ended_line(seq: object, outcome: object, label: object, reason: str | None) -> str:
@@ -128,7 +136,7 @@ def warning_text(failures: list[dict[str, Any]], started: int) -> str | None:
     if not failures:
         return None
     groups = group_failures(failures, kinds=_ALL_KINDS)
-    parts = [f"{count} {kind}" + (f": {reason}" if reason else "")
+    parts = [f"{count} {kind_reason(kind, reason)}"
              for count, kind, reason in groups[:WARNING_GROUPS]]
     if len(groups) > WARNING_GROUPS:
         rest = sum(count for count, _, _ in groups[WARNING_GROUPS:])
