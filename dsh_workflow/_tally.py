@@ -93,6 +93,17 @@ class RunTally:
         return sum(self.outcomes.values())
 
     @property
+    def failed(self) -> int:
+        """Started children that ended other than completed or cancelled (failed, timed
+        out): what ``agents_failed`` counts."""
+        return self.finished - self.outcomes["completed"] - self.outcomes["cancelled"]
+
+    @property
+    def cancelled(self) -> int:
+        """Started children the run's stop cancelled (``agents_cancelled``)."""
+        return self.outcomes["cancelled"]
+
+    @property
     def unsuccessful(self) -> int:
         """Started children that ended other than completed (failed, cancelled, timed out)."""
         return self.finished - self.outcomes["completed"]

@@ -112,7 +112,7 @@ def command_cancel(ns: argparse.Namespace) -> int:
         record = await _record(store, ns, ns.run_id)
         if record.status != "running":
             return record.id, f"not running: {record.status}"
-        if not await store.request_cancel(record.id):
+        if not await store.request_cancel(record.id, origin="command line"):
             again = await store.get_run(record.id)
             return record.id, f"not running: {again.status if again else record.status}"
         with anyio.move_on_after(ns.timeout):

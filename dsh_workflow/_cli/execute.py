@@ -50,7 +50,7 @@ from dsh_workflow import (
 )
 
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
-from .output import print_result
+from .output import ChildFailures, print_result
 from .plan import Plan
 from .progress import EventLog, Progress, make_progress
 from .stores import resume_command
@@ -203,6 +203,8 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         # Listeners stay subscribed until the engine is gone, so that even a run disposed by
         # the engine's exit reports its WorkflowEnded.
         engine.events.subscribe(progress)
+        failures = ChildFailures()
+        engine.events.subscribe(failures)
         if store is not None:
             engine.events.subscribe(_announce(progress, plan))
         if event_log is not None:
@@ -219,7 +221,8 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         result = await run.result()
         interrupts.settled = True
         progress.finish()
-        print_result(result, run.id, as_json=as_json, limit_flags=plan.limit_flags)
+        print_result(result, run.id, as_json=as_json, limit_flags=plan.limit_flags,
+                     failures=failures.failures)
         if interrupts.count and result.stop_reason == "cancelled" \
                 and interrupts.resume_hint is not None:
             progress.info(interrupts.resume_hint(run.id))

@@ -17,7 +17,7 @@ from typing import Any
 from dsh_workflow import RunRecord, StoredEvent
 from dsh_workflow._prices import cost_text, format_usd
 
-from .progress import ended_line, format_elapsed, summary_text
+from .progress import ended_line, format_elapsed, kind_reason, summary_text
 
 __all__ = ["UNSETTLED", "AgentRow", "EventCounts", "EventLines", "agent_rows", "event_counts", "format_time",
            "run_document", "run_summary", "runs_table", "show_text", "stored_reason", "with_counts"]
@@ -50,19 +50,21 @@ def _tokens(usage: Mapping[str, Any] | None) -> int | None:
 
 @dataclass(frozen=True)
 class EventCounts:
-    """A run's counts as its stored events tell them: children started, children that did not
-    complete, calls replayed from a journal, and the tokens the children reported."""
+    """A run's counts as its stored events tell them: children started, children that failed
+    (neither completed nor cancelled), calls replayed from a journal, the tokens the children
+    reported, and children cancelled."""
 
     agents: int = 0
     failed: int = 0
     replayed: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cancelled: int = 0
 
 
 def event_counts(events: Iterable[StoredEvent]) -> EventCounts:
     """Count a run's stored events (see :class:`EventCounts`)."""
-    agents = failed = replayed = input_tokens = output_tokens = 0
+    agents = failed = replayed = input_tokens = output_tokens = cancelled = 0
     for stored in events:
         kind = stored.data.get("event")
         if kind == "AgentStarted":
@@ -70,12 +72,14 @@ def event_counts(events: Iterable[StoredEvent]) -> EventCounts:
         elif kind == "AgentReplayed":
             replayed += 1
         elif kind == "AgentEnded":
-            failed += stored.data.get("outcome") != "completed"
+            outcome = stored.data.get("outcome")
+            cancelled += outcome == "cancelled"
+            failed += outcome not in ("completed", "cancelled")
             usage = stored.data.get("usage")
             if isinstance(usage, Mapping):
                 input_tokens += _whole(usage.get("input_tokens"))
                 output_tokens += _whole(usage.get("output_tokens"))
-    return EventCounts(agents, failed, replayed, input_tokens, output_tokens)
+    return EventCounts(agents, failed, replayed, input_tokens, output_tokens, cancelled)
 
 
 def with_counts(record: RunRecord, counts: EventCounts) -> RunRecord:
@@ -88,6 +92,7 @@ def with_counts(record: RunRecord, counts: EventCounts) -> RunRecord:
 
     return record.model_copy(update={
         "agents": counts.agents, "replayed": counts.replayed, "agents_failed": counts.failed,
+        "agents_cancelled": counts.cancelled,
         "usage": Usage(input_tokens=max(0, counts.input_tokens),
                        output_tokens=max(0, counts.output_tokens))})
 
@@ -103,6 +108,7 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
     ``broken`` run has ``problem``, what is wrong with its stored row."""
     return {"id": record.id, "name": record.meta.get("name"), "status": record.status,
             "agents": record.agents, "agents_failed": record.agents_failed,
+            "agents_cancelled": record.agents_cancelled,
             "replayed": record.replayed,
             "tokens": record.usage.total_tokens, "cost_usd": record.usage.cost_usd,
             "created_at": record.created_at,
@@ -125,8 +131,8 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
 
 
 def runs_table(records: Sequence[RunRecord]) -> str:
-    """``runs``: id, name, status, agents, replayed, failed, tokens, started, duration (newest
-    first, as given), with a COST column after the tokens when some listed run's cost is known
+    """``runs``: id, name, status, agents, replayed, failed, cancelled, tokens, started,
+    duration (newest first, as given), with a COST column after the tokens when some listed run's cost is known
     (``-`` for a run whose children's cost is unknown)."""
     priced = any(record.usage.cost_usd is not None for record in records)
     rows = []
@@ -134,12 +140,13 @@ def runs_table(records: Sequence[RunRecord]) -> str:
         duration = _duration(record)
         rows.append([record.id, str(record.meta.get("name", "")), record.status,
                      str(record.agents), str(record.replayed), str(record.agents_failed),
+                     str(record.agents_cancelled),
                      f"{record.usage.total_tokens:,}", *([_cost(record)] if priced else []),
                      format_time(record.created_at),
                      "-" if duration is None else format_elapsed(duration)])
-    return _table(["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "FAILED", "TOKENS",
-                   *(["COST"] if priced else []), "STARTED", "DURATION"], rows,
-                  right=frozenset({3, 4, 5, 6, 7} if priced else {3, 4, 5, 6}))
+    return _table(["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "FAILED", "CANCELLED",
+                   "TOKENS", *(["COST"] if priced else []), "STARTED", "DURATION"], rows,
+                  right=frozenset({3, 4, 5, 6, 7, 8} if priced else {3, 4, 5, 6, 7}))
 
 
 def _cost(record: RunRecord) -> str:
@@ -204,7 +211,7 @@ def stored_reason(data: Mapping[str, Any]) -> str | None:
     details = error.get("details")
     text = details[0] if isinstance(details, list) and details and isinstance(details[0], str) \
         else str(error.get("message", ""))
-    return f"{error.get('kind')}: {_one_line(text)}"
+    return kind_reason(error.get("kind"), _one_line(text))
 
 
 def run_document(record: RunRecord, rows: Sequence[AgentRow]) -> dict[str, Any]:
@@ -233,7 +240,8 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
               f"ended:       {format_time(record.ended_at)}"
               + ("" if duration is None else f" ({format_elapsed(duration)})"),
               f"agents:      {record.agents} started, {record.agents_failed} failed, "
-              f"{record.replayed} replayed, {record.usage.total_tokens:,} tokens"
+              + (f"{record.agents_cancelled} cancelled, " if record.agents_cancelled else "")
+              + f"{record.replayed} replayed, {record.usage.total_tokens:,} tokens"
               + ("" if record.usage.cost_usd is None else f", {_cost(record)}")]
     if record.resumed_from:
         lines.append(f"resumed from {record.resumed_from}")
@@ -311,7 +319,8 @@ class EventLines:
             return "[done] " + summary_text(str(data.get("stop_reason")), elapsed,
                                             _whole(data.get("agents_started")), self.replayed,
                                             f"{tokens:,} tokens" + (f", {cost}" if cost else ""),
-                                            _whole(data.get("agents_failed")))
+                                            _whole(data.get("agents_failed")),
+                                            _whole(data.get("agents_cancelled")))
         rest = {key: value for key, value in data.items() if key != "event"}
         return f"[{kind}] {json.dumps(rest, ensure_ascii=False)}"
 

@@ -8,28 +8,67 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from dsh_workflow import WorkflowResult
+from dsh_workflow._events import AgentEnded
 
-__all__ = ["error_line", "print_result", "warning_line", "write_stdout"]
+if TYPE_CHECKING:
+    from dsh_workflow import WorkflowEvent, WorkflowResult
+
+__all__ = ["ChildFailures", "error_line", "print_result", "result_document", "warning_line", "write_stdout"]
+
+
+class ChildFailures:
+    """A listener keeping every started child that did not complete, in the order they ended,
+    as ``{seq, label, kind, cause, message}`` (``cause``: what the provider's backend said,
+    None when it did not say; a cancelled child has kind ``cancelled``): the ``failures`` of
+    ``run --json``."""
+
+    def __init__(self) -> None:
+        self.failures: list[dict[str, Any]] = []
+
+    def __call__(self, event: WorkflowEvent) -> None:
+        if isinstance(event, AgentEnded) and event.outcome != "completed":
+            error = event.error
+            self.failures.append({
+                "seq": event.seq, "label": event.label,
+                "kind": event.outcome if error is None else error.kind,
+                "cause": None if error is None else error.cause,
+                "message": "" if error is None else error.message})
+
+
+def result_document(result: WorkflowResult, run_id: str, error: str | None,
+                    failures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The whole result as ``run --json`` prints it: every field of the result at the top
+    level (``usage`` with ``cost_usd``, None when unknown; ``warnings`` always a list), the
+    ``failures`` and the ``run_id``."""
+    document: dict[str, Any] = result.model_dump(mode="json")
+    document["error"] = error
+    document["usage"] = {"cost_usd": result.usage.cost_usd, **document["usage"]}
+    document["warnings"] = list(result.warnings)
+    document["failures"] = failures
+    document["run_id"] = run_id
+    return document
 
 
 def print_result(result: WorkflowResult, run_id: str, *, as_json: bool,
-                 limit_flags: Mapping[str, str] | None = None) -> None:
+                 limit_flags: Mapping[str, str] | None = None,
+                 failures: list[dict[str, Any]] | None = None) -> None:
     """Write the run's JSON document to stdout and, when it did not complete, an error line.
-    The document of a failed run, or any with ``--json``, is the result without its usage:
+    With ``--json`` the document is the whole result (:func:`result_document`, with
+    ``failures``, the children that did not complete); a failed run's document without it is
     ``value``, ``stop_reason``, ``error``, ``error_code``, ``agents_started``, ``run_id``.
     An error that names a limit set by a flag (``limit_flags``: setting -> ``"--budget 150"``)
     names the flag too, in both. Each of the result's warnings follows on stderr as a
-    ``warning: ...`` line (and, with ``--json``, in the document's ``warnings`` list, present
-    only when there are any)."""
+    ``warning: ...`` line (and, without ``--json``, in a failed run's ``warnings`` list,
+    present only when there are any)."""
     error = result.error
     if error is not None and limit_flags:
         from .options import name_limit_flags
 
         error = name_limit_flags(error, limit_flags)
     document: Any = result.value
-    if as_json or result.stop_reason != "completed":
+    if as_json:
+        document = result_document(result, run_id, error, failures or [])
+    elif result.stop_reason != "completed":
         document = {"value": result.value, "stop_reason": result.stop_reason,
                     "error": error, "error_code": result.error_code,
                     "agents_started": result.agents_started, "run_id": run_id}

@@ -78,13 +78,39 @@ def plural(count: int, word: str) -> str:
 
 
 def summary_text(reason: str, elapsed: float, agents: int, replayed: int, tokens: str,
-                 failed: int = 0) -> str:
-    """The ``[done]`` summary: ``completed in 1.2s, 4 agents, 1 failed, 2 replayed, 1,234
-    tokens`` (the failed and replayed counts only when there are some)."""
-    lost = f", {failed} failed" if failed else ""
+                 failed: int = 0, cancelled: int = 0) -> str:
+    """The ``[done]`` summary: ``completed in 1.2s, 4 agents, 2 failed, 1 cancelled, 2
+    replayed, 1,234 tokens`` (the failed, cancelled and replayed counts only when there are
+    some)."""
+    lost = (f", {failed} failed" if failed else "") \
+        + (f", {cancelled} cancelled" if cancelled else "")
     again = f", {replayed} replayed" if replayed else ""
     return (f"{reason} in {format_elapsed(elapsed)}, {plural(agents, 'agent')}{lost}{again}, "
             f"{tokens}")
+
+
+def kind_reason(kind: object, reason: str) -> str:
+    """``kind: reason``, or the reason alone when it already starts with the kind (a cancelled
+    child's ``cancelled from the viewer``), or the kind alone when there is no reason."""
+    if not reason:
+        return str(kind)
+    return reason if reason.startswith(str(kind)) else f"{kind}: {reason}"
+
+
+def final_mark(ended: WorkflowEnded | None) -> tuple[str, str]:
+    """The style and mark of the live panel's final line: a green check only for a run that
+    completed with every child completed; a yellow warning mark for one that completed with
+    children failed or cancelled (the line gives their counts); a yellow square for a
+    cancelled run; a red cross otherwise."""
+    reason = ended.stop_reason if ended is not None else ""
+    if reason == "completed":
+        assert ended is not None
+        if ended.agents_failed or ended.agents_cancelled:
+            return "yellow", "⚠"
+        return "green", "✔"
+    if reason == "cancelled":
+        return "yellow", "■"
+    return "red", "✖"
 
 
 def ended_reason(event: AgentEnded) -> str | None:
@@ -94,7 +120,7 @@ def ended_reason(event: AgentEnded) -> str | None:
         return None
     reason = failure_reason(event.error.model_dump(mode="json"), keep_value=True,
                             limit=REASON_CHARS)
-    return f"{event.error.kind}: {reason}"
+    return kind_reason(event.error.kind, reason)
 
 
 def ended_line(seq: object, outcome: object, label: object, reason: str | None) -> str:
@@ -105,18 +131,25 @@ def ended_line(seq: object, outcome: object, label: object, reason: str | None) 
 
 def warning_text(failures: list[dict[str, Any]], started: int) -> str | None:
     """``warning: 3 of 12 agents failed — 2 invalid: /number: does not match ...; 1 timeout:
-    ...`` grouped by kind and reason, most frequent first; None when none failed."""
+    ...`` grouped by kind and reason, most frequent first (cancelled children counted apart:
+    ``2 of 12 agents failed, 1 cancelled — ...``); None when none failed or was cancelled."""
     if not failures:
         return None
     groups = group_failures(failures, kinds=_ALL_KINDS)
-    parts = [f"{count} {kind}" + (f": {reason}" if reason else "")
+    parts = [f"{count} {kind_reason(kind, reason)}"
              for count, kind, reason in groups[:WARNING_GROUPS]]
     if len(groups) > WARNING_GROUPS:
         rest = sum(count for count, _, _ in groups[WARNING_GROUPS:])
         parts.append(f"{rest} more with other reasons")
     total = max(started, len(failures))
-    return (f"warning: {len(failures)} of {plural(total, 'agent')} failed — "
-            + "; ".join(parts))
+    cancelled = sum(1 for failure in failures if failure.get("kind") == "cancelled")
+    failed = len(failures) - cancelled
+    if not failed:
+        counts = f"{cancelled} of {plural(total, 'agent')} cancelled"
+    else:
+        counts = f"{failed} of {plural(total, 'agent')} failed" + (
+            f", {cancelled} cancelled" if cancelled else "")
+    return f"warning: {counts} — " + "; ".join(parts)
 
 
 class Failures:
@@ -138,7 +171,7 @@ class Failures:
 
     def warning(self, ended: WorkflowEnded | None) -> str | None:
         """The ``warning:`` line for the run's end, when its children failed (by its count)."""
-        if ended is None or not ended.agents_failed:
+        if ended is None or not (ended.agents_failed or ended.agents_cancelled):
             return None
         return warning_text(self.seen, ended.agents_started)
 
@@ -169,8 +202,9 @@ class BudgetedTally(RunTally):
         reason = self.ended.stop_reason if self.ended else "ended"
         agents = self.ended.agents_started if self.ended else self.started
         failed = self.ended.agents_failed if self.ended else 0
+        cancelled = self.ended.agents_cancelled if self.ended else 0
         return summary_text(reason, self.elapsed(), agents, self.replayed, self.token_text(),
-                            failed)
+                            failed, cancelled)
 
 
 class Progress:
@@ -305,7 +339,8 @@ class RichProgress(Progress):
     def note(self, text: str) -> None:
         from rich.text import Text
 
-        self.console.print(Text(text, style="yellow"))
+        # Never broken by rich: a note may be an address to copy (``viewer: URL``).
+        self.console.print(Text(text, style="yellow"), soft_wrap=True)
         self.tick()
 
     def info(self, text: str) -> None:
@@ -324,9 +359,8 @@ class RichProgress(Progress):
             return
         self.live.refresh()
         self.live.stop()
-        style = {"completed": "green", "cancelled": "yellow"}.get(
-            self.tally.ended.stop_reason if self.tally.ended else "", "red")
-        mark = {"green": "✔", "yellow": "■"}.get(style, "✖")
+        ended = self.tally.ended
+        style, mark = final_mark(ended)
         self.console.print(Text(f"{mark} {self.tally.name} {self.tally.summary()}", style=f"bold {style}"))
         warning = self.failures.warning(self.tally.ended)
         if warning is not None:

@@ -54,7 +54,13 @@ def seq_list(text: str) -> frozenset[int]:
     return frozenset(seqs)
 
 
-def _warn(message: str) -> None:
+def _warn(message: str, secrets: Iterable[str] = ()) -> None:
+    """A ``warning:`` line with ``secrets`` and the API keys of the environment taken out
+    (docs/SECURITY.md: secrets are in no shown text)."""
+    from .._failure import redact
+    from .._secrets import environment_secrets
+
+    message = redact(message, (*secrets, *environment_secrets()))
     sys.stderr.write(f"warning: {message}\n")
     sys.stderr.flush()
 
@@ -152,16 +158,19 @@ def resume_provider(ns: argparse.Namespace, recorded: Mapping[str, Any] | None,
     if not isinstance(old, str):
         return
     from .._engines.host.provider_options import provider_options
+    from .._secrets import run_secrets
 
     factory = provider_factory(ns, engine_config(ns))
     if factory is None:  # pragma: no cover - resume offers only the base providers
         return
     try:
-        new = provider_options(factory())["identity"]
+        provider = factory()
+        new = provider_options(provider)["identity"]
     except ValueError as exc:
         raise CliError(str(exc)) from None
     if new != old:
         live = len(done - ns.rerun)
         _warn(f"run {ns.run_id} was recorded with the provider {old!r}, but this resume uses "
               f"{new!r}: its {live} completed call{'s' if live != 1 else ''} will run live "
-              "instead of replaying (journal keys include the provider)")
+              "instead of replaying (journal keys include the provider)",
+              run_secrets(provider))

@@ -5,7 +5,7 @@ Contract:
 - every command takes ``--store PATH`` (default: see :mod:`.stores`); the reading commands
   never create a store file;
 - ``runs [--status S] [--limit N] [--json]`` lists runs newest first: id, name, status, agents,
-  replayed, failed, tokens, started, duration (``--json``: one JSON array); a run that is
+  replayed, failed, cancelled, tokens, started, duration (``--json``: one JSON array); a run that is
   running or interrupted has no recorded totals yet, so its counts come from its stored
   events, as the viewer counts them;
 - ``show RUN_ID [--json]`` prints meta, status, times, the result (value or error) and a

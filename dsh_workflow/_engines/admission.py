@@ -21,6 +21,7 @@ from .._library import WorkflowLibrary
 from .._meta import WorkflowMeta, parse_meta
 from .._request import WorkflowStartRequest
 from .._script import check_body, run_header
+from .._secrets import RedactingProvider, run_secrets
 from .._store import RunStore
 from .._subagent import SubagentProvider, provider_identity
 from .host.host import HostedRun
@@ -196,12 +197,15 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                              provider=admission.provider, rerun=admission.rerun,
                              model_aliases=config.model_aliases)
         listener.journals[run_id] = journal
-    provider = admission.provider
+    secrets = run_secrets(admission.provider)
+    # Every answer is cleared of the run's secrets before anything records or shows it.
+    provider: SubagentProvider = RedactingProvider(admission.provider, secrets)
     if journal is not None and journal.calls is not None:
         provider = journal.calls.wrap(provider)  # each call's answer goes into its record
     return HostedRun(run_id=run_id, meta=admission.meta, config=config, journal=journal,
                      library=library,
-                     provider=provider, max_total_agents=admission.max_total_agents,
+                     provider=provider, secrets=secrets,
+                     max_total_agents=admission.max_total_agents,
                      parent=admission.parent, budget_tokens=admission.budget_tokens,
                      budget_usd=admission.budget_usd,
                      events=events, task_group=task_group,

@@ -23,9 +23,9 @@ from .._subagent import Usage
 from .bulk import insert_rows
 from .encoding import loads, untext
 
-__all__ = ["CALL_COLUMNS", "CallBrief", "CallRecord", "CallRow", "cancel_requested",
-           "insert_calls", "read_briefs", "read_call", "read_calls", "read_provider",
-           "request_cancel", "write_provider"]
+__all__ = ["CALL_COLUMNS", "CallBrief", "CallRecord", "CallRow", "cancel_origin",
+           "cancel_requested", "insert_calls", "read_briefs", "read_call", "read_calls",
+           "read_provider", "request_cancel", "write_provider"]
 
 CALL_COLUMNS = ("run_id", "seq", "label", "phase", "request", "started_at", "ended_at",
                 "outcome", "text", "structured", "failure", "usage", "replayed")
@@ -245,11 +245,21 @@ def read_provider(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | Non
     return value if isinstance(value, dict) else None
 
 
-def request_cancel(conn: sqlite3.Connection, run_id: str, at: float) -> bool:
-    """Ask the owner of the ``running`` run to cancel it; False when it is not running."""
-    cursor = conn.execute("UPDATE runs SET cancel_requested = coalesce(cancel_requested, ?) "
-                          "WHERE id = ? AND status = 'running'", (at, run_id))
+def request_cancel(conn: sqlite3.Connection, run_id: str, at: float,
+                   origin: str | None = None) -> bool:
+    """Ask the owner of the ``running`` run to cancel it (``origin``: where the request comes
+    from; the first request's time and origin stand); False when it is not running."""
+    cursor = conn.execute(
+        "UPDATE runs SET cancel_origin = CASE WHEN cancel_requested IS NULL THEN ? "
+        "ELSE cancel_origin END, cancel_requested = coalesce(cancel_requested, ?) "
+        "WHERE id = ? AND status = 'running'", (origin, at, run_id))
     return cursor.rowcount > 0
+
+
+def cancel_origin(conn: sqlite3.Connection, run_id: str) -> str | None:
+    """Where the cancel request of ``run_id`` came from (None: not said, or no request)."""
+    row = conn.execute("SELECT cancel_origin FROM runs WHERE id = ?", (run_id,)).fetchone()
+    return row[0] if row is not None and isinstance(row[0], str) else None
 
 
 def cancel_requested(conn: sqlite3.Connection, run_ids: Sequence[str]) -> list[str]:

@@ -16,6 +16,8 @@ Schema version (``PRAGMA user_version``) history:
   ``journal.cache_write_tokens`` (a journaled answer's price and cache usage, NULL when not
   reported); and ``calls``, one row per ``agent()`` call of a run: what it was asked (its
   prompt and options) next to what it answered, its failure, usage and times.
+- **3** — ``runs.cancel_origin``: where the cancel request of ``cancel_requested`` came from
+  (``viewer``, ``command line``; NULL for none, or a request written before this version).
 
 The file also carries ``PRAGMA application_id = 0x64736877`` ("dshw"), so a store never writes
 into another program's database. To change the schema, append a step to :data:`MIGRATIONS`
@@ -105,6 +107,11 @@ CREATE TABLE calls (
 """
 
 
+_V3 = """
+ALTER TABLE runs ADD COLUMN cancel_origin TEXT;
+"""
+
+
 def _execute_script(conn: sqlite3.Connection, script: str) -> None:
     """Run each statement of ``script`` inside the caller's transaction (unlike
     ``executescript``, which commits first)."""
@@ -126,9 +133,13 @@ def _add_v2(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _V2)
 
 
+def _add_v3(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _V3)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
-MIGRATIONS: tuple[Migration, ...] = (_create_v1, _add_v2)
+MIGRATIONS: tuple[Migration, ...] = (_create_v1, _add_v2, _add_v3)
 """``MIGRATIONS[i]`` upgrades schema version ``i`` to ``i + 1`` inside an open transaction."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

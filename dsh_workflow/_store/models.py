@@ -45,9 +45,11 @@ class RunRecord(BaseModel):
     dumped as JSON data (None while running or when interrupted). ``owner_pid`` and
     ``owner_host`` name the process that ran it; ``agents`` counts started children,
     ``replayed`` children answered from a journal, ``usage`` the run's token totals,
-    ``agents_failed`` children that did not complete, all as given to ``finish_run`` (zero
-    until then). ``problem`` is None, except for a ``broken`` run: what is wrong with its
-    stored row (its other fields then hold what could be read, or their defaults).
+    ``agents_failed`` children that failed, all as given to ``finish_run`` (zero until then);
+    ``agents_cancelled`` children the run's stop cancelled, read from the stored result
+    (zero for a result stored before results counted them). ``problem`` is None, except for
+    a ``broken`` run: what is wrong with its stored row (its other fields then hold what
+    could be read, or their defaults).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -68,6 +70,7 @@ class RunRecord(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     problem: str | None = None
     agents_failed: int = Field(0, ge=0)
+    agents_cancelled: int = Field(0, ge=0)
 
 
 class JournalEntry(BaseModel):

@@ -128,8 +128,12 @@ class RunControlStore(RunStore, Protocol):
     async def provider(self, run_id: str) -> dict[str, Any] | None:
         """The run's recorded provider options, or None."""
 
-    async def request_cancel(self, run_id: str) -> bool:
-        """Ask the owner of the ``running`` run to cancel it; False when it is not running."""
+    async def request_cancel(self, run_id: str, origin: str | None = None) -> bool:
+        """Ask the owner of the ``running`` run to cancel it (``origin``: where the request
+        comes from, such as ``viewer``); False when it is not running."""
+
+    async def cancel_origin(self, run_id: str) -> str | None:
+        """Where the cancel request of ``run_id`` came from (None: not said, or none)."""
 
     async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
         """Which of ``run_ids`` another process asked to cancel."""

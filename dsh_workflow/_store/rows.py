@@ -141,7 +141,14 @@ def _whole_record(row: tuple[Any, ...]) -> RunRecord:
                      agents=agents, replayed=replayed,
                      usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens,
                                  cost_usd=cost_usd),
-                     agents_failed=agents_failed)
+                     agents_failed=agents_failed,
+                     agents_cancelled=_stored_count(loaded, "agents_cancelled"))
+
+
+def _stored_count(result: dict[str, Any] | None, key: str) -> int:
+    """A count kept in a stored result (0 when absent or not a whole number >= 0)."""
+    value = None if result is None else result.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
 def _broken_record(row: tuple[Any, ...], problem: str) -> RunRecord:

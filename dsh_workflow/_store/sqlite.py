@@ -23,6 +23,7 @@ from .._loop import LoopHandle
 from .._subagent import Usage
 from . import owners, reads, writes
 from .calls import CallBrief, CallRecord, CallRow
+from .calls import cancel_origin as _cancel_origin
 from .calls import cancel_requested as _cancel_requested
 from .calls import insert_calls as _insert_calls
 from .calls import read_briefs as _read_briefs
@@ -366,15 +367,22 @@ class SQLiteRunStore:
         await self.open()
         return await self._readers.read(lambda conn: _read_provider(conn, run_id))
 
-    async def request_cancel(self, run_id: str) -> bool:
+    async def request_cancel(self, run_id: str, origin: str | None = None) -> bool:
         """Ask the process that owns the ``running`` run to cancel it (it polls for this);
-        returns once the request is committed; False when the run is not running (or its
-        owner is gone: then it reads ``interrupted``)."""
+        ``origin`` says where the request comes from (``viewer``, ``command line``: the run's
+        reason becomes ``cancelled from the <origin>``). Returns once the request is
+        committed; False when the run is not running (or its owner is gone: then it reads
+        ``interrupted``)."""
         record = await self.get_run(run_id)
         if record is None or record.status != "running":
             return False
         at = time.time()
-        return await self._write(lambda conn: _request_cancel(conn, run_id, at))
+        return await self._write(lambda conn: _request_cancel(conn, run_id, at, origin))
+
+    async def cancel_origin(self, run_id: str) -> str | None:
+        """Where the cancel request of ``run_id`` came from (None: not said, or none)."""
+        await self.open()
+        return await self._readers.read(lambda conn: _cancel_origin(conn, run_id))
 
     async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
         """Which of ``run_ids`` another process asked to cancel (:meth:`request_cancel`)."""

@@ -65,14 +65,15 @@ class BackgroundStatus:
     def as_data(self) -> dict[str, Any]:
         """The status as data: ``state`` is ``running`` until the run's end, then its stop
         reason, with ``error_code`` set once it ended without completing; ``agents_done`` counts
-        completed children, ``agents_failed`` the others."""
+        completed children, ``agents_failed`` the failed ones and ``agents_cancelled`` those the
+        run's stop cancelled."""
         tally = self.tally
         ended = tally.ended
         return {"run_id": self.run_id, "name": self.name,
                 "state": ended.stop_reason if ended is not None else "running",
                 "phase": tally.phase, "agents_running": len(tally.running),
                 "agents_done": tally.outcomes["completed"],
-                "agents_failed": tally.unsuccessful,
+                "agents_failed": tally.failed, "agents_cancelled": tally.cancelled,
                 "agents_replayed": tally.replayed, "tokens": tally.tokens,
                 "elapsed_s": round(tally.elapsed(), 3),
                 "error_code": None if ended is None or ended.error_code is None

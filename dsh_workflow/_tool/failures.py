@@ -50,12 +50,22 @@ class FailureLog:
 def failures_line(failures: list[dict[str, Any]], started: int) -> str | None:
     """``Agents failed: <n> of <started> — <count> <kind> (<reason>), ...`` grouped by kind and
     reason, most frequent first (a reason only for kinds whose message explains more than the
-    kind); None when no child failed. Bounded to 600 characters."""
+    kind); when children were cancelled, the head counts them apart: ``Agents failed: 2
+    failed, 1 cancelled of 12 — ...`` (``Agents cancelled: 1 of 12 — ...`` when none failed).
+    None when no child failed or was cancelled. Bounded to 600 characters."""
     if not failures:
         return None
     parts = [f"{count} {kind}" + (f" ({reason})" if reason else "")
              for count, kind, reason in group_failures(failures)]
-    head = f"Agents failed: {len(failures)} of {max(started, len(failures))} — "
+    cancelled = sum(1 for failure in failures if failure.get("outcome") == "cancelled")
+    total = max(started, len(failures))
+    failed = len(failures) - cancelled
+    if not cancelled:
+        head = f"Agents failed: {failed} of {total} — "
+    elif not failed:
+        head = f"Agents cancelled: {cancelled} of {total} — "
+    else:
+        head = f"Agents failed: {failed} failed, {cancelled} cancelled of {total} — "
     line = head + ", ".join(parts) + "."
     if len(line) > _MAX_LINE_CHARS:
         line = line[: _MAX_LINE_CHARS - 2] + "…."

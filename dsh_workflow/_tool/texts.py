@@ -343,6 +343,8 @@ def status_text(status: dict[str, Any]) -> str:
     return (f'workflow "{status["name"]}" (run {status["run_id"]}): {status["state"]}; phase: '
             f'{phase}; agents: {status["agents_running"]} running, {status["agents_done"]} done, '
             f'{status["agents_failed"]} failed'
+            + (f', {status["agents_cancelled"]} cancelled' if status.get("agents_cancelled")
+               else "")
             + (f', {status["agents_replayed"]} replayed' if status["agents_replayed"] else "")
             + f'; tokens: {status["tokens"]}; elapsed: {status["elapsed_s"]:.1f}s')
 

@@ -59,10 +59,11 @@ class ToolResult(BaseModel):
     ``agents_replayed`` (calls answered from the resumed run's journal).
 
     The data of a run that started also holds ``agents_failed`` (children whose outcome was
-    not ``completed``). When any child failed, it holds ``failures`` too: each failed child's
-    ``{seq, label, phase, outcome, kind, message, details}`` (at most 100), and a completed
-    run's text ends with one more line, ``Agents failed: <n> of <started> — ...`` (docs/scripts.md,
-    "Truthful outcomes"); otherwise the text is unchanged.
+    neither ``completed`` nor ``cancelled``) and ``agents_cancelled``. When any child failed,
+    it holds ``failures`` too: each failed child's ``{seq, label, phase, outcome, kind,
+    message, details}`` (at most 100), and a completed run's text ends with one more line,
+    ``Agents failed: <n> of <started> — ...`` (docs/scripts.md, "Truthful outcomes");
+    otherwise the text is unchanged.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -476,11 +477,14 @@ class WorkflowTool:
         """``described`` with the run's failed children: ``data`` lists them, and a completed
         run's text gains the ``Agents failed:`` line when any child failed."""
         failures = self._failures.take(run.id)
-        if not failures and not result.agents_failed:
+        if not failures and not result.agents_failed and not result.agents_cancelled:
             return described.model_copy(update={"data": {**(described.data or {}),
-                                                         "agents_failed": 0}})
-        data = {**(described.data or {}), "agents_failed": max(result.agents_failed,
-                                                               len(failures)),
+                                                         "agents_failed": 0,
+                                                         "agents_cancelled": 0}})
+        cancelled = sum(1 for failure in failures if failure["outcome"] == "cancelled")
+        data = {**(described.data or {}),
+                "agents_failed": max(result.agents_failed, len(failures) - cancelled),
+                "agents_cancelled": max(result.agents_cancelled, cancelled),
                 "failures": failures_data(failures)}
         text = described.text
         line = failures_line(failures, result.agents_started) \

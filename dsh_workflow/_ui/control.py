@@ -19,7 +19,10 @@ from starlette.routing import Route
 
 from .._store import RunStoreError, SQLiteRunStore
 
-__all__ = ["cancel_routes"]
+__all__ = ["VIEWER_ORIGIN", "cancel_routes"]
+
+#: The origin a cancel request from the viewer names (the run ends ``cancelled from the viewer``).
+VIEWER_ORIGIN = "viewer"
 
 
 def cancel_routes(store: SQLiteRunStore) -> list[Route]:
@@ -31,7 +34,7 @@ def cancel_routes(store: SQLiteRunStore) -> list[Route]:
         if record is None:
             raise HTTPException(404, f"no run {run_id!r} in this store")
         try:
-            requested = await store.request_cancel(run_id)
+            requested = await store.request_cancel(run_id, origin=VIEWER_ORIGIN)
         except RunStoreError as exc:
             return JSONResponse({"requested": False, "error": str(exc)}, status_code=503)
         if not requested:

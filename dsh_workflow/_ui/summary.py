@@ -57,18 +57,22 @@ class RunRow:
     started: str
     duration: str
     problem: str | None = None  # a broken run: what is wrong with its stored row
+    failed: int = 0  # children that failed (neither completed nor cancelled)
+    cancelled: int = 0  # children the run's stop cancelled
 
 
 @dataclass(frozen=True)
 class Counts:
-    """Agents started, agents replayed and tokens spent, as counted from a run's events (the
-    store records its totals only when the run ends)."""
+    """Agents started, agents replayed, tokens spent and agents failed or cancelled, as
+    counted from a run's events (the store records its totals only when the run ends)."""
 
     agents: int = 0
     replayed: int = 0
     tokens: int = 0
     cost_usd: float | None = None
     unpriced: int = 0
+    failed: int = 0
+    cancelled: int = 0
 
 
 def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Counts:
@@ -76,6 +80,7 @@ def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Cou
     the events before them)."""
     agents, replayed, tokens = start.agents, start.replayed, start.tokens
     unpriced, cost = start.unpriced, start.cost_usd
+    failed, cancelled = start.failed, start.cancelled
     for event in events:
         kind = event.data.get("event")
         if kind == "AgentStarted":
@@ -83,6 +88,11 @@ def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Cou
         elif kind == "AgentReplayed":
             replayed += 1
         elif kind == "AgentEnded":
+            outcome = event.data.get("outcome")
+            if outcome == "cancelled":
+                cancelled += 1
+            elif outcome != "completed":
+                failed += 1
             usage = event.data.get("usage")
             if not isinstance(usage, dict):  # stored data: anything a foreign writer put there
                 continue
@@ -95,7 +105,7 @@ def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Cou
             elif spent:
                 unpriced += 1
     return Counts(agents=agents, replayed=replayed, tokens=tokens, cost_usd=cost,
-                  unpriced=unpriced)
+                  unpriced=unpriced, failed=failed, cancelled=cancelled)
 
 
 @dataclass(frozen=True)
@@ -143,12 +153,15 @@ def run_row(record: RunRecord, *, now: float | None = None,
     ended = record.ended_at if record.ended_at is not None else (now or time.time())
     counts = so_far or Counts(agents=record.agents, replayed=record.replayed,
                               tokens=record.usage.total_tokens,
-                              cost_usd=record.usage.cost_usd, unpriced=unpriced_of(record))
+                              cost_usd=record.usage.cost_usd, unpriced=unpriced_of(record),
+                              failed=record.agents_failed,
+                              cancelled=record.agents_cancelled)
     return RunRow(id=record.id, name=run_name(record), status=record.status,
                   agents=counts.agents, replayed=counts.replayed, tokens=counts.tokens,
                   cost=cost_text(counts.cost_usd, counts.unpriced) or "—",
                   started=format_time(record.created_at),
-                  duration=format_duration(ended - record.created_at), problem=record.problem)
+                  duration=format_duration(ended - record.created_at), problem=record.problem,
+                  failed=counts.failed, cancelled=counts.cancelled)
 
 
 def error_view(record: RunRecord) -> ErrorView | None:

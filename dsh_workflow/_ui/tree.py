@@ -93,6 +93,8 @@ class PageState:
     tokens: int = 0
     cost_usd: float | None = None  # the known costs' sum; None while no child's is known
     unpriced: int = 0  # children that reported tokens but no cost
+    failed: int = 0  # children that ended neither completed nor cancelled
+    cancelled: int = 0  # children the run's stop cancelled
     last_seq: int = 0
     log: list[tuple[str, str]] = field(default_factory=list)  # (+elapsed, message)
     now: float = field(default_factory=time.time)
@@ -175,6 +177,10 @@ def page_state(record: RunRecord, events: Iterable[StoredEvent],
             if agent is None:
                 continue
             agent.status = str(data.get("outcome", "")) or "completed"
+            if agent.status == "cancelled":
+                state.cancelled += 1
+            elif agent.status != "completed":
+                state.failed += 1
             agent.end = at
             agent.tokens = _tokens(data.get("usage"))
             state.tokens += agent.tokens or 0

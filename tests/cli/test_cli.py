@@ -34,6 +34,9 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 EXAMPLE_NAMES = ["code-review", "research-pipeline", "map-reduce-summary", "verify-findings"]
 RESULT_KEYS = {"value", "stop_reason", "error", "error_code", "agents_started", "run_id"}
+#: What ``run --json`` prints: the whole result at the top level (SPEC §23).
+JSON_KEYS = RESULT_KEYS | {"warnings", "agents_failed", "agents_cancelled", "failures", "usage",
+                           "agents_replayed", "agents_unpriced"}
 
 META_HEADER = "export const meta = { name: 'cli-test', description: 'a CLI test' };\n"
 SLOW_SCRIPT = META_HEADER + """
@@ -135,8 +138,11 @@ def test_json_prints_the_whole_result(tmp_path: Path) -> None:
     done = cli("run", script, "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert set(result) == RESULT_KEYS
+    assert set(result) == JSON_KEYS
     assert result["value"] == {"word": "héllo", "n": "echo: x"}
+    assert (result["agents_failed"], result["agents_cancelled"], result["failures"]) == (0, 0, [])
+    assert result["warnings"] == [] and result["error_code"] is None
+    assert set(result["usage"]) >= {"input_tokens", "output_tokens", "cost_usd"}
     assert result["stop_reason"] == "completed" and result["error"] is None
     assert result["agents_started"] == 1
     assert f"(run {result['run_id']})" in done.stderr

@@ -190,7 +190,7 @@ def test_runs_lists_newest_first(tmp_path: Path, history: dict[str, Any]) -> Non
     assert table.returncode == 0
     lines = table.stdout.splitlines()
     assert lines[0].split() == ["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "FAILED",
-                                "TOKENS", "STARTED", "DURATION"]
+                                "CANCELLED", "TOKENS", "STARTED", "DURATION"]
     assert [line.split()[0] for line in lines[1:]] == [history["again"], history["bad"],
                                                        history["ok"]]
     assert lines[1].split()[2:5] == ["completed", "0", "4"]

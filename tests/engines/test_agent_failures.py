@@ -136,8 +136,10 @@ async def test_a_cancelled_child_says_it_was_cancelled(factory: Any) -> None:
     (end,) = _ends(events)
     assert end.outcome == "cancelled"
     assert end.error is not None and end.error.kind == "cancelled"
-    assert "enough" in end.error.message
-    assert result.agents_failed == 1 == _ended(events).agents_failed
+    assert end.error.message == "cancelled: enough"
+    # Counted apart from the failed ones (SPEC §23).
+    assert result.agents_failed == 0 == _ended(events).agents_failed
+    assert result.agents_cancelled == 1 == _ended(events).agents_cancelled
 
 
 @pytest.mark.parametrize("factory", ENGINES)

@@ -178,12 +178,12 @@ def test_the_list_shows_finished_runs_newest_first(
     assert ids == [names[n] for n in ("fanout-1000", "research-resumed", "throws",
                                       "bad-option", "research-report")]
     report = page.locator(f'tr.run[data-id="{names["research-report"]}"]')
-    cells = [report.locator("td").nth(i).inner_text() for i in range(8)]
+    cells = [report.locator("td").nth(i).inner_text() for i in range(9)]
     assert cells[0].startswith("research-report")
-    assert cells[1:5] == ["completed", "6", "0", str(made[2]["research-report"])]
-    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", cells[5])
-    assert re.match(r"[\d.]+ (ms|s)", cells[6])
-    assert cells[7] == "—"  # echo children have no cost
+    assert cells[1:6] == ["completed", "6", "0", "0", str(made[2]["research-report"])]
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", cells[6])
+    assert re.match(r"[\d.]+ (ms|s)", cells[7])
+    assert cells[8] == "—"  # echo children have no cost
     resumed = page.locator(f'tr.run[data-id="{names["research-resumed"]}"] td')
     assert resumed.nth(3).inner_text() == "5"  # replayed
     page.screenshot(path=str(tmp_path / "list.png"), full_page=True)
@@ -645,7 +645,12 @@ def test_counts_so_far_come_from_the_events() -> None:
             {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "cancelled",
              "usage": None}]
     events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d) for i, d in enumerate(data, 1)]
-    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7, unpriced=1)
+    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7, unpriced=1,
+                                          cancelled=1)
+    failed = [*data[:5], {**data[5], "outcome": "timeout"}]
+    events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d)
+              for i, d in enumerate(failed, 1)]
+    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7, unpriced=1, failed=1)
     priced = [*data[:4], {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "completed",
                           "usage": {"input_tokens": 1, "output_tokens": 1, "cost_usd": 0.25}}]
     events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d)
@@ -1044,7 +1049,8 @@ def _list_counts(http: httpx.Client) -> dict[str, tuple[str, int, int]]:
     found = {}
     for run_id, status, agents, tokens in re.findall(
             r'<tr class="run" data-id="([^"]+)" data-status="([^"]+)">.*?'
-            r'<td class="num">(\d+)</td>\s*<td class="num">\d+</td>\s*<td class="num">(\d+)</td>',
+            r'<td class="num">(\d+)</td>\s*<td class="num">\d+</td>\s*'
+            r'<td class="num failed">[^<]*(?:<span[^>]*>[^<]*</span>)?</td>\s*<td class="num">(\d+)</td>',
             table.text, re.S):
         found[run_id] = (status, int(agents), int(tokens))
     return found
@@ -1106,7 +1112,7 @@ def test_the_list_and_the_run_page_show_a_runs_cost(page: Any, tmp_path: pathlib
     try:
         served.enter(page)
         row = page.locator("tr.run").first
-        assert row.locator("td").nth(7).inner_text() == "$0.6250+"  # one child unpriced
+        assert row.locator("td").nth(8).inner_text() == "$0.6250+"  # one child unpriced
         page.goto(served.url + row.locator("a").first.get_attribute("href"))
         _ended(page)
         assert page.inner_text("#cost-count") == "$0.6250+"

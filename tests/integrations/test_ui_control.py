@@ -301,7 +301,7 @@ def test_the_cancel_button_cancels_a_run_of_another_process(
         if child.stdout is not None:
             child.stdout.close()
     assert ended["stop_reason"] == "cancelled"
-    assert "cancelled from the command line" in ended["error"]
+    assert "cancelled from the viewer" in ended["error"]
     _ended(page)
     assert page.locator("#cancel-run").count() == 0
     assert page.locator('tr.agent[data-status="cancelled"]').count() == 2

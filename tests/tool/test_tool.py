@@ -113,7 +113,7 @@ async def test_success_starts_through_the_seam_and_renders_exactly() -> None:
         is_error=False,
         data={"run_id": "run-1", "agents_started": 7,
               "usage": {"input_tokens": 0, "output_tokens": 0},
-              "result": {"findings": [1, 2]}, "agents_failed": 0})
+              "result": {"findings": [1, 2]}, "agents_failed": 0, "agents_cancelled": 0})
     (request,) = engine.requests
     assert parse_meta(request.meta) == WorkflowMeta.model_validate(META)
     assert request.script == SCRIPT
@@ -203,7 +203,7 @@ async def test_truncation_one_character_over() -> None:
                            + "\n… [truncated: 1 more characters]")
     assert result.data == {"run_id": "run-1", "agents_started": 0,
                            "usage": {"input_tokens": 0, "output_tokens": 0}, "result": value,
-                           "agents_failed": 0}
+                           "agents_failed": 0, "agents_cancelled": 0}
 
 
 @pytest.mark.anyio
@@ -248,7 +248,7 @@ async def test_run_failures_are_error_results_and_the_run_is_disposed(
     assert result == ToolResult(text=text, is_error=True, data={
         "run_id": "run-1", "agents_started": 2, "usage": {"input_tokens": 0, "output_tokens": 0},
         "stop_reason": outcome.stop_reason, "error": outcome.error,
-        "error_code": outcome.error_code, "agents_failed": 0})
+        "error_code": outcome.error_code, "agents_failed": 0, "agents_cancelled": 0})
     (run,) = engine.runs
     assert run.cancel_reasons == []
     assert (run.dispose_calls, run.dispose_completed) == (1, 1)

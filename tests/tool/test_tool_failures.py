@@ -69,8 +69,19 @@ async def test_without_failures_the_text_is_unchanged_and_data_counts_zero(facto
         result = await WorkflowTool(engine).execute(_call("return await agent('x')"))
     assert result.text == 'workflow "invoices" completed (1 agent).\nReturn value:\n"ok"'
     assert set(result.data or {}) == {"run_id", "agents_started", "usage", "result",
-                                      "agents_failed"}
+                                      "agents_failed", "agents_cancelled"}
     assert result.data is not None and result.data["agents_failed"] == 0
+    assert result.data["agents_cancelled"] == 0
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+async def test_cancelled_children_are_counted_apart_in_the_text_and_data(factory: Any) -> None:
+    script = "agent('hang'); await agent('bad1', {schema: args.schema}); return 1"
+    async with factory(TIGHT_CONFIG, _Provider()) as engine:
+        result = await WorkflowTool(engine).execute(_call(script))
+    assert result.data is not None
+    assert (result.data["agents_failed"], result.data["agents_cancelled"]) == (1, 1)
+    assert result.text.split("\n")[-1].startswith("Agents failed: 1 failed, 1 cancelled of 2 — ")
 
 
 def test_the_line_groups_by_kind_and_reason_most_frequent_first_and_is_bounded() -> None:

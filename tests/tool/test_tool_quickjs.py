@@ -86,7 +86,7 @@ return {phases: {findings}, items: [1, 2, undefined], x: () => 1};
         "- return value.x: a function was dropped")
     # the un-awaited child may still be running when the run ends: then it is cancelled and
     # the failed-agents line follows the warnings
-    assert result.text in (expected, expected + "\nAgents failed: 1 of 1 — 1 cancelled.")
+    assert result.text in (expected, expected + "\nAgents cancelled: 1 of 1 — 1 cancelled.")
     assert result.data is not None and result.data["result"] == value
     assert result.data["warnings"] == [
         "return value.phases.findings[0]: a Promise became {} (missing await?)",

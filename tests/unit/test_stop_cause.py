@@ -15,7 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_workflow import EngineConfig, WorkflowResult
-from dsh_workflow._engines.host.outcome import ScriptText, cancel_message, final_result
+from dsh_workflow._engines.host.outcome import (
+    ScriptText,
+    cancel_message,
+    final_result,
+    outcome_code,
+)
 from dsh_workflow._engines.host.stop import (
     Cancelled,
     Fault,
@@ -25,6 +30,7 @@ from dsh_workflow._engines.host.stop import (
     prevails,
 )
 from dsh_workflow._engines.script.wire import failed
+from dsh_workflow._errors import ENGINE_FAILED
 from dsh_workflow._meta import WorkflowMeta
 
 CONFIG = EngineConfig(run_timeout_s=5)
@@ -54,6 +60,7 @@ class _Fields:
     fault: str | None = None
     outcome: Any = None
     settled: bool = False
+    reply_at_settle: str | None = None
 
     def apply(self, kind: str, arg: Any) -> None:
         if kind == "cancel":
@@ -71,12 +78,28 @@ class _Fields:
         elif kind == "end":
             self.outcome = arg
         else:
+            if not self.settled:
+                self.reply_at_settle = self.reply_text()
             self.settled = True
 
     def reply_text(self) -> str:
+        """What a child ended by the stop is told (SPEC §23): the cancel's reason, which names
+        its origin; the timeout; else the code that ended the run — never internal words. Once
+        settled, what it was then (nothing changes a settled run's cause)."""
+        if self.reply_at_settle is not None:
+            return self.reply_at_settle
+        reason = self.cancel_reason
+        if reason is not None:
+            return reason if reason.startswith("cancelled") else f"cancelled: {reason}"
         if self.timed_out:
             return cancel_message(TimedOut(), CONFIG)
-        return f"workflow run cancelled: {self.cancel_reason or 'workflow settled'}"
+        if self.fault is not None:
+            return f"cancelled: the run ended with {ENGINE_FAILED.value}"
+        if self.outcome is None:
+            return "cancelled: the run stopped"
+        if self.outcome.get("ok") is True:
+            return "cancelled: the script returned before this agent ended"
+        return f"cancelled: the run ended with {outcome_code(self.outcome).value}"
 
     def cause(self) -> StopCause | None:
         """The cause the fields stood for, read in their old order."""

@@ -16,6 +16,7 @@ from dsh_workflow import (
 )
 from dsh_workflow._tally import RunTally
 from dsh_workflow._tool.background import BackgroundStatus
+from dsh_workflow._tool.texts import status_text
 from dsh_workflow.integrations.mcp.notifications import notification_message
 
 RUN = RunInfo(id="r", meta=WorkflowMeta(name="flow", description="d"))
@@ -48,3 +49,9 @@ def test_counts_and_what_changes() -> None:
     assert tally.tokens == 12 and tally.elapsed() >= 0
     assert BackgroundStatus(run_id="r", name="flow", tally=tally).as_data()["state"] == "cancelled"
     assert notification_message(tally).endswith("; workflow cancelled")
+    # A cancelled child is counted apart from the failed ones (SPEC §23).
+    assert (tally.failed, tally.cancelled, tally.unsuccessful) == (1, 1, 2)
+    assert "4/4 agents done (1 failed, 1 cancelled)" in notification_message(tally)
+    status = BackgroundStatus(run_id="r", name="flow", tally=tally).as_data()
+    assert (status["agents_failed"], status["agents_cancelled"]) == (1, 1)
+    assert "1 failed, 1 cancelled" in status_text(status)

@@ -7,7 +7,8 @@ While an engine with a store has durable runs going, :func:`control_poll` wakes 
   asked can be read while it runs: :meth:`~.calls.CallLog.write_open`);
 - asks the store which of those runs another process asked to cancel (``dsh-workflow cancel``,
   the viewer's Cancel button: :meth:`~dsh_workflow.SQLiteRunStore.request_cancel`) and cancels
-  each with the reason :data:`CANCEL_REASON`. So a request is noticed within one period plus
+  each with a reason naming the request's origin (``cancelled from the viewer``; without an
+  origin, :data:`CANCEL_REASON`). So a request is noticed within one period plus
   one short read of the store.
 
 With no run going it only sleeps. A store that cannot answer is logged once per failure
@@ -33,6 +34,18 @@ logger = logging.getLogger("dsh_workflow.engine")
 POLL_S = 0.2
 #: The reason a run cancelled by another process ends with.
 CANCEL_REASON = "cancelled from the command line"
+
+
+async def _reason(store: RunStore, run_id: str) -> str:
+    """``cancelled from the <origin>`` of the run's cancel request, else :data:`CANCEL_REASON`."""
+    origin = None
+    ask = getattr(store, "cancel_origin", None)
+    if ask is not None:
+        try:
+            origin = await ask(run_id)
+        except RunStoreError:
+            origin = None
+    return f"cancelled from the {origin}" if isinstance(origin, str) and origin else CANCEL_REASON
 
 
 async def control_poll(store: RunStore, runs: Callable[[], Iterable[HostedRun]], *,
@@ -63,4 +76,4 @@ async def control_poll(store: RunStore, runs: Callable[[], Iterable[HostedRun]],
         failing = False
         for run in live:
             if run.id in asked:
-                run.cancel(CANCEL_REASON)
+                run.cancel(await _reason(store, run.id))

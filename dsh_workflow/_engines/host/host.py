@@ -43,7 +43,7 @@ from .budget import Spend
 from .journal import RunJournal
 from .journal_writer import JournalWriter
 from .ledger import CallLedger
-from .outcome import ScriptText, cancel_message, final_result
+from .outcome import CALLER_CANCELLED, ScriptText, cancel_message, final_result
 from .scheduler import ChildScheduler
 from .serving import HookServer
 from .stop import (
@@ -69,6 +69,7 @@ class HostedRun(WorkflowRun):
 
     def __init__(self, *, run_id: str, meta: WorkflowMeta, config: EngineConfig,
                  provider: SubagentProvider, max_total_agents: int, parent: Any,
+                 secrets: tuple[str, ...] = (),
                  events: EventHub, task_group: TaskGroup, budget_tokens: int | None = None,
                  budget_usd: float | None = None,
                  body_line_offset: int = 0, body_header_chars: int = 0,
@@ -92,7 +93,7 @@ class HostedRun(WorkflowRun):
         self._children = ChildScheduler(
             run_id=run_id, info=self._info, config=config, provider=provider, events=events,
             task_group=task_group, spend=self._spend, limits=limits, calls=self._calls,
-            fail_run=self._agents_failed)
+            fail_run=self._agents_failed, secrets=secrets)
         self._journal_writer = None if journal is None else JournalWriter(
             journal, self._calls, self._store_failed)
         self._hooks = HookServer(
@@ -132,7 +133,7 @@ class HostedRun(WorkflowRun):
         return self._result
 
     def cancel(self, reason: str | None = None) -> None:
-        if self._record(Cancelled(reason if reason else "workflow cancelled")):
+        if self._record(Cancelled(reason if reason else CALLER_CANCELLED)):
             self._stop()
 
     async def dispose(self) -> None:
@@ -206,7 +207,7 @@ class HostedRun(WorkflowRun):
         return True
 
     def _cancel_message(self) -> str:
-        return cancel_message(self._cause, self._config)
+        return cancel_message(self._cause, self._config, self._children.fatal_agent)
 
     # ---- wiring ---------------------------------------------------------------------------
 
@@ -349,10 +350,11 @@ class HostedRun(WorkflowRun):
         if isinstance(self._cause, Fault):
             self._stop()
 
-    def _agents_failed(self, text: str) -> None:
+    def _agents_failed(self, text: str, seq: int | None = None) -> None:
         """The children's fault ends the run: a provider unavailable for every child, or the
-        failure ceiling passed (``text`` starts with ``AGENT_FAILED:``)."""
-        self._record(Fault(text, code=WorkflowErrorCode.AGENT_FAILED))
+        failure ceiling passed (``text`` starts with ``AGENT_FAILED:``; ``seq``: the agent
+        whose failure ended it)."""
+        self._record(Fault(text, code=WorkflowErrorCode.AGENT_FAILED, agent=seq))
         self._stop()
 
     # ---- the run store ---------------------------------------------------------------------
@@ -414,7 +416,7 @@ class HostedRun(WorkflowRun):
         self._stop()
         self._calls.abandon()
         result = final_result(self._cause, started=self._children.started,
-                              failed=self._calls.failed,
+                              failed=self._calls.failed, cancelled=self._calls.cancelled,
                               replayed=self._hooks.replayed, usage=self._spend.usage(),
                               text=self._text, config=self._config,
                               unpriced=self._spend.unpriced)
@@ -425,5 +427,6 @@ class HostedRun(WorkflowRun):
         self._events.emit(WorkflowEnded(run=self._info, stop_reason=result.stop_reason,
                                         error=result.error, error_code=result.error_code,
                                         agents_started=result.agents_started,
-                                        usage=result.usage, agents_failed=result.agents_failed))
+                                        usage=result.usage, agents_failed=result.agents_failed,
+                                        agents_cancelled=result.agents_cancelled))
         self._done.set()

@@ -56,12 +56,12 @@ class CallLedger:
     runtime (:attr:`runtime`). In a run with a store (``journaled``), a completed or replayed
     call's answer is first held (:meth:`hold`) until the journal writer, which takes what is
     held with :meth:`held`, has committed it. ``cancel_message()`` is the text a call ended by
-    the run's stop throws; ``fail_run(text)`` ends the run with fatal ``AGENT_FAILED`` (the
+    the run's stop throws; ``fail_run(text, seq)`` ends the run with fatal ``AGENT_FAILED`` (the
     failure ceiling). Once :meth:`close` ran, nothing more is sent to the runtime.
     """
 
     def __init__(self, *, info: RunInfo, config: EngineConfig, events: EventHub, spend: Spend,
-                 cancel_message: Callable[[], str], fail_run: Callable[[str], None],
+                 cancel_message: Callable[[], str], fail_run: Callable[[str, int], None],
                  journaled: bool = False) -> None:
         self._info = info
         self._config = config
@@ -74,7 +74,8 @@ class CallLedger:
         #: Answers wait for the journal's commit before the script sees them.
         self.journaled = journaled
         self.closed = False
-        self.failed = 0  # started children that did not complete (the result's agents_failed)
+        self.failed = 0  # started children that failed (the result's agents_failed)
+        self.cancelled = 0  # started children the run's stop cancelled (agents_cancelled)
         self.reasons: Counter[str] = Counter()  # failures by "kind: message" (their summary)
         self._failed_open = 0  # children that failed while the run was still open
         self.live: set[ChildCall] = set()  # accepted calls not yet ended
@@ -143,11 +144,12 @@ class CallLedger:
             runtime.settle(call.reply)
         if not self.live and self.children_gone is not None:
             self.children_gone.set()
-        self._check_ceiling()
+        self._check_ceiling(call.seq)
 
     def _failed(self, call: ChildCall, outcome: AgentOutcome, *, counted: bool) -> AgentFailure:
-        """Count a started child that did not complete; returns its reason. ``counted``: it
-        failed while the run was open (what the failure ceiling counts)."""
+        """Count a started child that did not complete (a cancelled one apart from the failed
+        ones); returns its reason. ``counted``: it failed while the run was open (what the
+        failure ceiling counts; a cancelled child never counts there)."""
         failure = call.failure
         if failure is None or (outcome == "cancelled" and failure.kind != "cancelled"):
             if outcome == "timeout":
@@ -157,15 +159,19 @@ class CallLedger:
             else:
                 failure = AgentFailure.of("provider", "the child failed")
             call.failure = failure
+        if outcome == "cancelled":
+            self.cancelled += 1
+            return failure
         self.failed += 1
         self.reasons[failure.summary()] += 1
         if counted:
             self._failed_open += 1
         return failure
 
-    def _check_ceiling(self) -> None:
+    def _check_ceiling(self, seq: int) -> None:
         """The failure ceiling (``max_failed_agents``): once more children failed while the
-        run was open, the run ends with fatal ``AGENT_FAILED``."""
+        run was open, the run ends with fatal ``AGENT_FAILED`` (in agent ``seq``, the one that
+        just ended)."""
         ceiling = self._config.max_failed_agents
         if ceiling is None or self.closed or self._failed_open <= ceiling:
             return
@@ -173,7 +179,7 @@ class CallLedger:
         self._fail_run(
             f"{_AGENT_FAILED}: {self._failed_open} agents failed, more than the failure ceiling "
             f"allows (max_failed_agents={ceiling}); the most frequent reason ({times} of them): "
-            f"{reason}")
+            f"{reason}", seq)
 
     def close(self) -> None:
         """The run stops: nothing reaches the runtime any more, every answer not yet committed

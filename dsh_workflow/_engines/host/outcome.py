@@ -17,9 +17,13 @@ from ..._subagent import Usage
 from ..script.wire import Completed, Failed, InternalCode, warnings_of
 from .stop import Cancelled, Fault, RuntimeEnded, StopCause, TimedOut
 
-__all__ = ["ScriptText", "cancel_message", "final_result"]
+__all__ = ["CALLER_CANCELLED", "ScriptText", "cancel_message", "final_result"]
+
+#: The reason of ``run.cancel()`` called without one: the origin is the caller.
+CALLER_CANCELLED = "cancelled by the caller"
 
 _CODES = {code.value for code in WorkflowErrorCode}
+_AGENT_FAILED = WorkflowErrorCode.AGENT_FAILED
 #: A QuickJS stack-frame line ("    at f (<input>:3:5)" or "    at <input>:3:5"): only such
 #: lines are rewritten or dropped, never a message line that merely mentions a position.
 _FRAME_LINE = re.compile(r"^\s+at (?:.* \()?<input>:(\d+):(\d+)\)?\s*$")
@@ -93,12 +97,32 @@ def _timeout_message(config: EngineConfig) -> str:
             f"{config.run_timeout_s:g})")
 
 
-def cancel_message(cause: StopCause | None, config: EngineConfig) -> str:
-    """What a child call ended by the run's stop throws in the script."""
+def cancel_message(cause: StopCause | None, config: EngineConfig,
+                   fatal_agent: int | None = None) -> str:
+    """Why a child the run's stop ended was cancelled (its ``AgentFailure`` message, and what
+    its call throws in the script), in the user's words: the cancel's reason, which names its
+    origin (``cancelled from the viewer``, ``cancelled by the caller``); the timeout; ``cancelled:
+    the run ended with AGENT_FAILED in agent 3`` (the code that ended the run, and the agent
+    whose failure ended it: the fault's, else ``fatal_agent``); ``cancelled: the script
+    returned before this agent ended``."""
     if isinstance(cause, TimedOut):
         return _timeout_message(config)
-    reason = cause.reason if isinstance(cause, Cancelled) else None
-    return f"workflow run cancelled: {reason or 'workflow settled'}"
+    if isinstance(cause, Cancelled):
+        reason = cause.reason
+        return reason if reason.startswith("cancelled") else f"cancelled: {reason}"
+    code: WorkflowErrorCode | None = None
+    agent = fatal_agent
+    if isinstance(cause, Fault):
+        code = cause.code
+        agent = cause.agent if cause.agent is not None else fatal_agent
+    elif isinstance(cause, RuntimeEnded) and cause.outcome is not None:
+        if cause.outcome.get("ok") is True:
+            return "cancelled: the script returned before this agent ended"
+        code = outcome_code(cause.outcome)  # type: ignore[arg-type]  # ok is not True: a Failed
+    if code is None:
+        return "cancelled: the run stopped"
+    where = f" in agent {agent}" if agent is not None and code is _AGENT_FAILED else ""
+    return f"cancelled: the run ended with {code.value}{where}"
 
 
 def outcome_code(outcome: Failed) -> WorkflowErrorCode:
@@ -145,13 +169,15 @@ def _unbounded_result(cause: StopCause | None, started: int, text: ScriptText,
 
 def final_result(cause: StopCause | None, *, started: int, replayed: int, usage: Usage | None,
                  text: ScriptText, config: EngineConfig, failed: int = 0,
-                 unpriced: int = 0) -> WorkflowResult:
-    """The run's one result for its stop cause: ``started`` children (``failed`` of them did
-    not complete), ``replayed`` from the journal, ``usage`` reported (None: none),
+                 unpriced: int = 0, cancelled: int = 0) -> WorkflowResult:
+    """The run's one result for its stop cause: ``started`` children (``failed`` of them
+    failed, ``cancelled`` were cancelled), ``replayed`` from the journal, ``usage`` reported (None: none),
     ``unpriced`` children whose cost is unknown; an error is cut at ``max_error_chars``."""
     result = _unbounded_result(cause, started, text, config)
     if failed:
         result = result.model_copy(update={"agents_failed": failed})
+    if cancelled:
+        result = result.model_copy(update={"agents_cancelled": cancelled})
     if usage is not None:
         result = result.model_copy(update={"usage": usage})
     if unpriced:

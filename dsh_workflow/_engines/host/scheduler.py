@@ -74,7 +74,8 @@ class ChildScheduler:
     def __init__(self, *, run_id: str, info: RunInfo, config: EngineConfig,
                  provider: SubagentProvider, events: EventHub, task_group: TaskGroup,
                  spend: Spend, limits: SchemaLimits, calls: CallLedger,
-                 fail_run: Callable[[str], None] = lambda text: None) -> None:
+                 fail_run: Callable[[str, int], None] = lambda text, seq: None,
+                 secrets: tuple[str, ...] = ()) -> None:
         self._id = run_id
         self._info = info
         self._config = config
@@ -84,8 +85,11 @@ class ChildScheduler:
         self._spend = spend
         self._limits = limits
         self._calls = calls
-        self._fail_run = fail_run  # ends the run with fatal AGENT_FAILED (the text given)
+        self._fail_run = fail_run  # ends the run with fatal AGENT_FAILED (text, the agent's seq)
+        self._secrets = secrets  # the run's secrets: out of every failure text made here
         self.started = 0  # children given a slot (the result's agents_started)
+        #: The first child whose failure is fatal (its provider raised or is unavailable).
+        self.fatal_agent: int | None = None
         self._queue: deque[ChildCall] = deque()  # accepted calls waiting for a slot
         self._ready: deque[ChildCall] = deque()  # calls given a slot, not yet taken by a worker
         self._running = 0  # slots in use: calls ready or being run
@@ -199,7 +203,7 @@ class ChildScheduler:
         finally:
             self._running -= 1
             if call.fatal is not None and not self._calls.closed:
-                self._fail_run(call.fatal)  # before its reply: the script cannot catch it
+                self._fail_run(call.fatal, call.seq)  # before its reply: the script cannot catch it
             if not journaled:
                 self._calls.end(call)
             ticket = False  # the first call admitted here is this worker's next
@@ -229,19 +233,21 @@ class ChildScheduler:
         except Exception as exc:
             if self._calls.closed:
                 return self._calls.cancelled_reply(call), "cancelled"
+            if self.fatal_agent is None:
+                self.fatal_agent = call.seq
             if isinstance(exc, ProviderUnavailable):
                 # Every later child would hit it too: the run ends at once (docs/scripts.md,
                 # "Truthful outcomes"); the text says all there is, so no traceback is logged.
                 logger.info("dsh-workflow: provider unavailable for %s#%d: %s", self._id,
                                call.seq, _render(exc))
-                call.failure = AgentFailure.of("provider", _render(exc))
+                call.failure = AgentFailure.of("provider", _render(exc), secrets=self._secrets)
                 call.fatal = f"{_AGENT_FAILED}: {call.failure.message}"
                 return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
             logger.warning("dsh-workflow: provider raised for %s#%d", self._id, call.seq,
                            exc_info=True)
             text = f"agent() failed: the subagent provider raised {type(exc).__name__}: " \
                    f"{_render(exc)}"
-            call.failure = AgentFailure.of("provider", text)
+            call.failure = AgentFailure.of("provider", text, secrets=self._secrets)
             # The fatal error the script sees is the reason, redacted and bounded likewise.
             return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
         # Decided on the loop: no coroutine per child unless a structured value needs checking.

@@ -57,6 +57,7 @@ class Fault:
     text: str
     overrides: bool = False
     code: WorkflowErrorCode = ENGINE_FAILED
+    agent: int | None = None  # the seq of the agent whose failure is the fault, if one
 
 
 @dataclass(frozen=True, slots=True)

@@ -200,6 +200,14 @@
     }
     $("agent-count").textContent = String(agents.size - replayed);
     $("replayed-count").textContent = String(replayed);
+    let failed = 0, cancelled = 0;
+    for (const a of agents.values()) {
+      if (a.status === "cancelled") cancelled++;
+      else if (a.status !== "completed" && a.status !== "running" && a.status !== "replayed"
+               && a.status !== "interrupted") failed++;
+    }
+    $("failed-count").textContent = String(failed);
+    $("cancelled-count").textContent = String(cancelled);
     $("token-count").textContent = String(tokens);
     $("cost-count").textContent = cost === null ? "—"
       : "$" + (cost >= 1 ? cost.toFixed(2) : cost.toFixed(4)) + (unpriced ? "+" : "");

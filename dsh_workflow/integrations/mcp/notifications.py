@@ -6,8 +6,8 @@ coalesced: the first change is sent at once, later ones at most once per ``inter
 (the latest state wins), and :meth:`~ProgressNotifier.flush` sends the final state if it was not
 sent yet. Each notification's ``progress`` is one more than the previous one (MCP requires it to
 increase), ``total`` is unset (a workflow does not know how many agents it will start), and its
-``message`` reads ``phase: <title>; <done>/<started> agents done[ (<n> failed)]``, ending with
-``workflow <stop_reason>`` once the run ended.
+``message`` reads ``phase: <title>; <done>/<started> agents done[ (<n> failed, <m>
+cancelled)]``, ending with ``workflow <stop_reason>`` once the run ended.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ def notification_message(tally: RunTally) -> str:
     done = tally.finished + tally.replayed
     counts = f"{done}/{started} agents done"
     if tally.unsuccessful:
-        counts += f" ({tally.unsuccessful} failed)"
+        said = [f"{count} {what}" for count, what in ((tally.failed, "failed"),
+                                                       (tally.cancelled, "cancelled")) if count]
+        counts += f" ({', '.join(said)})"
     parts.append(counts)
     if tally.ended is not None:
         parts.append(f"workflow {tally.ended.stop_reason}")
