@@ -22,7 +22,8 @@ from .._meta import WorkflowMeta, parse_meta
 from .._request import WorkflowStartRequest
 from .._script import check_body, run_header
 from .._store import RunStore
-from .._subagent import SubagentProvider, provider_identity
+from .._subagent import SubagentProvider, provider_identity, provider_info
+from .host.faults import RetryGates
 from .host.host import HostedRun
 from .host.journal import EventRecorder, RunJournal, check_resume
 from .script.prelude import body_line_offset
@@ -181,7 +182,8 @@ def check_rerun(rerun: object, resume_from: str | None) -> frozenset[int]:
 def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                task_group: TaskGroup, agents: AgentRegistry | None = None,
                recorder: tuple[RunStore, EventRecorder] | None = None,
-               library: WorkflowLibrary | None = None) -> HostedRun:
+               library: WorkflowLibrary | None = None,
+               gates: RetryGates | None = None) -> HostedRun:
     """The host side of an admitted run (its runtime is attached by the engine); ``agents``
     resolves ``agentType`` at each call; with a ``recorder`` (the engine's store and event
     listener) the run is durable."""
@@ -197,6 +199,7 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                              model_aliases=config.model_aliases)
         listener.journals[run_id] = journal
     provider = admission.provider
+    declared = provider_info(provider)  # before any wrapper: the run's provider itself
     if journal is not None and journal.calls is not None:
         provider = journal.calls.wrap(provider)  # each call's answer goes into its record
     return HostedRun(run_id=run_id, meta=admission.meta, config=config, journal=journal,
@@ -206,7 +209,8 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                      budget_usd=admission.budget_usd,
                      events=events, task_group=task_group,
                      body_line_offset=body_line_offset(),
-                     body_header_chars=len(run_header(admission.script)), agents=agents)
+                     body_header_chars=len(run_header(admission.script)), agents=agents,
+                     declared=declared, gates=gates)
 
 
 def check_library(value: object) -> WorkflowLibrary | None:
