@@ -47,12 +47,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import JsonValue
 
-from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
+from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .command import CommandProvider
 from .structured import parse_structured_reply
 
@@ -92,10 +94,74 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _failed(reason: str, stderr: bytearray, usage: Usage | None = None) -> SubagentResult:
+def _failed(reason: str, stderr: bytearray, usage: Usage | None = None,
+            kind: ErrorKind | None = None, retry_at: datetime | None = None) -> SubagentResult:
+    """A failed child; ``kind`` None: classified from the reason and stderr's words."""
     tail = stderr.decode("utf-8", errors="replace")[-_TAIL:].strip()
     return SubagentResult(stop_reason="error", usage=usage,
+                          error_kind=kind or said_kind(f"{reason}\n{tail}"), retry_at=retry_at,
                           error=f"{reason}; stderr: {tail}" if tail else reason)
+
+
+#: What an agent CLI's error words mean, first match wins (both CLIs print an API's error
+#: message: Claude Code's "Invalid API key · Please run /login", Codex's "unexpected status 401
+#: Unauthorized", "You've hit your usage limit", "exceeded retry limit, last status: 429").
+_SAID: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
+    ("auth", re.compile(r"(?i)invalid api key|please run /login|\b401\b|unauthori[sz]ed|"
+                        r"authentication_error|not logged in|invalid x-api-key|\b403\b|"
+                        r"forbidden|oauth token (?:has )?expired")),
+    ("limit", re.compile(r"(?i)usage limit|hit your limit|usage_limit_reached|"
+                         r"insufficient_quota|quota exceeded|out of credits|credit balance")),
+    ("not_found", re.compile(r"(?i)model_not_found|\b404\b|model .{0,80}(?:not found|does not "
+                             r"exist|not supported)|no such model|unknown model")),
+    ("rate_limited", re.compile(r"(?i)rate.?limit|\b429\b|too many requests")),
+    ("overloaded", re.compile(r"(?i)overloaded|\b529\b|\b503\b|service unavailable")),
+    ("server", re.compile(r"(?i)\b50[0248]\b|internal server error|bad gateway|api_error")),
+    ("network", re.compile(r"(?i)stream disconnected|error sending request|connection (?:refused|"
+                           r"reset|error)|timed out connecting|dns error|network error")),
+)
+
+
+def said_kind(text: str) -> ErrorKind:
+    """The :data:`~dsh_workflow.ErrorKind` an agent CLI's error text says (``other`` when its
+    words match none)."""
+    for kind, pattern in _SAID:
+        if pattern.search(text):
+            return kind
+    return "other"
+
+
+def _status_kind(status: int) -> ErrorKind:
+    """Claude Code's ``api_error_status`` (the API's HTTP status) as an error kind."""
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    if status == 429:
+        return "rate_limited"
+    if status in (503, 529):
+        return "overloaded"
+    if status >= 500:
+        return "server"
+    return "bad_request" if status >= 400 else "other"
+
+
+def _epoch(value: object) -> datetime | None:
+    """An epoch time in seconds (or milliseconds) as an aware datetime; None when not one."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        return None
+    seconds = value / 1000 if value > 10**11 else value
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+#: Claude Code's usage-limit message with its reset time: ``Claude AI usage limit
+#: reached|1767225600``.
+_LIMIT_RESET = re.compile(r"(?i)limit reached\|(\d{9,13})")
 
 
 def _answered(request: SubagentRequest, text: str, usage: Usage | None) -> SubagentResult:
@@ -103,7 +169,9 @@ def _answered(request: SubagentRequest, text: str, usage: Usage | None) -> Subag
         return SubagentResult(stop_reason="completed", text=text, usage=usage)
     value, violations = parse_structured_reply(text, request.schema)
     if violations:
-        return SubagentResult(stop_reason="error", text=text, usage=usage,
+        # The engine validates the parsed value (None: not JSON) and says what is wrong.
+        return SubagentResult(stop_reason="error", text=text, usage=usage, structured=value,
+                              error_kind="invalid_answer",
                               error="the answer does not satisfy the schema: "
                                     + "; ".join(violations))
     return SubagentResult(stop_reason="completed", text=text, structured=value, usage=usage)
@@ -186,16 +254,56 @@ class ClaudeCodeProvider(_AgentCliProvider):
         if overflow or timed_out:
             return super()._result(request, returncode, stdout, stderr, overflow, timed_out)
         reply = _claude_result(stdout)
+        reset = _claude_reset(stdout)
         if reply is None:
-            return _failed(f"claude printed no JSON result ({_exit_text(returncode)})", stderr)
+            reason = f"claude printed no JSON result ({_exit_text(returncode)})"
+            if reset is not None:
+                return _failed(reason, stderr, kind="limit", retry_at=reset)
+            return _failed(reason, stderr)
         usage = _claude_usage(reply)
         text = reply.get("result")
         text = text if isinstance(text, str) else ""
         if reply.get("is_error") is True or reply.get("subtype", "success") != "success" \
                 or returncode != 0:
-            return _failed(f"claude failed ({reply.get('subtype', 'error')}, "
-                           f"{_exit_text(returncode)}): {text}".rstrip(": "), stderr, usage)
+            kind, retry_at = _claude_kind(reply, text, reset)
+            reason = f"{text} (claude: {reply.get('subtype', 'error')}, " \
+                     f"{_exit_text(returncode)})" if text.strip() else \
+                     f"claude failed ({reply.get('subtype', 'error')}, {_exit_text(returncode)})"
+            return _failed(reason, stderr, usage, kind=kind, retry_at=retry_at)
         return _answered(request, text, usage)
+
+
+def _claude_kind(reply: Mapping[str, Any], text: str,
+                 reset: datetime | None) -> tuple[ErrorKind | None, datetime | None]:
+    """What Claude Code's failed result says: a usage limit with its reset time (from the
+    message, ``...limit reached|<epoch>``, or a rejecting ``rate_limit_event``) is ``limit``;
+    else ``api_error_status``; else its words (None: classified from them with stderr's)."""
+    found = _LIMIT_RESET.search(text)
+    at = _epoch(found.group(1)) if found else None
+    if at is not None or (reset is not None and said_kind(text) in ("limit", "rate_limited",
+                                                                   "other")):
+        return "limit", at or reset
+    status = reply.get("api_error_status")
+    if isinstance(status, int) and not isinstance(status, bool):
+        return _status_kind(status), None
+    return None, None
+
+
+def _claude_reset(stdout: bytearray) -> datetime | None:
+    """The reset time of the last ``rate_limit_event`` line that rejected the request
+    (``rate_limit_info.status`` ``rejected``, ``resetsAt`` an epoch time), if any."""
+    reset = None
+    for line in stdout.decode("utf-8", errors="replace").splitlines():
+        if "rate_limit_event" not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        info = event.get("rate_limit_info") if isinstance(event, dict) else None
+        if isinstance(info, dict) and info.get("status") == "rejected":
+            reset = _epoch(info.get("resetsAt")) or reset
+    return reset
 
 
 def _exit_text(returncode: int | None) -> str:

@@ -248,8 +248,8 @@ def test_refused_credentials_end_the_run_with_the_cause(tmp_path: Path) -> None:
         server.server_close()
     assert done.returncode == 1, done.stderr
     assert done.stderr.splitlines()[-1] == (
-        "Error: workflow run failed: AGENT_FAILED: the provider refused its credentials: 401 "
-        f"Incorrect API key provided: [REDACTED] ({base})")
+        "Error: workflow run failed: AGENT_FAILED: agent 1 (p1) failed (auth): the provider "
+        f"refused its credentials: 401 Incorrect API key provided: [REDACTED] ({base})")
     assert "Traceback" not in done.stderr and "sk-wrong-0123456789" not in done.stderr
     assert len(seen) == 1
 

@@ -20,9 +20,11 @@ from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
 from dsh_workflow import (
     AgentDefinition,
     AgentEnded,
+    AgentRetried,
     EngineConfig,
     OpenAIProvider,
     QuickJSEngine,
+    RetryPolicy,
     SubagentRequest,
     Usage,
     WorkflowStartRequest,
@@ -859,3 +861,150 @@ async def test_the_calls_own_model_is_the_one_priced(server: FakeOpenAI) -> None
     expected = genai_prices.calc_price(genai_prices.Usage(input_tokens=1000, output_tokens=100),
                                        model_ref="gpt-4o-mini").total_price
     assert result.usage is not None and result.usage.cost_usd == pytest.approx(float(expected))
+
+
+# -- the engine retries and decides (SPEC §23, docs/providers.md "Faults and retries") ----------
+
+QUICK_RETRY = RetryPolicy(attempts=3, base_s=0.01, cap_s=5.0)
+
+
+async def _engine_run(provider: OpenAIProvider, script: str, *, concurrency: int = 4,
+                      retry: RetryPolicy = QUICK_RETRY) -> tuple[Any, list[Any]]:
+    events: list[Any] = []
+    config = EngineConfig(max_concurrent_agents=concurrency, retry=retry)
+    async with QuickJSEngine(config, provider=provider) as engine:
+        engine.events.subscribe(events.append)
+        run = engine.start(WorkflowStartRequest(meta={"name": "http", "description": "d"},
+                                                script=script))
+        with anyio.fail_after(20):
+            result = await run.result()
+        await run.dispose()
+    return result, events
+
+
+@pytest.mark.anyio
+async def test_a_429_storm_shares_one_wait_and_is_not_multiplied(server: FakeOpenAI) -> None:
+    # 8 children at once, all refused with Retry-After: each is asked once more, after the wait.
+    server.script = [status(429, "slow down", {"Retry-After": "0.5"})] * 8
+    async with server.provider() as provider:
+        started = time.monotonic()
+        result, events = await _engine_run(
+            provider, "return await parallel(Array.from({length: 8}, (_, i) => () => "
+                      "agent('p' + i)))", concurrency=8)
+        elapsed = time.monotonic() - started
+    assert result.stop_reason == "completed" and result.value == [f"echo:p{i}" for i in range(8)]
+    assert len(server.requests) == 16  # 8 refused + 8 answered: no storm of retries
+    retried = [e for e in events if isinstance(e, AgentRetried)]
+    assert sorted(e.seq for e in retried) == list(range(1, 9))
+    assert all(e.cause == "rate_limited" and 0.3 <= e.delay_s <= 0.5 for e in retried)
+    assert elapsed >= 0.45
+
+
+@pytest.mark.anyio
+async def test_a_retry_after_pauses_a_child_that_was_never_refused(server: FakeOpenAI) -> None:
+    seen: dict[str, float] = {}
+
+    def by_prompt(handler: _Handler, body: dict[str, Any]) -> None:
+        prompt = body["messages"][-1]["content"]
+        first = prompt not in seen
+        seen.setdefault(prompt, time.monotonic())
+        if prompt == "a" and first:
+            handler.send_json(429, {"error": {"message": "wait"}}, {"Retry-After": "0.6"})
+        elif prompt == "slow":
+            time.sleep(0.15)
+            chat_echo(handler, body)
+        else:
+            chat_echo(handler, body)
+
+    server.script = [by_prompt] * 10
+    async with server.provider() as provider:
+        result, _ = await _engine_run(provider, "return await parallel([() => agent('a'), "
+                                      "async () => { await agent('slow'); return agent('b') }])")
+    assert result.value == ["echo:a", "echo:b"]
+    assert seen["b"] - seen["a"] >= 0.5  # "b" started at ~0.15 s and waited for the pause
+
+
+@pytest.mark.anyio
+async def test_500s_are_retried_then_answered(server: FakeOpenAI) -> None:
+    server.script = [status(500, "boom"), status(502, "bad gateway"), chat("fine")]
+    async with server.provider() as provider:
+        result, events = await _engine_run(provider, "return await agent('p')")
+    assert result.value == "fine" and len(server.requests) == 3
+    assert [(e.attempt, e.cause) for e in events if isinstance(e, AgentRetried)] == [
+        (1, "server"), (2, "server")]
+
+
+@pytest.mark.anyio
+async def test_retries_spent_leave_the_child_failed_with_its_cause(server: FakeOpenAI) -> None:
+    server.script = [status(503, "overloaded")] * 3
+    async with server.provider() as provider:
+        result, events = await _engine_run(provider, "return await agent('p')")
+    assert result.stop_reason == "completed" and result.value is None
+    assert len(server.requests) == 3
+    (end,) = [e for e in events if isinstance(e, AgentEnded)]
+    assert end.error is not None and (end.error.kind, end.error.cause) == ("provider",
+                                                                          "overloaded")
+    assert "HTTP 503" in end.error.message
+
+
+@pytest.mark.anyio
+async def test_a_reset_beyond_the_cap_is_a_limit_and_not_waited_for(server: FakeOpenAI) -> None:
+    server.script = [status(429, "slow down", {"Retry-After": "600"})]
+    async with server.provider() as provider:
+        started = time.monotonic()
+        _, events = await _engine_run(provider, "return await agent('p')")
+    assert time.monotonic() - started < 3 and len(server.requests) == 1
+    (end,) = [e for e in events if isinstance(e, AgentEnded)]
+    assert end.error is not None and end.error.cause == "limit"
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_endpoint_ends_the_run_after_the_retries() -> None:
+    port = _closed_port()
+    provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", model="m", **FAST)
+    async with provider:
+        result, events = await _engine_run(provider, "return await agent('p')",
+                                           retry=RetryPolicy(attempts=2, base_s=0.01))
+    assert result.error_code == "AGENT_FAILED"
+    assert (result.error or "").startswith(
+        "AGENT_FAILED: agent 1 (p) failed (network, after 2 attempts): the endpoint is "
+        "unreachable: ConnectError")
+    assert len([e for e in events if isinstance(e, AgentRetried)]) == 1
+
+
+@pytest.mark.anyio
+async def test_cancelling_during_a_retry_wait(server: FakeOpenAI) -> None:
+    server.script = [status(429, "wait", {"Retry-After": "30"})]
+    events: list[Any] = []
+    async with server.provider() as provider, \
+            QuickJSEngine(EngineConfig(retry=RetryPolicy(cap_s=60)), provider=provider) as engine:
+        engine.events.subscribe(events.append)
+        run = engine.start(WorkflowStartRequest(meta={"name": "w", "description": "d"},
+                                                script="return await agent('p')"))
+        with anyio.fail_after(5):
+            while not any(isinstance(e, AgentRetried) for e in events):
+                await anyio.sleep(0.01)
+        run.cancel("enough")
+        with anyio.fail_after(3):
+            result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "cancelled" and len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_a_schema_failure_after_the_repair_is_kind_invalid(server: FakeOpenAI) -> None:
+    server.script = [chat('{"n": "one"}'), chat('{"n": "two"}')]
+    async with server.provider() as provider:
+        result, events = await _engine_run(
+            provider, f"return await agent('p', {{schema: {json.dumps(SCHEMA)}}})")
+    assert result.value is None
+    (end,) = [e for e in events if isinstance(e, AgentEnded)]
+    assert end.error is not None and (end.error.kind, end.error.cause) == ("invalid",
+                                                                          "invalid_answer")
+    assert end.error.details == ("/n: 'two' is not of type 'integer'",)
+    assert "after one repair attempt" in end.error.message
+
+
+def test_the_deprecated_retry_options_are_still_accepted() -> None:
+    provider = OpenAIProvider(model="m", max_retries=0, backoff_base_s=0, backoff_max_s=1)
+    assert provider.max_retries == 0
