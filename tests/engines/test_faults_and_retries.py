@@ -25,6 +25,7 @@ from dsh_workflow import (
     WorkflowStartRequest,
 )
 from dsh_workflow._engines.host.faults import RetryGates, backoff_delay, retry_delay
+from dsh_workflow.testing import check_run_events
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 QUICK = RetryPolicy(attempts=3, base_s=0.01, cap_s=5.0)
@@ -64,6 +65,7 @@ async def run_script(provider: Any, script: str, *, retry: RetryPolicy = QUICK,
         with anyio.fail_after(20):
             result = await run.result()
         await run.dispose()
+    check_run_events(events, run, result)  # AgentRetried inside its agent's start and end
     return result, events
 
 
@@ -243,3 +245,18 @@ async def test_a_gate_is_extended_never_shortened() -> None:
     started = time.monotonic()
     await gates.wait("k")
     assert time.monotonic() - started >= 0.25
+
+
+def test_the_event_contract_places_a_retry_inside_its_agent() -> None:
+    from dsh_workflow import AgentStarted, RunInfo, WorkflowEnded, WorkflowStarted
+    from dsh_workflow.testing import EventContractError
+
+    info = RunInfo(id="r", meta={"name": "n", "description": "d"})
+    retried = AgentRetried(run=info, seq=1, label="a", attempt=1, cause="server", delay_s=0.1)
+    started = AgentStarted(run=info, seq=1, label="a")
+    ended = AgentEnded(run=info, seq=1, label="a", outcome="completed")
+    begin = WorkflowStarted(run=info)
+    end = WorkflowEnded(run=info, stop_reason="completed", agents_started=1)
+    check_run_events([begin, started, retried, ended, end], "r")
+    with pytest.raises(EventContractError, match="AgentRetried outside"):
+        check_run_events([begin, started, ended, retried, end], "r")
