@@ -284,6 +284,11 @@ class ChildScheduler:
                 call.attempts = attempt
                 return result
             delay, shared = plan
+            if self._calls.closed:  # the run is stopping: no retry to announce
+                return result
+            if shared:  # one pause for the provider's children; another may already be longer
+                self._gates.close_for(key, delay)
+                delay = max(delay, self._gates.remaining(key))
             call.usage = _plus(call.usage, result.usage)
             if self._spend.count(result.usage):
                 call.spent = True
@@ -297,10 +302,8 @@ class ChildScheduler:
                 usage=result.usage))
             logger.info("dsh-workflow: %s#%d attempt %d failed (%s), retrying in %.3fs",
                         self._id, call.seq, attempt, result.error_kind, delay)
-            if shared:
-                self._gates.close_for(key, delay)  # the loop's wait pauses with the others
-            else:
-                await anyio.sleep(delay)
+            if not shared:
+                await anyio.sleep(delay)  # then the gate's wait, should another child close it
             attempt += 1
 
     def _map_result(self, call: ChildCall,
