@@ -10,6 +10,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dsh_workflow import (
     AgentEnded,
@@ -260,3 +262,43 @@ def test_the_event_contract_places_a_retry_inside_its_agent() -> None:
     check_run_events([begin, started, retried, ended, end], "r")
     with pytest.raises(EventContractError, match="AgentRetried outside"):
         check_run_events([begin, started, ended, retried, end], "r")
+
+
+@given(attempts=st.integers(1, 20), base=st.floats(0, 100), cap=st.floats(0, 1000),
+       attempt=st.integers(1, 200))
+def test_a_backoff_stays_under_its_doubling_ceiling(attempts: int, base: float, cap: float,
+                                                   attempt: int) -> None:
+    policy = RetryPolicy(attempts=attempts, base_s=base, cap_s=cap)
+    delay = backoff_delay(policy, attempt)
+    assert 0 <= delay <= min(cap, base * 2.0 ** min(attempt - 1, 60))
+
+
+@given(micros=st.integers(-10**9, 10**9), cap=st.floats(0, 500),
+       kind=st.sampled_from(["rate_limited", "overloaded", "server", "network", "auth",
+                             "limit", "bad_request"]))
+def test_a_reset_within_the_cap_is_waited_for_and_beyond_it_is_a_limit(
+        micros: int, cap: float, kind: Any) -> None:
+    from dsh_workflow._engines.host.faults import final_cause
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    policy = RetryPolicy(attempts=3, cap_s=cap)
+    reset = timedelta(microseconds=micros)
+    seconds = reset.total_seconds()
+    result = failed(kind, retry_at=now + reset)
+    plan = retry_delay(policy, result, 1, now)
+    retried = kind in ("rate_limited", "overloaded", "server", "network")
+    if not retried or seconds > cap:
+        assert plan is None
+    else:
+        assert plan == (max(0.0, seconds), True)
+    assert final_cause(policy, result, now) == ("limit" if retried and seconds > cap else kind)
+
+
+@given(text=st.text(max_size=300))
+def test_any_cli_text_gets_one_known_kind(text: str) -> None:
+    from typing import get_args
+
+    from dsh_workflow import ErrorKind
+    from dsh_workflow._providers.agent_cli import said_kind
+
+    assert said_kind(text) in get_args(ErrorKind)
