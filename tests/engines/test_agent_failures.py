@@ -171,8 +171,9 @@ async def test_an_unavailable_provider_ends_the_run_at_once(factory: Any) -> Non
     result, events = await _run(factory, script, provider=provider)
     assert result.stop_reason == "error"
     assert result.error_code == WorkflowErrorCode.AGENT_FAILED
-    assert result.error == ("AGENT_FAILED: the provider refused its credentials: 401 Incorrect "
-                            "API key provided: [REDACTED] (http://127.0.0.1/v1)")
+    assert result.error == ("AGENT_FAILED: agent 1 (gone) failed: the provider refused its "
+                            "credentials: 401 Incorrect API key provided: [REDACTED] "
+                            "(http://127.0.0.1/v1)")
     assert provider.calls == 1
     (end,) = _ends(events)
     assert end.error is not None and end.error.kind == "provider"
@@ -290,7 +291,8 @@ async def test_a_missing_command_ends_the_run_and_a_failing_one_fails_its_child(
 
     result, events = await _run(factory, "return [await agent('a'), await agent('b')]",
                                 provider=CommandProvider(["no-such-agent-cli-xyz"]))
-    assert result.error == "AGENT_FAILED: the command 'no-such-agent-cli-xyz' was not found on PATH"
+    assert result.error == ("AGENT_FAILED: agent 1 (a) failed: the command "
+                            "'no-such-agent-cli-xyz' was not found on PATH")
     assert len(_ends(events)) == 1
     failing = CommandProvider([sys.executable, "-c",
                                "import sys; print('quota exhausted', file=sys.stderr); sys.exit(4)"])

@@ -248,8 +248,10 @@ class ChildScheduler:
                 logger.info("dsh-workflow: provider unavailable for %s#%d: %s", self._id,
                                call.seq, _render(exc))
                 call.failure = AgentFailure.of("provider", _render(exc))
-                call.fatal = f"{_AGENT_FAILED}: {call.failure.message}"
-                return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
+                text = bounded(f"agent {call.seq} ({call.request.label}) failed: "
+                               f"{call.failure.message}")
+                call.fatal = f"{_AGENT_FAILED}: {text}"
+                return refusal(call.call_id, _AGENT_FAILED, text), "failed"
             logger.warning("dsh-workflow: provider raised for %s#%d", self._id, call.seq,
                            exc_info=True)
             text = f"agent() failed: the subagent provider raised {type(exc).__name__}: " \
