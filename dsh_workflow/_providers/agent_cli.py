@@ -49,8 +49,9 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import JsonValue
 
@@ -59,7 +60,7 @@ from .command import CommandProvider
 from .structured import parse_structured_reply
 
 __all__ = ["CLAUDE_CODE_VERSION", "CODEX_VERSION", "ClaudeCodeProvider", "CodexProvider",
-           "agent_cli_env"]
+           "agent_cli_env", "reset_said", "said_kind"]
 
 #: The Claude Code release whose flags and JSON output :class:`ClaudeCodeProvider` follows.
 CLAUDE_CODE_VERSION = "2.1"
@@ -162,6 +163,51 @@ def _epoch(value: object) -> datetime | None:
 #: Claude Code's usage-limit message with its reset time: ``Claude AI usage limit
 #: reached|1767225600``.
 _LIMIT_RESET = re.compile(r"(?i)limit reached\|(\d{9,13})")
+#: A reset in so long: Codex's ``try again in 3 days 4 hours``.
+_RESET_IN = re.compile(r"(?i)try again in\s+((?:\d+\s*(?:days?|hours?|minutes?|mins?|seconds?|"
+                       r"secs?)[\s,]*(?:and\s+)?)+)")
+_SPAN = re.compile(r"(?i)(\d+)\s*(d|h|m|s)")
+#: A reset at a time of day, in a named zone or the user's own: Claude Code's ``resets 3pm
+#: (Europe/London)``, Codex's ``try again at 3:45 PM``.
+_RESET_AT = re.compile(r"(?i)(?:resets?|try again)(?:\s+at)?\s+(\d{1,2})(?::(\d{2}))?\s*"
+                       r"([ap])\.?m\.?(?:\s*\(([A-Za-z_]+(?:/[A-Za-z_+-]+)*)\))?")
+
+
+def reset_said(text: str, now: datetime | None = None) -> datetime | None:
+    """The reset time an agent CLI's limit message names (an aware datetime), or None: an epoch
+    after ``limit reached|``, a span after ``try again in`` (days, hours, minutes, seconds), or
+    a time of day after ``resets`` / ``try again at`` (in the zone named in parentheses, else
+    the local one; the next such time after ``now``)."""
+    now = now or datetime.now(UTC)
+    found = _LIMIT_RESET.search(text)
+    if found:
+        return _epoch(found.group(1))
+    span = _RESET_IN.search(text)
+    if span:
+        units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+        seconds = sum(int(n) * units[u.lower()] for n, u in _SPAN.findall(span.group(1)))
+        try:
+            return now + timedelta(seconds=seconds)
+        except OverflowError:  # no date that far: no reset time worth keeping
+            return None
+    at = _RESET_AT.search(text)
+    if at is None:
+        return None
+    hour, minute = int(at.group(1)), int(at.group(2) or 0)
+    if not (1 <= hour <= 12 and minute < 60):
+        return None
+    hour = hour % 12 + (12 if at.group(3).lower() == "p" else 0)
+    zone: tzinfo | None = None
+    if at.group(4):
+        try:
+            zone = ZoneInfo(at.group(4))
+        except (ZoneInfoNotFoundError, ValueError):
+            zone = None
+    local = now.astimezone(zone)  # None: the machine's own zone
+    moment = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if moment <= local:
+        moment += timedelta(days=1)
+    return moment.astimezone(UTC)
 
 
 def _answered(request: SubagentRequest, text: str, usage: Usage | None) -> SubagentResult:
@@ -278,8 +324,7 @@ def _claude_kind(reply: Mapping[str, Any], text: str,
     """What Claude Code's failed result says: a usage limit with its reset time (from the
     message, ``...limit reached|<epoch>``, or a rejecting ``rate_limit_event``) is ``limit``;
     else ``api_error_status``; else its words (None: classified from them with stderr's)."""
-    found = _LIMIT_RESET.search(text)
-    at = _epoch(found.group(1)) if found else None
+    at = reset_said(text) if said_kind(text) == "limit" else None
     if at is not None or (reset is not None and said_kind(text) in ("limit", "rate_limited",
                                                                    "other")):
         return "limit", at or reset
@@ -394,7 +439,8 @@ class CodexProvider(_AgentCliProvider):
         usage = Usage(input_tokens=tokens[0], output_tokens=tokens[2],
                       cache_read_tokens=min(tokens[1], tokens[0])) if seen else None
         if failure is not None:
-            return _failed(f"codex failed: {failure}", stderr, usage)
+            retry_at = reset_said(failure) if said_kind(failure) == "limit" else None
+            return _failed(f"codex failed: {failure}", stderr, usage, retry_at=retry_at)
         if returncode != 0:
             return _failed(f"codex failed ({_exit_text(returncode)})", stderr, usage)
         if answer is None:

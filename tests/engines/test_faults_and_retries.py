@@ -299,6 +299,9 @@ def test_any_cli_text_gets_one_known_kind(text: str) -> None:
     from typing import get_args
 
     from dsh_workflow import ErrorKind
-    from dsh_workflow._providers.agent_cli import said_kind
+    from dsh_workflow._providers.agent_cli import reset_said, said_kind
 
     assert said_kind(text) in get_args(ErrorKind)
+    for words in (text, f"try again in {text}", f"resets {text}", f"limit reached|{text}"):
+        reset = reset_said(words)
+        assert reset is None or reset.tzinfo is not None

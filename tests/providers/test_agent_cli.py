@@ -299,3 +299,53 @@ async def test_a_schema_failure_is_kind_invalid_with_details(logs: dict[str, Pat
     assert end.error is not None and end.error.kind == "invalid"
     assert end.error.cause == "invalid_answer"
     assert end.error.details == ("/n: 7 is not of type 'string'",)
+
+
+@pytest.mark.anyio
+async def test_codexs_usage_limit_carries_when_to_try_again(logs: dict[str, Path]) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    before = datetime.now(UTC)
+    result = await CodexProvider(env=fake_env(logs)).run(request("LIMIT"))
+    assert result.error_kind == "limit" and result.retry_at is not None
+    wait = result.retry_at - before
+    assert timedelta(days=3, hours=4) <= wait <= timedelta(days=3, hours=4, seconds=30)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Claude AI usage limit reached|1767225600", "2026-01-01T00:00:00+00:00"),
+    ("You've hit your usage limit. Upgrade to Pro, or try again in 3 days 4 hours.",
+     "2026-03-04T14:00:00+00:00"),
+    ("try again in 1 hour, 30 minutes and 5 seconds", "2026-03-01T11:30:05+00:00"),
+    ("You've hit your limit · resets 3pm (Europe/London)", "2026-03-01T15:00:00+00:00"),
+    ("You've hit your limit · resets 9am (Europe/London)", "2026-03-02T09:00:00+00:00"),
+    ("limit reached, resets 4:30 PM (America/New_York)", "2026-03-01T21:30:00+00:00"),
+    ("You've hit your usage limit", None),
+    ("resets 13pm (Europe/London)", None),
+    ("try again in 99999999999 days", None),
+])
+def test_a_limits_reset_time_is_read_from_its_words(text: str, expected: str | None) -> None:
+    from datetime import UTC, datetime
+
+    from dsh_workflow._providers.agent_cli import reset_said
+
+    now = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    found = reset_said(text, now)
+    assert (found.isoformat() if found else None) == expected
+
+
+def test_a_reset_in_an_unknown_zone_is_read_in_the_local_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    from datetime import UTC, datetime
+
+    from dsh_workflow._providers.agent_cli import reset_said
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9, no daylight saving
+    time.tzset()
+    try:
+        found = reset_said("resets 3pm (Not/A_Zone)", datetime(2026, 3, 1, 10, 0, tzinfo=UTC))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert found == datetime(2026, 3, 2, 6, 0, tzinfo=UTC)  # 15:00 in Tokyo, next day
