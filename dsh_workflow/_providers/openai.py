@@ -92,6 +92,7 @@ _MAX_SERVER_MESSAGE = 500
 _EFFORT_PARAMETER = "reasoning_effort"
 _LIMIT_PARAMETER = "max_tokens"
 _NEW_LIMIT_PARAMETER = "max_completion_tokens"
+_LONGEST_RETRY_AFTER_S = 366 * 86400.0  # a longer Retry-After is read as a year: still a limit
 _REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
 
 
@@ -408,7 +409,8 @@ class OpenAIProvider:
             return self._decode(response)
         problem = f"HTTP {status} from {self._url}: {_server_message(response)}"
         seconds = _retry_after(response.headers)
-        retry_at = None if seconds is None else datetime.now(UTC) + timedelta(seconds=seconds)
+        retry_at = None if seconds is None else \
+            datetime.now(UTC) + timedelta(seconds=min(seconds, _LONGEST_RETRY_AFTER_S))
         raise _Rejected(problem, status, response.text, _status_kind(status, response.text),
                         retry_at)
 

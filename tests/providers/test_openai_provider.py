@@ -273,6 +273,15 @@ async def test_429_is_rate_limited_with_retry_after_as_retry_at(server: FakeOpen
 
 
 @pytest.mark.anyio
+async def test_an_absurd_retry_after_is_a_far_reset_not_a_crash(server: FakeOpenAI) -> None:
+    server.script = [status(429, "slow down", {"Retry-After": "1e308"})]
+    async with server.provider() as provider:
+        result = await provider.run(request())
+    assert result.error_kind == "rate_limited" and result.retry_at is not None
+    assert (result.retry_at - datetime.now(UTC)).days >= 365  # beyond any cap: the engine's limit
+
+
+@pytest.mark.anyio
 async def test_retry_after_ms_and_http_dates_are_read(server: FakeOpenAI) -> None:
     later = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
     server.script = [status(429, "a", {"retry-after-ms": "1500"}),
