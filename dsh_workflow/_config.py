@@ -17,7 +17,7 @@ class RetryPolicy(BaseModel):
     ``attempts`` calls in all (1: no retry), waiting an exponential backoff from ``base_s``
     doubling up to ``cap_s``, with full jitter; a ``Retry-After`` (or a CLI's reset time) within
     ``cap_s`` replaces the backoff and pauses every child of that provider identity. A reset
-    beyond ``cap_s`` is a ``limit`` (docs/providers.md, "Retries")."""
+    beyond ``cap_s`` is a ``limit`` (docs/providers.md, "Faults and retries")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

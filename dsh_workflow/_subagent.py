@@ -210,7 +210,10 @@ class SubagentProvider(Protocol):
     Cancellation: ``run`` is called inside the engine's cancel scopes, so cancellation arrives
     as the async backend's own cancellation exception; clean up and let it propagate.
     Returning a non-completed result is an ordinary child failure (``agent()`` → ``null``);
-    raising is an infrastructure fault (fatal ``AGENT_FAILED``).
+    raising is an infrastructure fault (fatal ``AGENT_FAILED``). The result's ``error_kind``
+    lets the engine decide: it retries ``rate_limited``, ``overloaded``, ``server`` and
+    ``network`` (``EngineConfig.retry``) and ends the run on ``auth`` and ``not_found``; a
+    provider does not retry by itself.
     """
 
     async def run(self, request: SubagentRequest) -> SubagentResult: ...

@@ -17,7 +17,7 @@ from typing import Any
 from dsh_workflow import RunRecord, StoredEvent
 from dsh_workflow._prices import cost_text, format_usd
 
-from .progress import ended_line, format_elapsed, kind_reason, summary_text
+from .progress import ended_line, format_elapsed, kind_reason, retried_line, summary_text
 
 __all__ = ["UNSETTLED", "AgentRow", "EventCounts", "EventLines", "agent_rows", "event_counts", "format_time",
            "run_document", "run_summary", "runs_table", "show_text", "stored_reason", "with_counts"]
@@ -307,6 +307,8 @@ class EventLines:
                 self.unpriced += 1
             return ended_line(data.get("seq"), data.get("outcome"), data.get("label"),
                               stored_reason(data))
+        if kind == "AgentRetried":
+            return retried_line(data.get("seq"), data.get("delay_s"), data.get("cause"))
         if kind == "AgentReplayed":
             self.replayed += 1
             return f"[agent {data.get('seq')} replayed] {data.get('label')}"

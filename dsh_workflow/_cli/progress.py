@@ -34,6 +34,7 @@ from typing import IO, TYPE_CHECKING, Any
 from dsh_workflow import (
     AgentEnded,
     AgentReplayed,
+    AgentRetried,
     AgentStarted,
     LogEmitted,
     PhaseStarted,
@@ -121,6 +122,14 @@ def ended_reason(event: AgentEnded) -> str | None:
     reason = failure_reason(event.error.model_dump(mode="json"), keep_value=True,
                             limit=REASON_CHARS)
     return kind_reason(event.error.kind, reason)
+
+
+def retried_line(seq: object, delay_s: object, cause: object) -> str:
+    """``[agent 4 retrying in 12s] rate limited``: a child whose provider call is retried
+    (``AgentRetried``, live or stored)."""
+    delay = float(delay_s) if isinstance(delay_s, int | float) else 0.0
+    shown = f"{delay:.0f}" if delay >= 10 else f"{delay:.1f}".rstrip("0").rstrip(".")
+    return f"[agent {seq} retrying in {shown}s] {str(cause).replace('_', ' ')}"
 
 
 def ended_line(seq: object, outcome: object, label: object, reason: str | None) -> str:
@@ -290,6 +299,8 @@ class PlainProgress(Progress):
             return ended_line(event.seq, event.outcome, event.label, ended_reason(event))
         if isinstance(event, AgentReplayed):
             return f"[agent {event.seq} replayed] {event.label}"
+        if isinstance(event, AgentRetried):
+            return retried_line(event.seq, event.delay_s, event.cause)
         if isinstance(event, WorkflowEnded):
             return f"[done] {self.tally.summary()}"
         return None
@@ -315,11 +326,14 @@ class RichProgress(Progress):
         self.spinner = Spinner("dots", style="cyan")
         self.last_draw = 0.0
         self.live: Live | None = None  # shown from WorkflowStarted to finish()
+        self.retrying: str | None = None  # the latest retry line
         self.stopped = False
 
     def __call__(self, event: WorkflowEvent) -> None:
         self.tally.record(event)
         self.failures.record(event)
+        if isinstance(event, AgentRetried):
+            self.retrying = retried_line(event.seq, event.delay_s, event.cause)
         if isinstance(event, WorkflowStarted) and self.live is None and not self.stopped:
             from rich.live import Live
 
@@ -396,6 +410,8 @@ class RichProgress(Progress):
             grid.add_row("running", Text(shown + extra))
         if self.failures.latest is not None:
             grid.add_row("failed", Text(self.failures.latest, style="red"))
+        if self.retrying is not None:
+            grid.add_row("retry", Text(self.retrying, style="yellow"))
         for message in tally.logs:
             grid.add_row("log", Text(_one_line(message)))
         return Group(grid)

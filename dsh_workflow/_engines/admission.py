@@ -23,7 +23,8 @@ from .._request import WorkflowStartRequest
 from .._script import check_body, run_header
 from .._secrets import RedactingProvider, run_secrets
 from .._store import RunStore
-from .._subagent import SubagentProvider, provider_identity
+from .._subagent import SubagentProvider, provider_identity, provider_info
+from .host.faults import RetryGates
 from .host.host import HostedRun
 from .host.journal import EventRecorder, RunJournal, check_resume
 from .script.prelude import body_line_offset
@@ -182,7 +183,8 @@ def check_rerun(rerun: object, resume_from: str | None) -> frozenset[int]:
 def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                task_group: TaskGroup, agents: AgentRegistry | None = None,
                recorder: tuple[RunStore, EventRecorder] | None = None,
-               library: WorkflowLibrary | None = None) -> HostedRun:
+               library: WorkflowLibrary | None = None,
+               gates: RetryGates | None = None) -> HostedRun:
     """The host side of an admitted run (its runtime is attached by the engine); ``agents``
     resolves ``agentType`` at each call; with a ``recorder`` (the engine's store and event
     listener) the run is durable."""
@@ -197,6 +199,7 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                              provider=admission.provider, rerun=admission.rerun,
                              model_aliases=config.model_aliases)
         listener.journals[run_id] = journal
+    declared = provider_info(admission.provider)  # before any wrapper: the run's provider itself
     secrets = run_secrets(admission.provider)
     # Every answer is cleared of the run's secrets before anything records or shows it.
     provider: SubagentProvider = RedactingProvider(admission.provider, secrets)
@@ -210,7 +213,8 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                      budget_usd=admission.budget_usd,
                      events=events, task_group=task_group,
                      body_line_offset=body_line_offset(),
-                     body_header_chars=len(run_header(admission.script)), agents=agents)
+                     body_header_chars=len(run_header(admission.script)), agents=agents,
+                     declared=declared, gates=gates)
 
 
 def check_library(value: object) -> WorkflowLibrary | None:

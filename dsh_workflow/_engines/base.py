@@ -41,6 +41,7 @@ from .admission import (
 )
 from .handle import RunHandle
 from .host.control import control_poll
+from .host.faults import RetryGates
 from .host.host import HostedRun
 from .host.journal import EngineStore
 
@@ -99,6 +100,7 @@ class EngineBase(WorkflowEngine, Generic[R]):
         self.events = EventHub()
         self._state = EngineState.UNOPENED
         self._runs: dict[HostedRun, R] = {}
+        self._retry_gates = RetryGates()  # one pause per provider identity, for all its runs
         self._drives_done = anyio.Event()  # set while no run's drive task is alive
         self._drives_done.set()
         self._tg: TaskGroup | None = None
@@ -181,7 +183,7 @@ class EngineBase(WorkflowEngine, Generic[R]):
                           store=None if store is None else store.store)
         assert self._tg is not None
         run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
-                         agents=self.agents, library=self.library,
+                         agents=self.agents, library=self.library, gates=self._retry_gates,
                          recorder=None if store is None else (store.store, store.recorder))
         runtime = self._new_runtime(admission, run)
         self._runs[run] = runtime

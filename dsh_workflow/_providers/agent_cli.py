@@ -50,18 +50,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import JsonValue
 
 from .._failure import argv_secrets, redact_argv
-from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
+from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .command import CommandProvider
 from .structured import parse_structured_reply
 
 __all__ = ["CLAUDE_CODE_VERSION", "CODEX_VERSION", "ClaudeCodeProvider", "CodexProvider",
-           "agent_cli_env", "toml_string"]
+           "agent_cli_env", "reset_said", "said_kind", "toml_string"]
 
 #: The Claude Code release whose flags and JSON output :class:`ClaudeCodeProvider` follows.
 CLAUDE_CODE_VERSION = "2.1"
@@ -119,10 +122,119 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _failed(reason: str, stderr: bytearray, usage: Usage | None = None) -> SubagentResult:
+def _failed(reason: str, stderr: bytearray, usage: Usage | None = None,
+            kind: ErrorKind | None = None, retry_at: datetime | None = None) -> SubagentResult:
+    """A failed child; ``kind`` None: classified from the reason and stderr's words."""
     tail = stderr.decode("utf-8", errors="replace")[-_TAIL:].strip()
     return SubagentResult(stop_reason="error", usage=usage,
+                          error_kind=kind or said_kind(f"{reason}\n{tail}"), retry_at=retry_at,
                           error=f"{reason}; stderr: {tail}" if tail else reason)
+
+
+#: What an agent CLI's error words mean, first match wins (both CLIs print an API's error
+#: message: Claude Code's "Invalid API key · Please run /login", Codex's "unexpected status 401
+#: Unauthorized", "You've hit your usage limit", "exceeded retry limit, last status: 429").
+_SAID: tuple[tuple[ErrorKind, re.Pattern[str]], ...] = (
+    ("auth", re.compile(r"(?i)invalid api key|please run /login|\b401\b|unauthori[sz]ed|"
+                        r"authentication_error|not logged in|invalid x-api-key|\b403\b|"
+                        r"forbidden|oauth token (?:has )?expired")),
+    ("limit", re.compile(r"(?i)usage limit|hit your limit|usage_limit_reached|"
+                         r"insufficient_quota|quota exceeded|out of credits|credit balance")),
+    ("not_found", re.compile(r"(?i)model_not_found|\b404\b|model .{0,80}(?:not found|does not "
+                             r"exist|not supported)|no such model|unknown model")),
+    ("rate_limited", re.compile(r"(?i)rate.?limit|\b429\b|too many requests")),
+    ("overloaded", re.compile(r"(?i)overloaded|\b529\b|\b503\b|service unavailable")),
+    ("server", re.compile(r"(?i)\b50[0248]\b|internal server error|bad gateway|api_error")),
+    ("network", re.compile(r"(?i)stream disconnected|error sending request|connection (?:refused|"
+                           r"reset|error)|timed out connecting|dns error|network error")),
+)
+
+
+def said_kind(text: str) -> ErrorKind:
+    """The :data:`~dsh_workflow.ErrorKind` an agent CLI's error text says (``other`` when its
+    words match none)."""
+    for kind, pattern in _SAID:
+        if pattern.search(text):
+            return kind
+    return "other"
+
+
+def _status_kind(status: int) -> ErrorKind:
+    """Claude Code's ``api_error_status`` (the API's HTTP status) as an error kind."""
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    if status == 429:
+        return "rate_limited"
+    if status in (503, 529):
+        return "overloaded"
+    if status >= 500:
+        return "server"
+    return "bad_request" if status >= 400 else "other"
+
+
+def _epoch(value: object) -> datetime | None:
+    """An epoch time in seconds (or milliseconds) as an aware datetime; None when not one."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        return None
+    seconds = value / 1000 if value > 10**11 else value
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+#: Claude Code's usage-limit message with its reset time: ``Claude AI usage limit
+#: reached|1767225600``.
+_LIMIT_RESET = re.compile(r"(?i)limit reached\|(\d{9,13})")
+#: A reset in so long: Codex's ``try again in 3 days 4 hours``.
+_RESET_IN = re.compile(r"(?i)try again in\s+((?:\d+\s*(?:days?|hours?|minutes?|mins?|seconds?|"
+                       r"secs?)[\s,]*(?:and\s+)?)+)")
+_SPAN = re.compile(r"(?i)(\d+)\s*(d|h|m|s)")
+#: A reset at a time of day, in a named zone or the user's own: Claude Code's ``resets 3pm
+#: (Europe/London)``, Codex's ``try again at 3:45 PM``.
+_RESET_AT = re.compile(r"(?i)(?:resets?|try again)(?:\s+at)?\s+(\d{1,2})(?::(\d{2}))?\s*"
+                       r"([ap])\.?m\.?(?:\s*\(([A-Za-z_]+(?:/[A-Za-z_+-]+)*)\))?")
+
+
+def reset_said(text: str, now: datetime | None = None) -> datetime | None:
+    """The reset time an agent CLI's limit message names (an aware datetime), or None: an epoch
+    after ``limit reached|``, a span after ``try again in`` (days, hours, minutes, seconds), or
+    a time of day after ``resets`` / ``try again at`` (in the zone named in parentheses, else
+    the local one; the next such time after ``now``)."""
+    now = now or datetime.now(UTC)
+    found = _LIMIT_RESET.search(text)
+    if found:
+        return _epoch(found.group(1))
+    span = _RESET_IN.search(text)
+    if span:
+        units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+        seconds = sum(int(n) * units[u.lower()] for n, u in _SPAN.findall(span.group(1)))
+        try:
+            return now + timedelta(seconds=seconds)
+        except OverflowError:  # no date that far: no reset time worth keeping
+            return None
+    at = _RESET_AT.search(text)
+    if at is None:
+        return None
+    hour, minute = int(at.group(1)), int(at.group(2) or 0)
+    if not (1 <= hour <= 12 and minute < 60):
+        return None
+    hour = hour % 12 + (12 if at.group(3).lower() == "p" else 0)
+    zone: tzinfo | None = None
+    if at.group(4):
+        try:
+            zone = ZoneInfo(at.group(4))
+        except (ZoneInfoNotFoundError, ValueError):
+            zone = None
+    local = now.astimezone(zone)  # None: the machine's own zone
+    moment = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if moment <= local:
+        moment += timedelta(days=1)
+    return moment.astimezone(UTC)
 
 
 def _answered(request: SubagentRequest, text: str, usage: Usage | None) -> SubagentResult:
@@ -130,7 +242,9 @@ def _answered(request: SubagentRequest, text: str, usage: Usage | None) -> Subag
         return SubagentResult(stop_reason="completed", text=text, usage=usage)
     value, violations = parse_structured_reply(text, request.schema)
     if violations:
-        return SubagentResult(stop_reason="error", text=text, usage=usage,
+        # The engine validates the parsed value (None: not JSON) and says what is wrong.
+        return SubagentResult(stop_reason="error", text=text, usage=usage, structured=value,
+                              error_kind="invalid_answer",
                               error="the answer does not satisfy the schema: "
                                     + "; ".join(violations))
     return SubagentResult(stop_reason="completed", text=text, structured=value, usage=usage)
@@ -219,16 +333,55 @@ class ClaudeCodeProvider(_AgentCliProvider):
         if overflow or timed_out:
             return super()._result(request, returncode, stdout, stderr, overflow, timed_out)
         reply = _claude_result(stdout)
+        reset = _claude_reset(stdout)
         if reply is None:
-            return _failed(f"claude printed no JSON result ({_exit_text(returncode)})", stderr)
+            reason = f"claude printed no JSON result ({_exit_text(returncode)})"
+            if reset is not None:
+                return _failed(reason, stderr, kind="limit", retry_at=reset)
+            return _failed(reason, stderr)
         usage = _claude_usage(reply)
         text = reply.get("result")
         text = text if isinstance(text, str) else ""
         if reply.get("is_error") is True or reply.get("subtype", "success") != "success" \
                 or returncode != 0:
-            return _failed(f"claude failed ({reply.get('subtype', 'error')}, "
-                           f"{_exit_text(returncode)}): {text}".rstrip(": "), stderr, usage)
+            kind, retry_at = _claude_kind(reply, text, reset)
+            reason = f"{text} (claude: {reply.get('subtype', 'error')}, " \
+                     f"{_exit_text(returncode)})" if text.strip() else \
+                     f"claude failed ({reply.get('subtype', 'error')}, {_exit_text(returncode)})"
+            return _failed(reason, stderr, usage, kind=kind, retry_at=retry_at)
         return _answered(request, text, usage)
+
+
+def _claude_kind(reply: Mapping[str, Any], text: str,
+                 reset: datetime | None) -> tuple[ErrorKind | None, datetime | None]:
+    """What Claude Code's failed result says: a usage limit with its reset time (from the
+    message, ``...limit reached|<epoch>``, or a rejecting ``rate_limit_event``) is ``limit``;
+    else ``api_error_status``; else its words (None: classified from them with stderr's)."""
+    at = reset_said(text) if said_kind(text) == "limit" else None
+    if at is not None or (reset is not None and said_kind(text) in ("limit", "rate_limited",
+                                                                   "other")):
+        return "limit", at or reset
+    status = reply.get("api_error_status")
+    if isinstance(status, int) and not isinstance(status, bool):
+        return _status_kind(status), None
+    return None, None
+
+
+def _claude_reset(stdout: bytearray) -> datetime | None:
+    """The reset time of the last ``rate_limit_event`` line that rejected the request
+    (``rate_limit_info.status`` ``rejected``, ``resetsAt`` an epoch time), if any."""
+    reset = None
+    for line in stdout.decode("utf-8", errors="replace").splitlines():
+        if "rate_limit_event" not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        info = event.get("rate_limit_info") if isinstance(event, dict) else None
+        if isinstance(info, dict) and info.get("status") == "rejected":
+            reset = _epoch(info.get("resetsAt")) or reset
+    return reset
 
 
 def _exit_text(returncode: int | None) -> str:
@@ -321,7 +474,8 @@ class CodexProvider(_AgentCliProvider):
         usage = Usage(input_tokens=tokens[0], output_tokens=tokens[2],
                       cache_read_tokens=min(tokens[1], tokens[0])) if seen else None
         if failure is not None:
-            return _failed(f"codex failed: {failure}", stderr, usage)
+            retry_at = reset_said(failure) if said_kind(failure) == "limit" else None
+            return _failed(f"codex failed: {failure}", stderr, usage, retry_at=retry_at)
         if returncode != 0:
             return _failed(f"codex failed ({_exit_text(returncode)})", stderr, usage)
         if answer is None:

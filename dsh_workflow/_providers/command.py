@@ -47,9 +47,13 @@ Contract of :class:`CommandProvider`:
   fence are tolerated) that satisfies the schema; it becomes ``structured``.
 - **Ordinary failures** (``stop_reason="error"``, the script sees ``null``): a non-zero exit or
   death by signal, ``timeout_s`` passing, stdout larger than ``max_output_bytes``, stdout that is
-  not valid JSON or violates the schema. ``error`` carries the reason (the exit status or
-  signal) and the tail of stderr: its last 20 lines, at most 2,000 characters (a usage line
-  excluded). Memory is bounded: stdout is kept up to ``max_output_bytes`` (the child
+  not valid JSON or violates the schema. ``error``'s first line is the last non-empty line of
+  stderr (what a program says last: a traceback's exception) followed by the exit status or
+  signal in parentheses; the next lines hold the tail of stderr: its last 20 lines, at most
+  2,000 characters (a usage line excluded). ``error_kind`` is ``timeout`` for ``timeout_s``,
+  ``invalid_answer`` for stdout that is not JSON or violates the schema (with the parsed value
+  as ``structured``: the engine validates it and fails the child with kind ``invalid``), and
+  ``other`` for the rest. Memory is bounded: stdout is kept up to ``max_output_bytes`` (the child
   is killed when it writes more) and stderr only as a tail.
 - **Raises** :class:`~dsh_workflow.ProviderUnavailable` when the command does not exist or is
   not executable (every later child would fail the same way: the engine ends the run at once
@@ -79,7 +83,7 @@ from pydantic import JsonValue
 
 from .._failure import ProviderUnavailable, argv_secrets, redact_argv
 from .._prices import priced_async
-from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
+from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .procgroup import terminate_group
 from .structured import parse_structured_reply
 from .worktree import Worktree, fresh_worktree, kept_note, worktree_env
@@ -282,7 +286,8 @@ class CommandProvider:
         if overflow:
             return _failure(f"command output exceeded max_output_bytes={self.max_output_bytes}", stderr)
         if timed_out:
-            return _failure(f"command timed out after timeout_s={self.timeout_s}", stderr)
+            return _failure(f"command timed out after timeout_s={self.timeout_s}", stderr,
+                            "timeout")
         if returncode != 0:
             return _failure(_describe_exit(returncode), stderr)
         text = stdout.decode("utf-8", errors="replace")
@@ -293,6 +298,8 @@ class CommandProvider:
             return SubagentResult(
                 stop_reason="error",
                 text=text,
+                structured=value,
+                error_kind="invalid_answer",
                 error="command output does not satisfy the schema: " + "; ".join(violations)
                 + f" (the output began: {text.strip()[:200]!r})",
             )
@@ -343,10 +350,22 @@ def stderr_tail(stderr: bytes | bytearray) -> str:
     return tail[-_STDERR_TAIL_CHARS:]
 
 
-def _failure(reason: str, stderr: bytearray) -> SubagentResult:
+#: Longest one-line reason taken from stderr.
+_REASON_CHARS = 300
+
+
+def _failure(reason: str, stderr: bytearray, kind: ErrorKind = "other") -> SubagentResult:
+    """A failed child: its one-line reason is the last non-empty stderr line (where a program
+    says what went wrong: a traceback's exception, not its ``Traceback ...`` header) with
+    ``reason`` in parentheses; the whole tail follows on the next lines (``show --agent``)."""
     tail = stderr_tail(stderr)
-    error = f"{reason}; stderr: {tail}" if tail else f"{reason} (no stderr)"
-    return SubagentResult(stop_reason="error", error=error)
+    if not tail:
+        return SubagentResult(stop_reason="error", error=f"{reason} (no stderr)", error_kind=kind)
+    last = tail.rsplit("\n", 1)[-1].strip()
+    if len(last) > _REASON_CHARS:  # a long line's end says most: the exception, the last words
+        last = "…" + last[1 - _REASON_CHARS:]
+    return SubagentResult(stop_reason="error", error_kind=kind,
+                          error=f"{last} ({reason})\nstderr: {tail}")
 
 
 def _describe_exit(returncode: int | None) -> str:

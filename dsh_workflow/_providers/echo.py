@@ -13,8 +13,8 @@ satisfy the schema, on a worker thread and within fixed bounds: types, required 
 enums, consts, branches, bounds, lengths, ``format`` and ``pattern`` (with ``rstr``). When the
 value it built still does not satisfy the schema (``not``, contradictory constraints, a
 pattern Python cannot read, ...), the child fails — ``stop_reason="error"`` with an ``error``
-that says what is wrong, ``text`` the value it came closest with — instead of answering an
-invalid value.
+that says what is wrong (``error_kind="other"``: no answer was given), ``text`` the value it came
+closest with — instead of answering an invalid value.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class EchoProvider:
                 usage = Usage(input_tokens=len(request.prompt.split()),
                               output_tokens=len(text.split()))
                 return SubagentResult(
-                    stop_reason="error", text=text, usage=usage,
+                    stop_reason="error", text=text, usage=usage, error_kind="other",
                     error="the echo provider cannot build a value that satisfies the schema: "
                     + "; ".join(problems))
         usage = Usage(input_tokens=len(request.prompt.split()), output_tokens=len(text.split()))

@@ -40,25 +40,30 @@ Contract of :class:`OpenAIProvider`:
   getting the newer name.
 - **Ignored.** ``isolation`` (there is no filesystem to isolate: the child only talks to the
   API) and ``agent.tools`` (children get no tools).
-- **Retries.** Connection errors, timeouts, HTTP 429 and 5xx are retried up to ``max_retries``
-  times with exponential backoff and jitter (``backoff_base_s * 2**n``, at most
-  ``backoff_max_s``); a ``Retry-After`` (or ``retry-after-ms``) header is honoured, capped by
-  ``backoff_max_s``. Other statuses are not retried.
+- **No retries of its own.** Each HTTP request is made once: the engine is the one place that
+  retries (``EngineConfig.retry``, docs/providers.md, "Faults and retries"). The constructor
+  still accepts ``max_retries``, ``backoff_base_s`` and ``backoff_max_s`` (checked as before) so
+  existing code keeps working; they are deprecated and have no effect.
 - **Never raises for a failed child.** Every HTTP, transport, protocol or validation failure of
-  one request is returned as ``SubagentResult(stop_reason="error", error=...)``; HTTP failures
-  name the status and the server's error message (``error.message`` of the JSON body), network
-  failures the error, and a schema repair that failed what was wrong with the last answer.
-  The API key never appears in an error text (``_failure.redact``).
-- **Raises** :class:`~dsh_workflow.ProviderUnavailable` for faults every later child would hit
-  too (the engine ends the run at once with fatal ``AGENT_FAILED``): HTTP 401/403 (``the
-  provider refused its credentials: 401 <message> (<base URL>)``), HTTP 404 (naming the
-  model), and an endpoint that cannot be connected to after the retries (connection refused,
-  DNS failure). ``usage`` sums ``prompt_tokens``/``completion_tokens`` (and
+  one request is returned as ``SubagentResult(stop_reason="error", error=..., error_kind=...)``;
+  HTTP failures name the status and the server's error message (``error.message`` of the JSON
+  body), network failures the error. The API key never appears in an error text
+  (``_failure.redact``). ``error_kind`` classifies what the endpoint said: HTTP 401/403
+  ``auth`` (``the provider refused its credentials: 401 <message> (<base URL>)``), 404
+  ``not_found`` (naming the model), 429 ``rate_limited`` (``limit`` when the body says the quota
+  is spent: ``insufficient_quota``), with a ``Retry-After`` (or ``retry-after-ms``) header as
+  ``retry_at``, 503 and 529 ``overloaded``, other 5xx ``server``, 400/422 and other 4xx
+  ``bad_request``, a connection that cannot be made or breaks ``network`` (``the endpoint is
+  unreachable: ...``), a read or write timeout ``timeout``, an answer without text ``other``. A
+  structured answer still invalid after its one repair is ``invalid_answer`` with the parsed
+  value as ``structured`` (None when it is not JSON) and the reply as ``text``: the engine
+  validates it and fails the child with kind ``invalid`` and the validator's details.
+  ``usage`` sums ``prompt_tokens``/``completion_tokens`` (and
   ``prompt_tokens_details.cached_tokens`` as ``cache_read_tokens``) over every answered call of
   the child (``None`` when the server reports none), priced for the call's model through
   ``genai-prices`` (``cost_usd`` None when the price data does not know the model).
 - **Cancellation** propagates unchanged; httpx closes the in-flight connection at once, so the
-  server sees the request abandoned, and a pending backoff sleep ends immediately.
+  server sees the request abandoned.
 """
 
 from __future__ import annotations
@@ -67,40 +72,47 @@ import email.utils
 import json
 import math
 import os
-import random
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 from urllib.parse import parse_qsl, urlsplit
 
-import anyio
 import httpx
 
-from .._failure import ProviderUnavailable, argv_secrets, redact
+from .._failure import argv_secrets, redact
 from .._prices import priced_async
-from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
+from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .structured import parse_with_one_repair, still_invalid
 
 __all__ = ["OpenAIProvider"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_RETRYABLE_TRANSPORT = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+_BROKEN_CONNECTION = (httpx.ConnectTimeout, httpx.NetworkError, httpx.RemoteProtocolError)
 _MAX_SERVER_MESSAGE = 500
 _EFFORT_PARAMETER = "reasoning_effort"
 _LIMIT_PARAMETER = "max_tokens"
 _NEW_LIMIT_PARAMETER = "max_completion_tokens"
+_LONGEST_RETRY_AFTER_S = 366 * 86400.0  # a longer Retry-After is read as a year: still a limit
 _REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
 
 
 class _CallFailed(Exception):
-    """Internal: one child's HTTP exchange failed for an ordinary reason (``args[0]``)."""
+    """Internal: one child's HTTP exchange failed (``args[0]``), classified as ``kind``."""
+
+    def __init__(self, message: str, kind: ErrorKind = "other",
+                 retry_at: datetime | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.retry_at = retry_at
 
 
 class _Rejected(_CallFailed):
-    """Internal: the server refused the request with a status that is not retried."""
+    """Internal: the server answered the request with an error status."""
 
-    def __init__(self, message: str, status: int, body: str) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, status: int, body: str, kind: ErrorKind,
+                 retry_at: datetime | None = None) -> None:
+        super().__init__(message, kind, retry_at)
         self.status = status
         self.body = body
 
@@ -193,7 +205,7 @@ class OpenAIProvider:
             raise ValueError(f"backoff_base_s must be a number >= 0, got {backoff_base_s!r}")
         self.base_url = base.rstrip("/")
         self.model = resolved_model
-        self.max_retries = max_retries
+        self.max_retries = max_retries  # deprecated, no effect: the engine retries
         self.timeout_s = float(timeout_s)
         self.max_connections = max_connections
         self.backoff_base_s = float(backoff_base_s)
@@ -295,11 +307,14 @@ class OpenAIProvider:
             answer = await parse_with_one_repair(reply, schema, ask_again)
         except _CallFailed as failed:
             return SubagentResult(stop_reason="error", error=redact(str(failed), self._secrets),
-                                  usage=spent.usage())
+                                  usage=spent.usage(), error_kind=failed.kind,
+                                  retry_at=failed.retry_at)
         if answer.violations:
             return SubagentResult(
                 stop_reason="error",
                 text=answer.text,
+                structured=answer.value,
+                error_kind="invalid_answer",
                 error=redact(still_invalid(answer.violations)
                              + f" (the last answer began: {answer.text.strip()[:200]!r})",
                              self._secrets),
@@ -363,56 +378,48 @@ class OpenAIProvider:
                     self._limit_renamed.add(model)
                     body[_NEW_LIMIT_PARAMETER] = body.pop(_LIMIT_PARAMETER)
                 else:
-                    raise self._recurring(rejected, model) or rejected
+                    raise self._named(rejected, model)
         try:
             return await self._post(client, json.dumps(body).encode("ascii"))
         except _Rejected as rejected:
-            raise self._recurring(rejected, model) or rejected from None
+            raise self._named(rejected, model) from None
 
-    def _recurring(self, rejected: _Rejected, model: str) -> ProviderUnavailable | None:
-        """The fault a refusal means for every later child too (credentials refused, the
-        model unknown), or None for a refusal of this one request."""
+    def _named(self, rejected: _Rejected, model: str) -> _Rejected:
+        """A refusal every later child would meet too (credentials refused, the model
+        unknown) in words that say so; any other refusal as it is."""
         message = _server_message_of(rejected.body) or "(no message)"
-        if rejected.status in (401, 403):
-            return ProviderUnavailable(
-                f"the provider refused its credentials: {rejected.status} {message} "
-                f"({self.base_url})", secrets=self._secrets)
-        if rejected.status == 404:
-            return ProviderUnavailable(
-                f"the endpoint does not know the model {model!r}: 404 {message} "
-                f"({self.base_url})", secrets=self._secrets)
-        return None
+        if rejected.kind == "auth":
+            text = (f"the provider refused its credentials: {rejected.status} {message} "
+                    f"({self.base_url})")
+        elif rejected.kind == "not_found":
+            text = (f"the endpoint does not know the model {model!r}: 404 {message} "
+                    f"({self.base_url})")
+        else:
+            return rejected
+        return _Rejected(text, rejected.status, rejected.body, rejected.kind)
 
     async def _post(self, client: httpx.AsyncClient, body: bytes) -> dict[str, Any]:
-        """POST with retries; returns the decoded JSON object or raises ``_CallFailed``."""
-        attempts = self.max_retries + 1
-        problem = ""
-        unreachable = True  # every attempt failed to connect at all
-        for attempt in range(attempts):
-            retry_after: float | None = None
-            try:
-                response = await client.post(self._url, content=body)
-            except _RETRYABLE_TRANSPORT as exc:
-                unreachable = unreachable and isinstance(exc, httpx.ConnectError)
-                problem = f"{type(exc).__name__} talking to {self._url}: {exc or 'no detail'}"
-            except httpx.HTTPError as exc:
-                raise _CallFailed(f"{type(exc).__name__} talking to {self._url}: {exc}") from None
-            else:
-                unreachable = False
-                status = response.status_code
-                if 200 <= status < 300:
-                    return self._decode(response)
-                problem = f"HTTP {status} from {self._url}: {_server_message(response)}"
-                if status != 429 and status < 500:
-                    raise _Rejected(problem, status, response.text)
-                retry_after = _retry_after(response.headers)
-            if attempt + 1 < attempts:
-                await anyio.sleep(self._delay(attempt, retry_after))
-        if unreachable:
-            raise ProviderUnavailable(
-                f"the endpoint is unreachable: {problem} (gave up after {attempts} attempts)",
-                secrets=self._secrets)
-        raise _CallFailed(f"{problem} (gave up after {attempts} attempts)")
+        """POST once; returns the decoded JSON object or raises ``_CallFailed`` classified
+        (the module docstring)."""
+        try:
+            response = await client.post(self._url, content=body)
+        except _BROKEN_CONNECTION as exc:
+            raise _CallFailed(f"the endpoint is unreachable: {type(exc).__name__} talking to "
+                              f"{self._url}: {exc or 'no detail'}", "network") from None
+        except httpx.TimeoutException as exc:
+            raise _CallFailed(f"{type(exc).__name__} talking to {self._url}: "
+                              f"{exc or 'no detail'}", "timeout") from None
+        except httpx.HTTPError as exc:
+            raise _CallFailed(f"{type(exc).__name__} talking to {self._url}: {exc}") from None
+        status = response.status_code
+        if 200 <= status < 300:
+            return self._decode(response)
+        problem = f"HTTP {status} from {self._url}: {_server_message(response)}"
+        seconds = _retry_after(response.headers)
+        retry_at = None if seconds is None else \
+            datetime.now(UTC) + timedelta(seconds=min(seconds, _LONGEST_RETRY_AFTER_S))
+        raise _Rejected(problem, status, response.text, _status_kind(status, response.text),
+                        retry_at)
 
     def _decode(self, response: httpx.Response) -> dict[str, Any]:
         try:
@@ -423,11 +430,23 @@ class OpenAIProvider:
             raise _CallFailed(f"the response from {self._url} is not a JSON object")
         return data
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.backoff_max_s)
-        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0**attempt)
-        return ceiling * random.uniform(0.5, 1.0)
+
+
+def _status_kind(status: int, body: str) -> ErrorKind:
+    """What an HTTP error status (and its body) says (the module docstring's table)."""
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    if status == 429:
+        return "limit" if "insufficient_quota" in body else "rate_limited"
+    if status in (503, 529):
+        return "overloaded"
+    if status >= 500:
+        return "server"
+    if status == 408:
+        return "timeout"
+    return "bad_request" if status >= 400 else "other"
 
 
 def _server_message_of(body: str) -> str | None:

@@ -14,6 +14,7 @@ from pydantic import TypeAdapter
 
 from .._events import (
     AgentEnded,
+    AgentRetried,
     AgentStarted,
     WorkflowEnded,
     WorkflowEvent,
@@ -47,7 +48,8 @@ def check_run_events(events: Iterable[WorkflowEvent], run: WorkflowRun | str,
     Promises, for the run's events in order: exactly one ``WorkflowStarted``, first; exactly one
     ``WorkflowEnded``, last, carrying no value; every ``AgentStarted`` has a unique positive
     ``seq`` and exactly one later ``AgentEnded`` with the same seq, label and phase, and no
-    ``AgentEnded`` comes without one. With ``run`` a :class:`WorkflowRun`, every event names its
+    ``AgentEnded`` comes without one; an ``AgentRetried`` comes between its agent's start and
+    end. With ``run`` a :class:`WorkflowRun`, every event names its
     meta; with ``result``, the end mirrors its stop reason, error, error code and ``agents_started``,
     which equals the number of ``AgentStarted`` events.
 
@@ -87,6 +89,8 @@ def check_run_events(events: Iterable[WorkflowEvent], run: WorkflowRun | str,
                 _fail(f"AgentEnded without an open AgentStarted: {event!r}", mine)
             if (event.label, event.phase) != (start.label, start.phase):
                 _fail(f"AgentEnded differs from its start: {start!r} / {event!r}", mine)
+        elif isinstance(event, AgentRetried) and event.seq not in open_agents:
+            _fail(f"AgentRetried outside its agent's start and end: {event!r}", mine)
     if open_agents:
         _fail(f"AgentStarted never ended: seq {sorted(open_agents)}", mine)
     if result is not None:

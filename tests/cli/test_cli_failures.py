@@ -77,14 +77,14 @@ def test_failed_children_show_their_reasons_the_count_and_a_warning(tmp_path: Pa
     lines = done.stderr.splitlines()
     failed = sorted(line for line in lines if " failed]" in line)
     assert failed == [
-        "[agent 2 failed] invoice 2 — provider: command exited with status 3; stderr: quota "
-        "exhausted for bad1",
-        "[agent 4 failed] invoice 4 — provider: command exited with status 3; stderr: quota "
-        "exhausted for bad1"]
+        "[agent 2 failed] invoice 2 — provider: quota exhausted for bad1 (command exited with "
+        "status 3)",
+        "[agent 4 failed] invoice 4 — provider: quota exhausted for bad1 (command exited with "
+        "status 3)"]
     done_line = next(line for line in lines if line.startswith("[done]"))
     assert done_line.startswith("[done] completed in ") and ", 4 agents, 2 failed, " in done_line
-    assert lines[-1] == ("warning: 2 of 4 agents failed — 2 provider: command exited with "
-                         "status 3; stderr: quota exhausted for bad1")
+    assert lines[-1] == ("warning: 2 of 4 agents failed — 2 provider: quota exhausted for bad1 "
+                         "(command exited with status 3)")
 
 
 def test_no_warning_and_no_failed_count_without_failures(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ return out;
     assert done.stderr.splitlines()[-1] == (
         "Error: workflow run failed: AGENT_FAILED: 2 agents failed, more than the failure "
         "ceiling allows (max_failed_agents=1); the most frequent reason (1 of them): provider: "
-        "command exited with status 3; stderr: quota exhausted for bad1")
+        "quota exhausted for bad1 (command exited with status 3)")
     refused = cli("run", script, "--max-failed-agents", "-1")
     assert refused.returncode == 2 and "--max-failed-agents" in refused.stderr
 
@@ -134,16 +134,16 @@ def test_runs_show_and_logs_carry_the_failures(tmp_path: Path) -> None:
     header = next(line for line in shown.splitlines() if line.startswith("SEQ"))
     assert header.split()[-1] == "REASON"
     row = next(line for line in shown.splitlines() if line.strip().startswith("2 "))
-    assert row.split("  no  ")[1].strip() == ("provider: command exited with status 3; stderr: "
-                                              "quota exhausted for bad1"), row
+    assert row.split("  no  ")[1].strip() == ("provider: quota exhausted for bad1 (command "
+                                              "exited with status 3) …"), row  # tail: --agent
     assert next(line for line in shown.splitlines()
                 if line.strip().startswith("1 ")).endswith("-")
     document = json.loads(cli("show", run_id, "--json", store=store).stdout)
     assert document["agents_failed"] == 2
-    assert document["agent_calls"][1]["reason"].startswith("provider: command exited")
+    assert document["agent_calls"][1]["reason"].startswith("provider: quota exhausted for bad1")
     logs = cli("logs", run_id, store=store).stdout.splitlines()
-    assert ("[agent 2 failed] invoice 2 — provider: command exited with status 3; stderr: "
-            "quota exhausted for bad1") in logs
+    assert ("[agent 2 failed] invoice 2 — provider: quota exhausted for bad1 (command exited "
+            "with status 3) …") in logs  # the stderr tail follows in show --agent
     assert ", 4 agents, 2 failed, " in logs[-1]
 
 
@@ -248,8 +248,8 @@ def test_refused_credentials_end_the_run_with_the_cause(tmp_path: Path) -> None:
         server.server_close()
     assert done.returncode == 1, done.stderr
     assert done.stderr.splitlines()[-1] == (
-        "Error: workflow run failed: AGENT_FAILED: the provider refused its credentials: 401 "
-        f"Incorrect API key provided: [REDACTED] ({base})")
+        "Error: workflow run failed: AGENT_FAILED: agent 1 (p1) failed (auth): the provider "
+        f"refused its credentials: 401 Incorrect API key provided: [REDACTED] ({base})")
     assert "Traceback" not in done.stderr and "sk-wrong-0123456789" not in done.stderr
     assert len(seen) == 1
 
@@ -260,3 +260,55 @@ def test_check_knows_the_failure_option() -> None:
     assert lint("await agent('a', {failure: 'throw'}); await agent('b', {failure: 'null'})") == []
     (warning,) = lint("await agent('a', {failure: 'raise'})")
     assert warning.message == 'agent() option "failure" must be one of "null", "throw" (got "raise")'
+
+
+def test_a_retry_is_shown_live_stored_and_printed_by_logs(tmp_path: Path) -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Limited(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.path)
+            if len(seen) == 1:
+                status, extra = 429, {"Retry-After": "1"}
+                body = {"error": {"message": "Rate limit reached", "type": "requests"}}
+            else:
+                status, extra = 200, {}
+                body = {"choices": [{"message": {"role": "assistant", "content": "fine"}}],
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in extra.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Limited)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    store = tmp_path / "runs.sqlite3"
+    script = write(tmp_path, "s.js", META_HEADER + "return await agent('p', {label: 'ask'})")
+    try:
+        done = cli("run", script, "--provider", "openai", "--base-url", base, "--model", "m",
+                   "--json", store=store, extra_env={"NO_PROXY": "127.0.0.1"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["value"] == "fine" and len(seen) == 2
+    line = "[agent 1 retrying in 1s] rate limited"
+    lines = done.stderr.splitlines()
+    assert line in lines
+    assert lines.index(line) < lines.index("[agent 1 completed] ask")
+    run_id = json.loads(done.stdout)["run_id"]
+    logs = cli("logs", run_id, store=store).stdout.splitlines()
+    assert line in logs

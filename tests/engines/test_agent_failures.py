@@ -117,7 +117,9 @@ async def test_every_kind_of_failure_has_its_reason(factory: Any) -> None:
     assert [e.outcome for e in ends] == ["completed", "failed", "failed", "failed", "timeout"]
     assert ends[0].error is None
     provider, invalid, missing, timeout = (e.error for e in ends[1:])
-    assert provider == AgentFailure(kind="provider", message="the endpoint said no")
+    # A provider that did not classify its failure: the cause is "other", never absent.
+    assert provider == AgentFailure(kind="provider", message="the endpoint said no",
+                                    cause="other")
     assert invalid is not None and invalid.kind == "invalid"
     assert invalid.details == ("/number: 'INV-12' does not match '^INV-\\d{4}$'",)
     assert invalid.message == invalid.details[0]
@@ -171,8 +173,9 @@ async def test_an_unavailable_provider_ends_the_run_at_once(factory: Any) -> Non
     result, events = await _run(factory, script, provider=provider)
     assert result.stop_reason == "error"
     assert result.error_code == WorkflowErrorCode.AGENT_FAILED
-    assert result.error == ("AGENT_FAILED: the provider refused its credentials: 401 Incorrect "
-                            "API key provided: [REDACTED] (http://127.0.0.1/v1)")
+    assert result.error == ("AGENT_FAILED: agent 1 (gone) failed: the provider refused its "
+                            "credentials: 401 Incorrect API key provided: [REDACTED] "
+                            "(http://127.0.0.1/v1)")
     assert provider.calls == 1
     (end,) = _ends(events)
     assert end.error is not None and end.error.kind == "provider"
@@ -274,7 +277,8 @@ async def test_reasons_and_the_count_are_stored(factory: Any, tmp_path: Path) ->
     assert record is not None and record.agents_failed == 1
     assert record.result is not None and record.result["agents_failed"] == 1
     ends = [e.data for e in stored if e.data["event"] == "AgentEnded"]
-    assert ends[0]["error"] == {"kind": "provider", "message": "why", "details": []}
+    assert ends[0]["error"] == {"kind": "provider", "message": "why", "details": [],
+                                "cause": "other"}  # the store keeps the cause
     assert ends[1]["error"] is None
     workflow_end = next(e.data for e in stored if e.data["event"] == "WorkflowEnded")
     assert workflow_end["agents_failed"] == 1
@@ -289,7 +293,8 @@ async def test_a_missing_command_ends_the_run_and_a_failing_one_fails_its_child(
 
     result, events = await _run(factory, "return [await agent('a'), await agent('b')]",
                                 provider=CommandProvider(["no-such-agent-cli-xyz"]))
-    assert result.error == "AGENT_FAILED: the command 'no-such-agent-cli-xyz' was not found on PATH"
+    assert result.error == ("AGENT_FAILED: agent 1 (a) failed: the command "
+                            "'no-such-agent-cli-xyz' was not found on PATH")
     assert len(_ends(events)) == 1
     failing = CommandProvider([sys.executable, "-c",
                                "import sys; print('quota exhausted', file=sys.stderr); sys.exit(4)"])
@@ -298,7 +303,8 @@ async def test_a_missing_command_ends_the_run_and_a_failing_one_fails_its_child(
     assert result.stop_reason == "completed" and result.value == [None, None]
     for end in _ends(events):
         assert end.error == AgentFailure(
-            kind="provider", message="command exited with status 4; stderr: quota exhausted")
+            kind="provider", cause="other",
+            message="quota exhausted (command exited with status 4)\nstderr: quota exhausted")
     assert result.agents_failed == 2
 
 
@@ -320,7 +326,8 @@ async def test_offline_answers_are_valid_or_say_why(factory: Any) -> None:
     assert result.value["impossible"] is None
     end = _ends(events)[-1]
     assert end.error == AgentFailure(
-        kind="provider", message="the echo provider cannot build a value that satisfies the "
+        kind="provider", cause="other",
+        message="the echo provider cannot build a value that satisfies the "
         "schema: /s: '' should not be valid under {'const': ''}")
     again, _ = await _run(factory, script, provider=EchoProvider(), args={"schema": INVOICE})
     assert again.value == result.value  # deterministic

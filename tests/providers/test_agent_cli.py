@@ -206,3 +206,147 @@ def test_the_cli_runs_the_presets_found_on_path(logs: dict[str, Path], tmp_path:
     assert json.loads(done.stdout) == "codex says: summarize the repo"
     assert calls(logs["codex"])[0]["argv"][3:5] == ["--model=gpt-4o",
                                                     '--config=model_reasoning_effort="medium"']
+
+
+# -- faults classified at the seam (SPEC §23) -----------------------------------------------------
+
+PRESETS = {"claude": ClaudeCodeProvider, "codex": CodexProvider}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("preset", "prompt", "kind"), [
+    ("claude", "BADKEY", "auth"), ("claude", "RATE", "rate_limited"),
+    ("claude", "OVERLOAD", "overloaded"), ("claude", "please FAIL", "other"),
+    ("codex", "BADKEY", "auth"), ("codex", "NOMODEL", "not_found"),
+    ("codex", "LIMIT", "limit"), ("codex", "RATE", "rate_limited"),
+])
+async def test_each_cli_failure_is_classified(logs: dict[str, Path], preset: str, prompt: str,
+                                              kind: str) -> None:
+    result = await PRESETS[preset](env=fake_env(logs)).run(request(prompt))
+    assert result.stop_reason == "error" and result.error_kind == kind, result.error
+
+
+@pytest.mark.anyio
+async def test_claudes_bad_key_reason_is_its_message(logs: dict[str, Path]) -> None:
+    result = await ClaudeCodeProvider(env=fake_env(logs)).run(request("BADKEY"))
+    assert (result.error or "").startswith("Invalid API key · Please run /login (claude: ")
+
+
+@pytest.mark.anyio
+async def test_claudes_usage_limit_is_a_limit_with_its_reset_time(logs: dict[str, Path]) -> None:
+    from datetime import UTC, datetime
+
+    result = await ClaudeCodeProvider(env=fake_env(logs)).run(request("LIMIT"))
+    assert result.error_kind == "limit" and result.retry_at is not None
+    hours = (result.retry_at - datetime.now(UTC)).total_seconds() / 3600
+    assert 2.9 < hours <= 3.0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("preset", ["claude", "codex"])
+async def test_a_bad_key_ends_the_run_at_the_first_child(logs: dict[str, Path],
+                                                         preset: str) -> None:
+    provider = PRESETS[preset](env=fake_env(logs))
+    async with QuickJSEngine(EngineConfig(max_concurrent_agents=1), provider=provider) as engine:
+        run = engine.start(WorkflowStartRequest(
+            meta={"name": "keyed", "description": "d"},
+            script="return await parallel([1, 2, 3].map((i) => () => agent('BADKEY ' + i)))"))
+        result = await run.result()
+        await run.dispose()
+    assert result.error_code == "AGENT_FAILED"
+    assert (result.error or "").startswith("AGENT_FAILED: agent 1 (BADKEY 1) failed (auth): ")
+    assert len(calls(logs[preset])) == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("preset", ["claude", "codex"])
+async def test_a_rate_limited_child_is_retried_by_the_engine(logs: dict[str, Path],
+                                                             preset: str) -> None:
+    from dsh_workflow import AgentRetried, RetryPolicy
+
+    retried: list[AgentRetried] = []
+    provider = PRESETS[preset](env=fake_env(logs))
+    config = EngineConfig(retry=RetryPolicy(attempts=2, base_s=0.01))
+    async with QuickJSEngine(config, provider=provider) as engine:
+        engine.events.subscribe(lambda e: retried.append(e) if isinstance(e, AgentRetried)
+                                else None)
+        run = engine.start(WorkflowStartRequest(meta={"name": "rate", "description": "d"},
+                                                script="return await agent('RATE')"))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "completed" and result.value
+    assert len(calls(logs[preset])) == 2
+    assert [(r.attempt, r.cause) for r in retried] == [(1, "rate_limited")]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("preset", ["claude", "codex"])
+async def test_a_schema_failure_is_kind_invalid_with_details(logs: dict[str, Path],
+                                                             preset: str) -> None:
+    from dsh_workflow import AgentEnded
+
+    ends: list[AgentEnded] = []
+    provider = PRESETS[preset](env=fake_env(logs))
+    schema = {"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}
+    async with QuickJSEngine(EngineConfig(), provider=provider) as engine:
+        engine.events.subscribe(lambda e: ends.append(e) if isinstance(e, AgentEnded) else None)
+        run = engine.start(WorkflowStartRequest(
+            meta={"name": "schema", "description": "d"},
+            script=f"return await agent('JSON please', {{schema: {json.dumps(schema)}}})"))
+        result = await run.result()
+        await run.dispose()
+    assert result.value is None
+    (end,) = ends
+    assert end.error is not None and end.error.kind == "invalid"
+    assert end.error.cause == "invalid_answer"
+    assert end.error.details == ("/n: 7 is not of type 'string'",)
+
+
+@pytest.mark.anyio
+async def test_codexs_usage_limit_carries_when_to_try_again(logs: dict[str, Path]) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    before = datetime.now(UTC)
+    result = await CodexProvider(env=fake_env(logs)).run(request("LIMIT"))
+    assert result.error_kind == "limit" and result.retry_at is not None
+    wait = result.retry_at - before
+    assert timedelta(days=3, hours=4) <= wait <= timedelta(days=3, hours=4, seconds=30)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Claude AI usage limit reached|1767225600", "2026-01-01T00:00:00+00:00"),
+    ("You've hit your usage limit. Upgrade to Pro, or try again in 3 days 4 hours.",
+     "2026-03-04T14:00:00+00:00"),
+    ("try again in 1 hour, 30 minutes and 5 seconds", "2026-03-01T11:30:05+00:00"),
+    ("You've hit your limit · resets 3pm (Europe/London)", "2026-03-01T15:00:00+00:00"),
+    ("You've hit your limit · resets 9am (Europe/London)", "2026-03-02T09:00:00+00:00"),
+    ("limit reached, resets 4:30 PM (America/New_York)", "2026-03-01T21:30:00+00:00"),
+    ("You've hit your usage limit", None),
+    ("resets 13pm (Europe/London)", None),
+    ("try again in 99999999999 days", None),
+])
+def test_a_limits_reset_time_is_read_from_its_words(text: str, expected: str | None) -> None:
+    from datetime import UTC, datetime
+
+    from dsh_workflow._providers.agent_cli import reset_said
+
+    now = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+    found = reset_said(text, now)
+    assert (found.isoformat() if found else None) == expected
+
+
+def test_a_reset_in_an_unknown_zone_is_read_in_the_local_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    from datetime import UTC, datetime
+
+    from dsh_workflow._providers.agent_cli import reset_said
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # UTC+9, no daylight saving
+    time.tzset()
+    try:
+        found = reset_said("resets 3pm (Not/A_Zone)", datetime(2026, 3, 1, 10, 0, tzinfo=UTC))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert found == datetime(2026, 3, 2, 6, 0, tzinfo=UTC)  # 15:00 in Tokyo, next day

@@ -133,7 +133,8 @@ async def test_schema_success_tolerates_fence() -> None:
 async def test_schema_violation_is_ordinary_failure() -> None:
     result = await python("print('{\"n\": \"seven\"}')").run(request(schema=SCHEMA))
     assert result.stop_reason == "error"
-    assert result.structured is None
+    assert result.structured == {"n": "seven"}  # the engine validates it: kind invalid
+    assert result.error_kind == "invalid_answer"
     assert "value.n" in (result.error or "") and "integer" in (result.error or "")
 
 
@@ -152,7 +153,9 @@ async def test_nonzero_exit_reports_stderr_tail() -> None:
     error = result.error or ""
     assert "exited with status 3" in error
     assert error.endswith("THE-END")
-    assert len(error) < 2200
+    first = error.split("\n", 1)[0]  # the last stderr line, bounded, then the 2,000-char tail
+    assert first.startswith("…") and first.endswith("THE-END (command exited with status 3)")
+    assert len(first) < 340 and len(error) < 2200 + 340
 
 
 @pytest.mark.anyio
@@ -176,6 +179,7 @@ async def test_timeout_is_ordinary_failure_and_kills(tmp_path: Path) -> None:
     assert result.stop_reason == "error"
     assert "timed out after timeout_s=1.5" in (result.error or "")
     assert "working..." in (result.error or "")
+    assert result.error_kind == "timeout"
     assert all(gone(pid) for pid in [int(p) for p in pidfile.read_text().split()])
 
 
@@ -430,8 +434,24 @@ async def test_a_nonzero_exit_keeps_the_last_20_lines_of_stderr() -> None:
     result = await python(script).run(request())
     assert result.stop_reason == "error"
     expected = "\n".join(f"line {i}" for i in range(21, 41))
-    assert result.error == f"command exited with status 7; stderr: {expected}"
+    assert result.error == f"line 40 (command exited with status 7)\nstderr: {expected}"
+    assert result.error_kind == "other"
     assert result.usage is not None and result.usage.output_tokens == 2
+
+
+@pytest.mark.anyio
+async def test_the_reason_is_the_last_stderr_line_not_the_traceback_header() -> None:
+    script = """
+        import sys
+        print("loading model...", file=sys.stderr)
+        raise ValueError("the input file is empty")
+    """
+    result = await python(script).run(request())
+    error = result.error or ""
+    first, rest = error.split("\n", 1)
+    assert first == "ValueError: the input file is empty (command exited with status 1)"
+    assert "Traceback (most recent call last):" in rest and "loading model..." in rest
+    assert result.error_kind == "other"
 
 
 @pytest.mark.anyio
@@ -440,3 +460,29 @@ async def test_an_invalid_answer_quotes_the_start_of_the_output() -> None:
     assert result.stop_reason == "error"
     assert (result.error or "").startswith("command output does not satisfy the schema: ")
     assert """(the output began: '{"n": "x"}')""" in (result.error or "")
+    assert result.error_kind == "invalid_answer" and result.structured == {"n": "x"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("output", "detail"), [
+    ('{"n": "x"}', "/n: 'x' is not of type 'integer'"),
+    ("no json here", "/: the answer is not JSON: it began 'no json here'"),
+])
+async def test_a_schema_failure_reaches_the_script_as_kind_invalid(output: str,
+                                                                  detail: str) -> None:
+    from dsh_workflow import AgentEnded, EngineConfig, QuickJSEngine, WorkflowStartRequest
+
+    ends: list[AgentEnded] = []
+    provider = python(f"print({output!r})")
+    async with QuickJSEngine(EngineConfig(), provider=provider) as engine:
+        engine.events.subscribe(lambda e: ends.append(e) if isinstance(e, AgentEnded) else None)
+        run = engine.start(WorkflowStartRequest(
+            meta={"name": "schema", "description": "d"},
+            script=f"return await agent('p', {{schema: {json.dumps(SCHEMA)}}})"))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "completed" and result.value is None
+    (end,) = ends
+    assert end.error is not None and (end.error.kind, end.error.cause) == ("invalid",
+                                                                          "invalid_answer")
+    assert end.error.details[0].startswith(detail)

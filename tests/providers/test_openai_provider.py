@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
 import select
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -18,10 +20,11 @@ from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
 from dsh_workflow import (
     AgentDefinition,
     AgentEnded,
+    AgentRetried,
     EngineConfig,
     OpenAIProvider,
-    ProviderUnavailable,
     QuickJSEngine,
+    RetryPolicy,
     SubagentRequest,
     Usage,
     WorkflowStartRequest,
@@ -237,8 +240,9 @@ async def test_schema_repair_failure(server: FakeOpenAI) -> None:
     server.script = [chat("not json at all"), chat('{"m": 1}')]
     async with server.provider() as provider:
         result = await provider.run(request(schema=SCHEMA))
-    assert result.stop_reason == "error"
-    assert result.structured is None
+    assert result.stop_reason == "error" and result.error_kind == "invalid_answer"
+    assert result.structured == {"m": 1}  # the engine validates it and says what is wrong
+    assert result.text == '{"m": 1}'
     assert "after one repair attempt" in (result.error or "")
     assert "'n' is a required property" in (result.error or "")
     assert "not valid JSON" in server.requests[1]["body"]["messages"][2]["content"]
@@ -247,55 +251,73 @@ async def test_schema_repair_failure(server: FakeOpenAI) -> None:
 
 
 @pytest.mark.anyio
-async def test_429_honours_retry_after(server: FakeOpenAI) -> None:
-    server.script = [status(429, "slow down", {"Retry-After": "0.3"}), chat("ok")]
-    async with server.provider(backoff_max_s=5.0) as provider:
-        started = time.monotonic()
-        result = await provider.run(request())
-        elapsed = time.monotonic() - started
-    assert result.stop_reason == "completed" and result.text == "ok"
-    assert len(server.requests) == 2
-    assert elapsed >= 0.28
+async def test_an_answer_still_not_json_after_the_repair_has_no_value(server: FakeOpenAI) -> None:
+    server.script = [chat("no"), chat("still no")]
+    async with server.provider() as provider:
+        result = await provider.run(request(schema=SCHEMA))
+    assert result.error_kind == "invalid_answer" and result.structured is None
+    assert result.text == "still no"
 
 
 @pytest.mark.anyio
-async def test_retry_after_is_capped_by_backoff_max(server: FakeOpenAI) -> None:
-    server.script = [status(429, "slow down", {"Retry-After": "600"}), chat("ok")]
-    async with server.provider(backoff_max_s=0.05) as provider:
-        started = time.monotonic()
+async def test_429_is_rate_limited_with_retry_after_as_retry_at(server: FakeOpenAI) -> None:
+    server.script = [status(429, "slow down", {"Retry-After": "30"})]
+    async with server.provider() as provider:
+        before = datetime.now(UTC)
         result = await provider.run(request())
-    assert result.text == "ok"
-    assert time.monotonic() - started < 2
+    assert result.stop_reason == "error" and result.error_kind == "rate_limited"
+    assert result.retry_at is not None
+    assert 29 <= (result.retry_at - before).total_seconds() <= 32
+    assert "HTTP 429" in (result.error or "") and "slow down" in (result.error or "")
+    assert len(server.requests) == 1  # the provider never retries: the engine does
 
 
 @pytest.mark.anyio
-async def test_500_then_success(server: FakeOpenAI) -> None:
-    server.script = [status(500, "boom"), status(502, "bad gateway"), chat("fine")]
+async def test_an_absurd_retry_after_is_a_far_reset_not_a_crash(server: FakeOpenAI) -> None:
+    server.script = [status(429, "slow down", {"Retry-After": "1e308"})]
     async with server.provider() as provider:
         result = await provider.run(request())
-    assert result.stop_reason == "completed" and result.text == "fine"
-    assert len(server.requests) == 3
+    assert result.error_kind == "rate_limited" and result.retry_at is not None
+    assert (result.retry_at - datetime.now(UTC)).days >= 365  # beyond any cap: the engine's limit
 
 
 @pytest.mark.anyio
-async def test_retries_exhausted_is_ordinary_failure(server: FakeOpenAI) -> None:
-    server.script = [status(503, "overloaded")] * 3
-    async with server.provider(max_retries=2) as provider:
-        result = await provider.run(request())
-    assert result.stop_reason == "error"
-    assert result.text is None
-    error = result.error or ""
-    assert "HTTP 503" in error and "overloaded" in error and "3 attempts" in error
-    assert len(server.requests) == 3
+async def test_retry_after_ms_and_http_dates_are_read(server: FakeOpenAI) -> None:
+    later = email.utils.format_datetime(datetime.now(UTC) + timedelta(seconds=90), usegmt=True)
+    server.script = [status(429, "a", {"retry-after-ms": "1500"}),
+                     status(503, "b", {"Retry-After": later})]
+    async with server.provider() as provider:
+        now = datetime.now(UTC)
+        first = await provider.run(request())
+        second = await provider.run(request())
+    assert first.retry_at is not None and 1 <= (first.retry_at - now).total_seconds() <= 3
+    assert second.error_kind == "overloaded"
+    assert second.retry_at is not None and 85 <= (second.retry_at - now).total_seconds() <= 92
 
 
 @pytest.mark.anyio
-async def test_client_error_is_not_retried(server: FakeOpenAI) -> None:
-    server.script = [status(400, "model 'nope' does not exist")]
+@pytest.mark.parametrize(("code", "body", "kind"), [
+    (400, "model 'nope' does not exist", "bad_request"),
+    (401, "Incorrect API key provided", "auth"),
+    (403, "forbidden", "auth"),
+    (404, "The model `gpt-9` does not exist", "not_found"),
+    (408, "too slow", "timeout"),
+    (413, "too large", "bad_request"),
+    (422, "unprocessable", "bad_request"),
+    (429, "You exceeded your current quota (insufficient_quota)", "limit"),
+    (429, "Rate limit reached", "rate_limited"),
+    (500, "boom", "server"),
+    (502, "bad gateway", "server"),
+    (503, "overloaded", "overloaded"),
+    (529, "Overloaded", "overloaded"),
+])
+async def test_each_status_is_classified_and_requested_once(
+        server: FakeOpenAI, code: int, body: str, kind: str) -> None:
+    server.script = [status(code, body)]
     async with server.provider() as provider:
         result = await provider.run(request())
-    assert result.stop_reason == "error"
-    assert "HTTP 400" in (result.error or "") and "does not exist" in (result.error or "")
+    assert result.stop_reason == "error" and result.error_kind == kind
+    assert body in (result.error or "")
     assert len(server.requests) == 1
 
 
@@ -314,49 +336,48 @@ def _closed_port() -> int:
 
 
 @pytest.mark.anyio
-async def test_connection_refused_after_the_retries_is_unavailable() -> None:
+async def test_connection_refused_is_network() -> None:
     port = _closed_port()
-    provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=2, **FAST)
+    provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", model="m", **FAST)
     async with provider:
-        with pytest.raises(ProviderUnavailable) as caught:
-            await provider.run(request())
-    message = str(caught.value)
-    assert message.startswith("the endpoint is unreachable: ConnectError talking to "
-                              f"http://127.0.0.1:{port}/v1/chat/completions"), message
-    assert "3 attempts" in message
+        result = await provider.run(request())
+    assert result.stop_reason == "error" and result.error_kind == "network"
+    assert (result.error or "").startswith(
+        f"the endpoint is unreachable: ConnectError talking to http://127.0.0.1:{port}/v1/chat/"
+        "completions"), result.error
 
 
 @pytest.mark.anyio
-async def test_an_unknown_host_is_unavailable() -> None:
-    provider = OpenAIProvider(base_url="http://no-such-host.invalid/v1", model="m", max_retries=0,
-                              **FAST)
+async def test_an_unknown_host_is_network() -> None:
+    provider = OpenAIProvider(base_url="http://no-such-host.invalid/v1", model="m", **FAST)
     async with provider:
-        with pytest.raises(ProviderUnavailable, match="the endpoint is unreachable: ConnectError"):
-            await provider.run(request())
+        result = await provider.run(request())
+    assert result.error_kind == "network"
+    assert (result.error or "").startswith("the endpoint is unreachable: ConnectError")
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("code", [401, 403])
-async def test_refused_credentials_are_unavailable_and_name_the_cause(server: FakeOpenAI,
-                                                                      code: int) -> None:
+async def test_refused_credentials_are_auth_and_name_the_cause(server: FakeOpenAI,
+                                                               code: int) -> None:
     key = "sk-live-0123456789abcdef"
     server.script = [status(code, f"Incorrect API key provided: {key}")]
     async with server.provider(api_key=key) as provider:
-        with pytest.raises(ProviderUnavailable) as caught:
-            await provider.run(request())
-    assert str(caught.value) == (f"the provider refused its credentials: {code} Incorrect API "
-                                 f"key provided: [REDACTED] ({server.url})")
-    assert len(server.requests) == 1  # not retried
+        result = await provider.run(request())
+    assert result.error_kind == "auth"
+    assert result.error == (f"the provider refused its credentials: {code} Incorrect API "
+                            f"key provided: [REDACTED] ({server.url})")
+    assert len(server.requests) == 1
 
 
 @pytest.mark.anyio
-async def test_an_unknown_model_is_unavailable_and_named(server: FakeOpenAI) -> None:
+async def test_an_unknown_model_is_not_found_and_named(server: FakeOpenAI) -> None:
     server.script = [status(404, "The model `gpt-9` does not exist")]
     async with server.provider() as provider:
-        with pytest.raises(ProviderUnavailable) as caught:
-            await provider.run(request(model="gpt-9"))
-    assert str(caught.value) == ("the endpoint does not know the model 'gpt-9': 404 The model "
-                                 f"`gpt-9` does not exist ({server.url})")
+        result = await provider.run(request(model="gpt-9"))
+    assert result.error_kind == "not_found"
+    assert result.error == ("the endpoint does not know the model 'gpt-9': 404 The model "
+                            f"`gpt-9` does not exist ({server.url})")
 
 
 @pytest.mark.anyio
@@ -398,19 +419,21 @@ async def test_a_run_on_refused_credentials_ends_at_once_with_the_cause(
         result = await run.result()
         await run.dispose()
     assert result.stop_reason == "error"
-    assert result.error == ("AGENT_FAILED: the provider refused its credentials: 401 Incorrect "
-                            f"API key provided ({server.url})")
-    assert len(server.requests) == 1
+    assert result.error == ("AGENT_FAILED: agent 1 (p1) failed (auth): the provider refused its "
+                            f"credentials: 401 Incorrect API key provided ({server.url})")
+    assert len(server.requests) == 1  # one request: not retried, and no other child started
     assert ends[0].error is not None and ends[0].error.kind == "provider"
+    assert ends[0].error.cause == "auth"
     assert "401 Incorrect API key provided" in ends[0].error.message
 
 
 @pytest.mark.anyio
 async def test_read_timeout_is_ordinary_failure(server: FakeOpenAI) -> None:
     server.script = [hang]
-    async with server.provider(timeout_s=0.3, max_retries=0) as provider:
+    async with server.provider(timeout_s=0.3) as provider:
         result = await provider.run(request())
     assert result.stop_reason == "error" and "ReadTimeout" in (result.error or "")
+    assert result.error_kind == "timeout"
 
 
 @pytest.mark.anyio
@@ -464,16 +487,6 @@ async def test_cancelling_a_run_closes_fifty_requests_in_flight(server: FakeOpen
                 await anyio.sleep(0.01)
     assert result.stop_reason == "cancelled" and result.agents_started == 50
     assert ended == ["cancelled"] * 50
-
-
-@pytest.mark.anyio
-async def test_cancellation_during_backoff(server: FakeOpenAI) -> None:
-    server.script = [status(429, "wait", {"Retry-After": "30"})]
-    async with server.provider(backoff_max_s=30.0) as provider:
-        with anyio.move_on_after(0.3) as scope:
-            await provider.run(request())
-    assert scope.cancelled_caught
-    assert len(server.requests) == 1
 
 
 @pytest.mark.anyio
@@ -857,3 +870,150 @@ async def test_the_calls_own_model_is_the_one_priced(server: FakeOpenAI) -> None
     expected = genai_prices.calc_price(genai_prices.Usage(input_tokens=1000, output_tokens=100),
                                        model_ref="gpt-4o-mini").total_price
     assert result.usage is not None and result.usage.cost_usd == pytest.approx(float(expected))
+
+
+# -- the engine retries and decides (SPEC §23, docs/providers.md "Faults and retries") ----------
+
+QUICK_RETRY = RetryPolicy(attempts=3, base_s=0.01, cap_s=5.0)
+
+
+async def _engine_run(provider: OpenAIProvider, script: str, *, concurrency: int = 4,
+                      retry: RetryPolicy = QUICK_RETRY) -> tuple[Any, list[Any]]:
+    events: list[Any] = []
+    config = EngineConfig(max_concurrent_agents=concurrency, retry=retry)
+    async with QuickJSEngine(config, provider=provider) as engine:
+        engine.events.subscribe(events.append)
+        run = engine.start(WorkflowStartRequest(meta={"name": "http", "description": "d"},
+                                                script=script))
+        with anyio.fail_after(20):
+            result = await run.result()
+        await run.dispose()
+    return result, events
+
+
+@pytest.mark.anyio
+async def test_a_429_storm_shares_one_wait_and_is_not_multiplied(server: FakeOpenAI) -> None:
+    # 8 children at once, all refused with Retry-After: each is asked once more, after the wait.
+    server.script = [status(429, "slow down", {"Retry-After": "0.5"})] * 8
+    async with server.provider() as provider:
+        started = time.monotonic()
+        result, events = await _engine_run(
+            provider, "return await parallel(Array.from({length: 8}, (_, i) => () => "
+                      "agent('p' + i)))", concurrency=8)
+        elapsed = time.monotonic() - started
+    assert result.stop_reason == "completed" and result.value == [f"echo:p{i}" for i in range(8)]
+    assert len(server.requests) == 16  # 8 refused + 8 answered: no storm of retries
+    retried = [e for e in events if isinstance(e, AgentRetried)]
+    assert sorted(e.seq for e in retried) == list(range(1, 9))
+    assert all(e.cause == "rate_limited" and 0.3 <= e.delay_s <= 0.5 for e in retried)
+    assert elapsed >= 0.45
+
+
+@pytest.mark.anyio
+async def test_a_retry_after_pauses_a_child_that_was_never_refused(server: FakeOpenAI) -> None:
+    seen: dict[str, float] = {}
+
+    def by_prompt(handler: _Handler, body: dict[str, Any]) -> None:
+        prompt = body["messages"][-1]["content"]
+        first = prompt not in seen
+        seen.setdefault(prompt, time.monotonic())
+        if prompt == "a" and first:
+            handler.send_json(429, {"error": {"message": "wait"}}, {"Retry-After": "0.6"})
+        elif prompt == "slow":
+            time.sleep(0.15)
+            chat_echo(handler, body)
+        else:
+            chat_echo(handler, body)
+
+    server.script = [by_prompt] * 10
+    async with server.provider() as provider:
+        result, _ = await _engine_run(provider, "return await parallel([() => agent('a'), "
+                                      "async () => { await agent('slow'); return agent('b') }])")
+    assert result.value == ["echo:a", "echo:b"]
+    assert seen["b"] - seen["a"] >= 0.5  # "b" started at ~0.15 s and waited for the pause
+
+
+@pytest.mark.anyio
+async def test_500s_are_retried_then_answered(server: FakeOpenAI) -> None:
+    server.script = [status(500, "boom"), status(502, "bad gateway"), chat("fine")]
+    async with server.provider() as provider:
+        result, events = await _engine_run(provider, "return await agent('p')")
+    assert result.value == "fine" and len(server.requests) == 3
+    assert [(e.attempt, e.cause) for e in events if isinstance(e, AgentRetried)] == [
+        (1, "server"), (2, "server")]
+
+
+@pytest.mark.anyio
+async def test_retries_spent_leave_the_child_failed_with_its_cause(server: FakeOpenAI) -> None:
+    server.script = [status(503, "overloaded")] * 3
+    async with server.provider() as provider:
+        result, events = await _engine_run(provider, "return await agent('p')")
+    assert result.stop_reason == "completed" and result.value is None
+    assert len(server.requests) == 3
+    (end,) = [e for e in events if isinstance(e, AgentEnded)]
+    assert end.error is not None and (end.error.kind, end.error.cause) == ("provider",
+                                                                          "overloaded")
+    assert "HTTP 503" in end.error.message
+
+
+@pytest.mark.anyio
+async def test_a_reset_beyond_the_cap_is_a_limit_and_not_waited_for(server: FakeOpenAI) -> None:
+    server.script = [status(429, "slow down", {"Retry-After": "600"})]
+    async with server.provider() as provider:
+        started = time.monotonic()
+        _, events = await _engine_run(provider, "return await agent('p')")
+    assert time.monotonic() - started < 3 and len(server.requests) == 1
+    (end,) = [e for e in events if isinstance(e, AgentEnded)]
+    assert end.error is not None and end.error.cause == "limit"
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_endpoint_ends_the_run_after_the_retries() -> None:
+    port = _closed_port()
+    provider = OpenAIProvider(base_url=f"http://127.0.0.1:{port}/v1", model="m", **FAST)
+    async with provider:
+        result, events = await _engine_run(provider, "return await agent('p')",
+                                           retry=RetryPolicy(attempts=2, base_s=0.01))
+    assert result.error_code == "AGENT_FAILED"
+    assert (result.error or "").startswith(
+        "AGENT_FAILED: agent 1 (p) failed (network, after 2 attempts): the endpoint is "
+        "unreachable: ConnectError")
+    assert len([e for e in events if isinstance(e, AgentRetried)]) == 1
+
+
+@pytest.mark.anyio
+async def test_cancelling_during_a_retry_wait(server: FakeOpenAI) -> None:
+    server.script = [status(429, "wait", {"Retry-After": "30"})]
+    events: list[Any] = []
+    async with server.provider() as provider, \
+            QuickJSEngine(EngineConfig(retry=RetryPolicy(cap_s=60)), provider=provider) as engine:
+        engine.events.subscribe(events.append)
+        run = engine.start(WorkflowStartRequest(meta={"name": "w", "description": "d"},
+                                                script="return await agent('p')"))
+        with anyio.fail_after(5):
+            while not any(isinstance(e, AgentRetried) for e in events):
+                await anyio.sleep(0.01)
+        run.cancel("enough")
+        with anyio.fail_after(3):
+            result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "cancelled" and len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_a_schema_failure_after_the_repair_is_kind_invalid(server: FakeOpenAI) -> None:
+    server.script = [chat('{"n": "one"}'), chat('{"n": "two"}')]
+    async with server.provider() as provider:
+        result, events = await _engine_run(
+            provider, f"return await agent('p', {{schema: {json.dumps(SCHEMA)}}})")
+    assert result.value is None
+    (end,) = [e for e in events if isinstance(e, AgentEnded)]
+    assert end.error is not None and (end.error.kind, end.error.cause) == ("invalid",
+                                                                          "invalid_answer")
+    assert end.error.details == ("/n: 'two' is not of type 'integer'",)
+    assert "after one repair attempt" in end.error.message
+
+
+def test_the_deprecated_retry_options_are_still_accepted() -> None:
+    provider = OpenAIProvider(model="m", max_retries=0, backoff_base_s=0, backoff_max_s=1)
+    assert provider.max_retries == 0

@@ -36,10 +36,11 @@ from ..._result import WorkflowResult
 from ..._run import WorkflowRun
 from ..._schema_limits import SchemaLimits
 from ..._store import RunStoreError
-from ..._subagent import SubagentProvider
+from ..._subagent import ProviderInfo, SubagentProvider
 from ..script.limits import not_started
 from ..script.wire import ReportKind, ScriptRuntime
 from .budget import Spend
+from .faults import RetryGates
 from .journal import RunJournal
 from .journal_writer import JournalWriter
 from .ledger import CallLedger
@@ -74,7 +75,8 @@ class HostedRun(WorkflowRun):
                  budget_usd: float | None = None,
                  body_line_offset: int = 0, body_header_chars: int = 0,
                  agents: AgentRegistry | None = None, journal: RunJournal | None = None,
-                 library: WorkflowLibrary | None = None) -> None:
+                 library: WorkflowLibrary | None = None,
+                 declared: ProviderInfo | None = None, gates: RetryGates | None = None) -> None:
         self.id = run_id
         self.meta = meta
         self._config = config
@@ -93,7 +95,7 @@ class HostedRun(WorkflowRun):
         self._children = ChildScheduler(
             run_id=run_id, info=self._info, config=config, provider=provider, events=events,
             task_group=task_group, spend=self._spend, limits=limits, calls=self._calls,
-            fail_run=self._agents_failed, secrets=secrets)
+            fail_run=self._agents_failed, secrets=secrets, declared=declared, gates=gates)
         self._journal_writer = None if journal is None else JournalWriter(
             journal, self._calls, self._store_failed)
         self._hooks = HookServer(

@@ -40,7 +40,9 @@ class ChildCall:
     ended: bool = False
     outcome: AgentOutcome | None = None
     reply: SettleEntry | None = field(default=None, repr=False)
-    usage: Usage | None = None  # what the provider reported, once it returned
+    usage: Usage | None = None  # what the provider reported, once it returned (every attempt)
+    last_usage: Usage | None = None  # the last attempt's (the earlier ones counted as retried)
+    attempts: int = 1  # provider calls made for it (retries included)
     key: str | None = None  # the journal key (runs with a store)
     replay: JournalEntry | None = None  # the earlier run's answer, for a replayed call
     spent: bool = False  # its usage raised the run's tokens spent (the script is told)

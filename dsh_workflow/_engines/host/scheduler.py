@@ -22,12 +22,13 @@ from anyio.abc import TaskGroup
 from ..._config import EngineConfig
 from ..._depth import deeper_than
 from ..._errors import WorkflowErrorCode
-from ..._events import AgentOutcome, AgentStarted, EventHub, RunInfo
-from ..._failure import AgentFailure, ProviderUnavailable
+from ..._events import AgentOutcome, AgentRetried, AgentStarted, EventHub, RunInfo
+from ..._failure import AgentFailure, ProviderUnavailable, bounded, redact
 from ..._schema_limits import SchemaLimits
-from ..._subagent import SubagentProvider, SubagentResult
+from ..._subagent import ProviderInfo, SubagentProvider, SubagentResult, Usage, provider_info
 from ..script.wire import SettleEntry, agent_failure, answer, refusal
 from .budget import Spend
+from .faults import RetryGates, fatal_text, final_cause, is_fatal, retry_delay
 from .ledger import CallLedger, ChildCall
 
 __all__ = ["ChildScheduler", "structured_problems"]
@@ -63,6 +64,13 @@ def structured_problems(schema: dict[str, Any], value: object,
         return ["/: the structured value is not JSON data"]
 
 
+def _plus(total: Usage | None, more: Usage | None) -> Usage | None:
+    """Two usages summed; None when neither is known."""
+    if more is None:
+        return total
+    return more if total is None else total + more
+
+
 class ChildScheduler:
     """A run's children: slots, the FIFO, workers, and each child's one reply.
 
@@ -75,11 +83,16 @@ class ChildScheduler:
                  provider: SubagentProvider, events: EventHub, task_group: TaskGroup,
                  spend: Spend, limits: SchemaLimits, calls: CallLedger,
                  fail_run: Callable[[str, int], None] = lambda text, seq: None,
-                 secrets: tuple[str, ...] = ()) -> None:
+                 secrets: tuple[str, ...] = (),
+                 declared: ProviderInfo | None = None, gates: RetryGates | None = None) -> None:
         self._id = run_id
         self._info = info
         self._config = config
         self._provider = provider
+        # What the provider declares (its identity keys the retry gates, its secrets are
+        # redacted from retry messages): given when ``provider`` is a wrapper of the real one.
+        self._declared = declared if declared is not None else provider_info(provider)
+        self._gates = gates if gates is not None else RetryGates()
         self._events = events
         self._tg = task_group
         self._spend = spend
@@ -184,7 +197,7 @@ class ChildScheduler:
             if call.throw and call.outcome != "completed" and call.reply[1] is True \
                     and call.failure is not None:
                 call.reply = agent_failure(call.call_id, call.failure.model_dump(mode="json"))
-            call.spent = self._spend.count(call.usage)
+            call.spent = self._spend.count(call.last_usage) or call.spent
             if call.spent and self._spend.exhausted():
                 self.refuse_queued()
             if call.outcome == "completed" and self._calls.journaled:
@@ -213,21 +226,21 @@ class ChildScheduler:
                 ticket = True
 
     async def _run_child(self, call: ChildCall) -> tuple[SettleEntry, AgentOutcome]:
-        request = call.request
         try:
             timeout = self._config.agent_timeout_s
             if timeout is None:
-                result = await self._provider.run(request)
+                result = await self._attempts(call)
             else:
                 with anyio.move_on_after(timeout) as timer:
-                    result = await self._provider.run(request)
+                    result = await self._attempts(call)
                 if timer.cancelled_caught:
                     call.failure = AgentFailure.of(
                         "timeout", f"the child ran longer than agent_timeout_s={timeout:g} and "
                         "was cancelled")
                     return answer(call.call_id, None), "timeout"
             if isinstance(result, SubagentResult):
-                call.usage = result.usage
+                call.last_usage = result.usage
+                call.usage = _plus(call.usage, result.usage)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
@@ -241,8 +254,10 @@ class ChildScheduler:
                 logger.info("dsh-workflow: provider unavailable for %s#%d: %s", self._id,
                                call.seq, _render(exc))
                 call.failure = AgentFailure.of("provider", _render(exc), secrets=self._secrets)
-                call.fatal = f"{_AGENT_FAILED}: {call.failure.message}"
-                return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
+                text = bounded(f"agent {call.seq} ({call.request.label}) failed: "
+                               f"{call.failure.message}")
+                call.fatal = f"{_AGENT_FAILED}: {text}"
+                return refusal(call.call_id, _AGENT_FAILED, text), "failed"
             logger.warning("dsh-workflow: provider raised for %s#%d", self._id, call.seq,
                            exc_info=True)
             text = f"agent() failed: the subagent provider raised {type(exc).__name__}: " \
@@ -255,13 +270,56 @@ class ChildScheduler:
         if mapped is not None:
             return mapped
         assert isinstance(result, SubagentResult) and call.request.schema is not None
+        if result.stop_reason != "completed":  # an invalid answer: the engine says what is wrong
+            return await self._invalid_answer(call, call.request.schema, result)
         return await self._validated(call, call.request.schema, result.structured)
 
-    @staticmethod
-    def _map_result(call: ChildCall,
+    async def _attempts(self, call: ChildCall) -> object:
+        """Call the provider for ``call`` until its result is not retried (module
+        :mod:`.faults`): each retry emits ``AgentRetried`` and counts the failed attempt's
+        usage; a ``retry_at`` pauses every child of this provider identity (and route) through
+        the shared gate; the child keeps its slot while it waits."""
+        policy = self._config.retry
+        key = f"{self._declared.identity}\x00{call.request.provider or ''}"
+        attempt = 1
+        while True:
+            await self._gates.wait(key)
+            result = await self._provider.run(call.request)
+            if not isinstance(result, SubagentResult) or result.stop_reason == "completed":
+                return result
+            plan = retry_delay(policy, result, attempt)
+            if plan is None or result.error_kind is None:
+                call.attempts = attempt
+                return result
+            delay, shared = plan
+            if self._calls.closed:  # the run is stopping: no retry to announce
+                return result
+            if shared:  # one pause for the provider's children; another may already be longer
+                self._gates.close_for(key, delay)
+                delay = max(delay, self._gates.remaining(key))
+            call.usage = _plus(call.usage, result.usage)
+            if self._spend.count(result.usage):
+                call.spent = True
+                if self._spend.exhausted():
+                    self.refuse_queued()
+            first = (result.error or result.error_kind).strip().split("\n", 1)[0]
+            self._events.emit(AgentRetried(
+                run=self._info, seq=call.seq, label=call.request.label, attempt=attempt,
+                cause=result.error_kind, delay_s=round(delay, 3),
+                message=bounded(redact(first, self._secrets), 300),
+                usage=result.usage))
+            logger.info("dsh-workflow: %s#%d attempt %d failed (%s), retrying in %.3fs",
+                        self._id, call.seq, attempt, result.error_kind, delay)
+            if not shared:
+                await anyio.sleep(delay)  # then the gate's wait, should another child close it
+            attempt += 1
+
+    def _map_result(self, call: ChildCall,
                     result: object) -> tuple[SettleEntry, AgentOutcome] | None:
-        """The reply and outcome for a provider's result, or None when it is a completed
-        result's structured value for a call with a schema (to be validated first)."""
+        """The reply and outcome for a provider's result, or None when it is a structured
+        value to be validated first (a completed result's, or an invalid answer's, for a call
+        with a schema). The one place a failed result's cause decides between that child's
+        failure and the run's end (:mod:`.faults`)."""
         if not isinstance(result, SubagentResult):
             text = ("agent() failed: the subagent provider returned "
                     f"{type(result).__name__}, not a SubagentResult")
@@ -269,9 +327,20 @@ class ChildScheduler:
             # The fatal error the script sees is the reason, redacted and bounded likewise.
             return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
         if result.stop_reason != "completed":
+            cause = final_cause(self._config.retry, result)
+            if cause == "invalid_answer" and call.request.schema is not None:
+                return None
+            secrets = self._secrets
             call.failure = AgentFailure.of("provider", result.error or (
                 f"the provider ended the child with stop_reason {result.stop_reason!r} and "
-                "gave no error text"))
+                "gave no error text"), secrets=secrets, cause=cause)
+            if is_fatal(cause, retries_spent=True):
+                # Every later child would hit it too: the run ends at once, naming the agent.
+                text = bounded(redact(fatal_text(call.seq, call.request.label, cause,
+                                                 call.failure.message, call.attempts), secrets))
+                logger.info("dsh-workflow: %s#%d ends the run: %s", self._id, call.seq, text)
+                call.fatal = f"{_AGENT_FAILED}: {text}"
+                return refusal(call.call_id, _AGENT_FAILED, text), "failed"
             return answer(call.call_id, None), "failed"
         if call.request.schema is None:
             return answer(call.call_id, result.text if result.text is not None else ""), \
@@ -295,6 +364,27 @@ class ChildScheduler:
             call.failure = AgentFailure.of("invalid", "; ".join(problems[:5]), problems)
             return answer(call.call_id, None), "failed"
         return answer(call.call_id, value), "completed"
+
+    async def _invalid_answer(self, call: ChildCall, schema: dict[str, Any],
+                              result: SubagentResult) -> tuple[SettleEntry, AgentOutcome]:
+        """A provider's ``invalid_answer`` for a schema call: kind ``invalid`` with the
+        engine's own validator details for its parsed value (``structured``), or a detail
+        saying the answer is not JSON when it parsed none."""
+        said = (result.error or "").strip()
+        if result.structured is None:
+            began = f": it began {result.text.strip()[:120]!r}" if result.text else ""
+            problems = [f"/: the answer is not JSON{began}"]
+        else:
+            problems = await anyio.to_thread.run_sync(structured_problems, schema,
+                                                      result.structured, self._limits)
+            if not problems:  # the provider's own check was stricter: keep its words
+                problems = [f"/: {said.split(chr(10), 1)[0] or 'the answer was refused'}"]
+        message = "; ".join(problems[:5]) + (f"\n{said}" if said else "")
+        call.failure = AgentFailure.of("invalid", message, problems,
+                                       secrets=self._secrets, cause="invalid_answer")
+        logger.info("dsh-workflow: %s#%d invalid answer: %s", self._id, call.seq,
+                    "; ".join(problems))
+        return answer(call.call_id, None), "failed"
 
     def _drop_too_deep(self, call: ChildCall) -> None:
         """An answer nested deeper than ``max_value_depth`` becomes a failed child: the script's

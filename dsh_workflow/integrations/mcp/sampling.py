@@ -16,7 +16,8 @@ Contract:
 - **Usage.** MCP sampling reports no token counts, so ``usage`` is ``None``.
 - **Failures.** A sampling request the client answers with an error (the user declined, the
   model failed) or with a reply that is not text is an ordinary failure
-  (``stop_reason="error"``). A client that did not declare the sampling capability, or a
+  (``stop_reason="error"``, ``error_kind="other"``: the protocol does not say more). A client
+  that did not declare the sampling capability, or a
   connection with no channel back to the client, raises :class:`SamplingUnavailable` — an
   infrastructure fault the engine reports as fatal ``AGENT_FAILED`` with this message.
 - **Concurrency** is the engine's ``max_concurrent_agents``; the provider adds no limit.
@@ -122,9 +123,11 @@ class SamplingProvider:
                 return SubagentResult(stop_reason="completed", text=reply)
             answer = await parse_with_one_repair(reply, schema, ask_again)
         except _Failed as failed:
-            return SubagentResult(stop_reason="error", error=str(failed))
+            return SubagentResult(stop_reason="error", error=str(failed), error_kind="other")
         if answer.violations:
-            return SubagentResult(stop_reason="error", text=answer.text,
+            # The engine validates the parsed value (None: not JSON): kind invalid, with details.
+            return SubagentResult(stop_reason="error", text=answer.text, structured=answer.value,
+                                  error_kind="invalid_answer",
                                   error=still_invalid(answer.violations))
         return SubagentResult(stop_reason="completed", text=answer.text, structured=answer.value)
 

@@ -17,8 +17,10 @@ Contract (docs/temporal.md):
   ``schedule_to_close_timeout_s`` optionally bounds the whole call, retries and queueing
   included. ``retry_policy`` defaults to :data:`DEFAULT_RETRY_POLICY`.
 - Outcomes: a completed activity gives its result. An activity that timed out (every attempt
-  used up) is an ordinary child failure with ``stop_reason="timeout"``; one cancelled by
-  someone else is ``stop_reason="cancelled"``. An activity that failed because the worker's
+  used up) is an ordinary child failure with ``stop_reason="timeout"`` (``error_kind``
+  ``timeout``); one cancelled by someone else is ``stop_reason="cancelled"`` (``other``). A
+  worker's failed result keeps its provider's ``error_kind`` and ``retry_at`` (the wire carries
+  every field), so the engine decides on it as on a local one. An activity that failed because the worker's
   provider raised (after its retries) raises :class:`TemporalChildError` — an infrastructure
   fault, as the same provider raising locally would be. The Temporal service failing to
   answer (gone, unreachable, refusing) raises :class:`TemporalUnavailableError` within the
@@ -172,10 +174,10 @@ class TemporalProvider:
         cause = exc.cause
         if isinstance(cause, TimeoutError):
             kind = cause.type.name if cause.type is not None else "unspecified"
-            return SubagentResult(stop_reason="timeout",
+            return SubagentResult(stop_reason="timeout", error_kind="timeout",
                                   error=f"the child timed out on Temporal ({kind})")
         if isinstance(cause, CancelledError):
-            return SubagentResult(stop_reason="cancelled",
+            return SubagentResult(stop_reason="cancelled", error_kind="other",
                                   error="the child's activity was cancelled outside this run")
         if isinstance(cause, ApplicationError):
             raise TemporalChildError(f"child #{request.seq} failed on its worker "
