@@ -29,6 +29,7 @@ from ..._subagent import SubagentProvider, SubagentResult
 from ..script.wire import SettleEntry, agent_failure, answer, refusal
 from .budget import Spend
 from .ledger import CallLedger, ChildCall
+from .pricing import ChildPricing
 
 __all__ = ["ChildScheduler", "structured_problems"]
 
@@ -39,6 +40,10 @@ logger = logging.getLogger("dsh_workflow.engine")
 _MAX_PARKED_WORKERS = 128
 
 _AGENT_FAILED = WorkflowErrorCode.AGENT_FAILED.value
+_BUDGET_EXCEEDED = WorkflowErrorCode.BUDGET_EXCEEDED
+
+#: Most warnings a run keeps about children its dollar budget could not count.
+_MAX_UNCOUNTED_WARNINGS = 20
 
 
 def _render(exc: BaseException) -> str:
@@ -74,7 +79,8 @@ class ChildScheduler:
     def __init__(self, *, run_id: str, info: RunInfo, config: EngineConfig,
                  provider: SubagentProvider, events: EventHub, task_group: TaskGroup,
                  spend: Spend, limits: SchemaLimits, calls: CallLedger,
-                 fail_run: Callable[[str], None] = lambda text: None) -> None:
+                 fail_run: Callable[[str, WorkflowErrorCode], None] = lambda text, code: None
+                 ) -> None:
         self._id = run_id
         self._info = info
         self._config = config
@@ -84,7 +90,11 @@ class ChildScheduler:
         self._spend = spend
         self._limits = limits
         self._calls = calls
-        self._fail_run = fail_run  # ends the run with fatal AGENT_FAILED (the text given)
+        self._fail_run = fail_run  # ends the run with the fatal error (text and code) given
+        self._pricing = ChildPricing(provider, config.model_prices, spend.budget_usd)
+        #: Children the dollar budget could not count while a token budget held (one line
+        #: per reason, bounded): the result's warnings.
+        self.warnings: list[str] = []
         self.started = 0  # children given a slot (the result's agents_started)
         self._queue: deque[ChildCall] = deque()  # accepted calls waiting for a slot
         self._ready: deque[ChildCall] = deque()  # calls given a slot, not yet taken by a worker
@@ -181,6 +191,8 @@ class ChildScheduler:
                     and call.failure is not None:
                 call.reply = agent_failure(call.call_id, call.failure.model_dump(mode="json"))
             call.spent = self._spend.count(call.usage)
+            if call.uncounted is not None:
+                self._uncounted(call, call.uncounted)
             if call.spent and self._spend.exhausted():
                 self.refuse_queued()
             if call.outcome == "completed" and self._calls.journaled:
@@ -199,7 +211,8 @@ class ChildScheduler:
         finally:
             self._running -= 1
             if call.fatal is not None and not self._calls.closed:
-                self._fail_run(call.fatal)  # before its reply: the script cannot catch it
+                # before its reply: the script cannot catch it
+                self._fail_run(call.fatal, call.fatal_code)
             if not journaled:
                 self._calls.end(call)
             ticket = False  # the first call admitted here is this worker's next
@@ -222,8 +235,18 @@ class ChildScheduler:
                         "timeout", f"the child ran longer than agent_timeout_s={timeout:g} and "
                         "was cancelled")
                     return answer(call.call_id, None), "timeout"
-            if isinstance(result, SubagentResult):
-                call.usage = result.usage
+            if isinstance(result, SubagentResult) and result.usage is not None:
+                refused = self._priced(call, result)
+                if refused is not None:
+                    return refused
+                call.usage = await self._pricing.price(result, request)
+                problem = self._pricing.check(call.usage) if call.usage is not None else None
+                if problem is not None:  # a price from model_prices past the bounds
+                    call.usage = None
+                    call.failure = AgentFailure.of("provider", f"its cost cannot be counted: "
+                                                   f"{problem}", cause="invalid_answer")
+                    return answer(call.call_id, None), "failed"
+                call.uncounted = self._pricing.uncounted(call.usage, result, request)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
@@ -250,6 +273,35 @@ class ChildScheduler:
             return mapped
         assert isinstance(result, SubagentResult) and call.request.schema is not None
         return await self._validated(call, call.request.schema, result.structured)
+
+    def _priced(self, call: ChildCall,
+                result: SubagentResult) -> tuple[SettleEntry, AgentOutcome] | None:
+        """A failed child when the provider's usage cannot be counted (numbers no sum may
+        hold: its answer is dropped and nothing of it is counted); else None."""
+        assert result.usage is not None
+        problem = self._pricing.check(result.usage)
+        if problem is None:
+            return None
+        logger.info("dsh-workflow: %s#%d usage refused: %s", self._id, call.seq, problem)
+        call.failure = AgentFailure.of("provider", f"its usage cannot be counted: {problem}",
+                                       cause="invalid_answer")
+        return answer(call.call_id, None), "failed"
+
+    def _uncounted(self, call: ChildCall, reason: str) -> None:
+        """A child the dollar budget cannot count: the run ends with fatal
+        ``BUDGET_EXCEEDED``, or, under a token budget too, a warning names it."""
+        text = f"the dollar budget cannot count {reason}"
+        if self._spend.budget is None:
+            call.fatal = (f"{_BUDGET_EXCEEDED.value}: {text} — give its price (--price "
+                          "MODEL=IN/OUT, EngineConfig.model_prices) or limit tokens instead "
+                          "(--budget, budget_tokens)")
+            call.fatal_code = _BUDGET_EXCEEDED
+            return
+        said = reason.split(": ", 1)[-1]
+        if len(self.warnings) < _MAX_UNCOUNTED_WARNINGS \
+                and not any(w.endswith(said + "; only the token budget limits it")
+                            for w in self.warnings):
+            self.warnings.append(f"{text}; only the token budget limits it")
 
     @staticmethod
     def _map_result(call: ChildCall,
