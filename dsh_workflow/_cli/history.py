@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dsh_workflow import RunRecord, StoredEvent
-from dsh_workflow._prices import cost_text, format_usd
+from dsh_workflow._prices import UNPRICED, cost_text, format_usd
 
 from .progress import ended_line, format_elapsed, summary_text
 
@@ -126,9 +126,10 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
 
 def runs_table(records: Sequence[RunRecord]) -> str:
     """``runs``: id, name, status, agents, replayed, failed, tokens, started, duration (newest
-    first, as given), with a COST column after the tokens when some listed run's cost is known
-    (``-`` for a run whose children's cost is unknown)."""
-    priced = any(record.usage.cost_usd is not None for record in records)
+    first, as given), with a COST column after the tokens when some listed run spent tokens or
+    money (``unpriced`` for a run whose children's cost is unknown, ``-`` for one that spent
+    nothing)."""
+    priced = any(_cost(record) != "-" for record in records)
     rows = []
     for record in records:
         duration = _duration(record)
@@ -143,8 +144,8 @@ def runs_table(records: Sequence[RunRecord]) -> str:
 
 
 def _cost(record: RunRecord) -> str:
-    """A run's cost for a table cell (``-``: no child's cost is known; a ``+`` marks a lower
-    bound: some children's cost is unknown)."""
+    """A run's cost for a table cell (``unpriced``: no child's cost is known; a ``+`` marks a
+    lower bound: some children's cost is unknown; ``-``: nothing was spent)."""
     unpriced = (record.result or {}).get("agents_unpriced")
     return cost_text(record.usage.cost_usd, unpriced if isinstance(unpriced, int) else 0) or "-"
 
@@ -234,7 +235,7 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
               + ("" if duration is None else f" ({format_elapsed(duration)})"),
               f"agents:      {record.agents} started, {record.agents_failed} failed, "
               f"{record.replayed} replayed, {record.usage.total_tokens:,} tokens"
-              + ("" if record.usage.cost_usd is None else f", {_cost(record)}")]
+              + ("" if _cost(record) == "-" else f", {_cost(record)}")]
     if record.resumed_from:
         lines.append(f"resumed from {record.resumed_from}")
     if record.args is not None:
@@ -249,20 +250,27 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     else:
         lines.append(f"error:       {result.get('error')}")
     lines.append("")
-    priced = any(row.cost_usd is not None for row in rows)
-    if rows:  # a COST column when some agent's cost is known
+    priced = any(_row_cost(row) != "-" for row in rows)
+    if rows:  # a COST column when some agent spent tokens or money
         lines.append(_table(
             ["SEQ", "LABEL", "PHASE", "OUTCOME", "TOKENS", *(["COST"] if priced else []),
              "REPLAYED", "REASON"],
             ([str(row.seq), _one_line(row.label), _one_line(row.phase or "-"), row.outcome,
               "-" if row.tokens is None else f"{row.tokens:,}",
-              *([] if not priced else ["-" if row.cost_usd is None
-                                       else format_usd(row.cost_usd)]),
+              *([] if not priced else [_row_cost(row)]),
               "yes" if row.replayed else "no", row.reason or "-"]
              for row in rows), right=frozenset({0, 4, 5} if priced else {0, 4})))
     else:
         lines.append("no agent() calls")
     return "\n".join(lines)
+
+
+def _row_cost(row: AgentRow) -> str:
+    """An agent's cost for a table cell: dollars, ``unpriced`` when it spent tokens of unknown
+    cost, ``-`` when it reported nothing."""
+    if row.cost_usd is not None:
+        return format_usd(row.cost_usd)
+    return UNPRICED if row.tokens else "-"
 
 
 def _one_line(text: str) -> str:
