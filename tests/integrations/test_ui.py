@@ -1075,8 +1075,10 @@ def test_the_run_row_shows_the_cost_and_marks_a_lower_bound() -> None:
                                                    "agents_unpriced": 1},
                        usage=Usage(input_tokens=5, output_tokens=5, cost_usd=0.5))
     assert run_row(record).cost == "$0.5000+"
-    free = record.model_copy(update={"usage": Usage(input_tokens=5, output_tokens=5)})
-    assert run_row(free).cost == "—"
+    unknown = record.model_copy(update={"usage": Usage(input_tokens=5, output_tokens=5)})
+    assert run_row(unknown).cost == "unpriced"  # spend of unknown cost, never $0.0000
+    nothing = record.model_copy(update={"usage": Usage(), "result": {"stop_reason": "completed"}})
+    assert run_row(nothing).cost == "—"
 
 
 # -- cost in money (docs/embedding.md, "Cost in money") ----------------------------------------------------
