@@ -29,7 +29,6 @@ Contract:
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -196,8 +195,9 @@ def usage_problem(usage: Usage) -> str | None:
             return (f"the provider reported {name}={_shown(value)}, not a count from 0 to "
                     f"{MAX_CHILD_TOKENS:,}")
     cost = getattr(usage, "cost_usd", None)
+    # NaN fails both comparisons and infinity the upper one; an int is never converted
     if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)
-                             or not math.isfinite(cost) or not 0 <= cost <= MAX_CHILD_COST_USD):
+                             or not 0 <= cost <= MAX_CHILD_COST_USD):
         return (f"the provider reported cost_usd={_shown(cost)}, not an amount from $0 to "
                 f"${MAX_CHILD_COST_USD:,.0f}")
     return None
