@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..._prices import ModelPrices, cost_usd, has_price, load_async, loaded, usage_problem
+from ..._prices import ModelPrices, cost_usd, has_price, loaded, usage_problem
 from ..._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage, provider_info
 
 __all__ = ["ChildPricing", "unpriced_defaults"]
@@ -90,18 +90,23 @@ class ChildPricing:
         """Why ``usage`` cannot be counted (None: it can)."""
         return usage_problem(usage)
 
-    async def price(self, result: SubagentResult, request: SubagentRequest) -> Usage | None:
+    def needs_data(self, result: SubagentResult, request: SubagentRequest) -> bool:
+        """True when pricing ``result`` needs the price data and it is not loaded yet (the
+        caller awaits ``load_async()`` first, so the import never blocks the loop)."""
+        usage = result.usage
+        return not loaded() and usage is not None and usage.cost_usd is None \
+            and usage.total_tokens > 0 and self.model(result, request) is not None
+
+    def price(self, result: SubagentResult, request: SubagentRequest) -> Usage | None:
         """``result.usage`` with its cost filled in when the provider reported none and the
-        model has a price (the first pricing imports the price data on a worker thread).
-        Checked first with :meth:`check`."""
+        model has a price (a dictionary look-up once the model's rates are known). Checked
+        first with :meth:`check`; see :meth:`needs_data`."""
         usage = result.usage
         if usage is None or usage.cost_usd is not None or not usage.total_tokens:
             return usage
         model = self.model(result, request)
         if model is None:
             return usage
-        if not loaded():
-            await load_async()
         cost = cost_usd(usage, model, self._prices)
         if cost is None:
             return usage

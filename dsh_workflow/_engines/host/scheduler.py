@@ -24,6 +24,7 @@ from ..._depth import deeper_than
 from ..._errors import WorkflowErrorCode
 from ..._events import AgentOutcome, AgentStarted, EventHub, RunInfo
 from ..._failure import AgentFailure, ProviderUnavailable
+from ..._prices import load_async
 from ..._schema_limits import SchemaLimits
 from ..._subagent import SubagentProvider, SubagentResult
 from ..script.wire import SettleEntry, agent_failure, answer, refusal
@@ -239,7 +240,9 @@ class ChildScheduler:
                 refused = self._priced(call, result)
                 if refused is not None:
                     return refused
-                call.usage = await self._pricing.price(result, request)
+                if self._pricing.needs_data(result, request):
+                    await load_async()  # once per process, on a worker thread
+                call.usage = self._pricing.price(result, request)
                 problem = self._pricing.check(call.usage) if call.usage is not None else None
                 if problem is not None:  # a price from model_prices past the bounds
                     call.usage = None
