@@ -1112,5 +1112,19 @@ def test_the_list_and_the_run_page_show_a_runs_cost(page: Any, tmp_path: pathlib
         page.goto(served.url + row.locator("a").first.get_attribute("href"))
         _ended(page)
         assert page.inner_text("#cost-count") == "$0.6250+"
+        # a run none of whose spend could be priced reads "unpriced", never $0.0000
+        script.write_text("export const meta = {name: 'unpriced', description: 'costs'};\n"
+                          "return [await agent('free'), await agent('free')];\n")
+        again = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", str(script),
+                                "--store", store, "--provider", "command", "--command",
+                                f"{sys.executable} {agent}"], env=env, capture_output=True,
+                               text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        page.goto(served.url)
+        row = page.locator("tr.run").first
+        assert row.locator("td").nth(7).inner_text() == "unpriced"
+        page.goto(served.url + row.locator("a").first.get_attribute("href"))
+        _ended(page)
+        assert page.inner_text("#cost-count") == "unpriced"
     finally:
         assert served.stop() == 0

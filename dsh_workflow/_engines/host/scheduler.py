@@ -96,6 +96,7 @@ class ChildScheduler:
         #: Children the dollar budget could not count while a token budget held (one line
         #: per reason, bounded): the result's warnings.
         self.warnings: list[str] = []
+        self._uncounted_seen: set[str] = set()  # the reasons warned about
         self.started = 0  # children given a slot (the result's agents_started)
         self._queue: deque[ChildCall] = deque()  # accepted calls waiting for a slot
         self._ready: deque[ChildCall] = deque()  # calls given a slot, not yet taken by a worker
@@ -237,7 +238,7 @@ class ChildScheduler:
                         "was cancelled")
                     return answer(call.call_id, None), "timeout"
             if isinstance(result, SubagentResult) and result.usage is not None:
-                refused = self._priced(call, result)
+                refused = self._refused_usage(call, result)
                 if refused is not None:
                     return refused
                 if self._pricing.needs_data(result, request):
@@ -277,8 +278,8 @@ class ChildScheduler:
         assert isinstance(result, SubagentResult) and call.request.schema is not None
         return await self._validated(call, call.request.schema, result.structured)
 
-    def _priced(self, call: ChildCall,
-                result: SubagentResult) -> tuple[SettleEntry, AgentOutcome] | None:
+    def _refused_usage(self, call: ChildCall,
+                       result: SubagentResult) -> tuple[SettleEntry, AgentOutcome] | None:
         """A failed child when the provider's usage cannot be counted (numbers no sum may
         hold: its answer is dropped and nothing of it is counted); else None."""
         assert result.usage is not None
@@ -300,10 +301,9 @@ class ChildScheduler:
                           "(--budget, budget_tokens)")
             call.fatal_code = _BUDGET_EXCEEDED
             return
-        said = reason.split(": ", 1)[-1]
-        if len(self.warnings) < _MAX_UNCOUNTED_WARNINGS \
-                and not any(w.endswith(said + "; only the token budget limits it")
-                            for w in self.warnings):
+        why = reason.split(": ", 1)[-1]  # one warning per model (its first agent named)
+        if why not in self._uncounted_seen and len(self.warnings) < _MAX_UNCOUNTED_WARNINGS:
+            self._uncounted_seen.add(why)
             self.warnings.append(f"{text}; only the token budget limits it")
 
     @staticmethod
