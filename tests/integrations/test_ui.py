@@ -183,7 +183,7 @@ def test_the_list_shows_finished_runs_newest_first(
     assert cells[1:5] == ["completed", "6", "0", str(made[2]["research-report"])]
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", cells[5])
     assert re.match(r"[\d.]+ (ms|s)", cells[6])
-    assert cells[7] == "—"  # echo children have no cost
+    assert cells[7] == "unpriced"  # echo children report tokens but no cost: never $0.0000
     resumed = page.locator(f'tr.run[data-id="{names["research-resumed"]}"] td')
     assert resumed.nth(3).inner_text() == "5"  # replayed
     page.screenshot(path=str(tmp_path / "list.png"), full_page=True)
