@@ -126,10 +126,10 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
 
 def runs_table(records: Sequence[RunRecord]) -> str:
     """``runs``: id, name, status, agents, replayed, failed, tokens, started, duration (newest
-    first, as given), with a COST column after the tokens when some listed run spent tokens or
-    money (``unpriced`` for a run whose children's cost is unknown, ``-`` for one that spent
+    first, as given), with a COST column after the tokens when some listed run's cost is known
+    (``unpriced`` for a run whose children's cost is unknown, ``-`` for one that spent
     nothing)."""
-    priced = any(_cost(record) != "-" for record in records)
+    priced = any(record.usage.cost_usd is not None for record in records)
     rows = []
     for record in records:
         duration = _duration(record)
@@ -235,7 +235,7 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
               + ("" if duration is None else f" ({format_elapsed(duration)})"),
               f"agents:      {record.agents} started, {record.agents_failed} failed, "
               f"{record.replayed} replayed, {record.usage.total_tokens:,} tokens"
-              + ("" if _cost(record) == "-" else f", {_cost(record)}")]
+              + ("" if record.usage.cost_usd is None else f", {_cost(record)}")]
     if record.resumed_from:
         lines.append(f"resumed from {record.resumed_from}")
     if record.args is not None:
@@ -250,8 +250,8 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
     else:
         lines.append(f"error:       {result.get('error')}")
     lines.append("")
-    priced = any(_row_cost(row) != "-" for row in rows)
-    if rows:  # a COST column when some agent spent tokens or money
+    priced = any(row.cost_usd is not None for row in rows)
+    if rows:  # a COST column when some agent's cost is known
         lines.append(_table(
             ["SEQ", "LABEL", "PHASE", "OUTCOME", "TOKENS", *(["COST"] if priced else []),
              "REPLAYED", "REASON"],
@@ -314,7 +314,8 @@ class EventLines:
             elapsed = 0.0 if self.began is None else max(0.0, stored.at - self.began)
             tokens = _tokens(data.get("usage")) or 0
             usage = data.get("usage")
-            cost = None if not isinstance(usage, Mapping) else cost_text(
+            # as the live final line: a cost once one is known (``+``: a lower bound)
+            cost = None if _child_cost(usage) is None else cost_text(
                 _child_cost(usage), self.unpriced)
             return "[done] " + summary_text(str(data.get("stop_reason")), elapsed,
                                             _whole(data.get("agents_started")), self.replayed,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -159,22 +160,30 @@ def test_logs_final_line_carries_the_cost(tmp_path: Path) -> None:
 # ---- prices at the seam, and a dollar budget never silently unenforced ----------------------
 
 
-def test_spend_of_unknown_cost_reads_unpriced_in_every_view(tmp_path: Path) -> None:
+def test_spend_of_unknown_cost_reads_unpriced_never_zero_dollars(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
-    script = write_script(tmp_path, "return [await agent('a', {model: 'my-own-model'}), "
+    script = write_script(tmp_path, "return [await agent('cost:0.125'), "
                                     "await agent('b', {model: 'my-own-model'})];")
-    done = cli("run", script, "--provider", "command", "--command", agent_command(tmp_path),
+    command = agent_command(tmp_path)
+    done = cli("run", script, "--provider", "command", "--command", command,
                cwd=tmp_path, store=store)
     assert done.returncode == 0, done.stderr
-    assert done.stderr.splitlines()[-1].endswith("2,200 tokens, unpriced")
-    assert "$0.0000" not in done.stderr
-    listed = cli("runs", cwd=tmp_path, store=store).stdout
-    assert "COST" in listed and "unpriced" in listed and "$0.0000" not in listed
+    assert done.stderr.splitlines()[-1].endswith("2,200 tokens, $0.1250+")
     run_id = json.loads(cli("runs", "--json", cwd=tmp_path, store=store).stdout)[0]["id"]
     shown = cli("show", run_id, cwd=tmp_path, store=store).stdout
-    assert "2,200 tokens, unpriced" in shown and shown.count("unpriced") == 3  # + per agent
-    logs = cli("logs", run_id, cwd=tmp_path, store=store).stdout
-    assert logs.splitlines()[-1].endswith("2,200 tokens, unpriced")
+    assert "2,200 tokens, $0.1250+" in shown
+    assert re.search(r"2\s+b\s+-\s+completed\s+1,100\s+unpriced", shown), shown  # per agent
+    # a run none of whose spend is priced, under a dollar budget (a token budget holds too)
+    unknown = write_script(tmp_path, "return await agent('b', {model: 'my-own-model'});")
+    capped = cli("run", unknown, "--provider", "command", "--command", command,
+                 "--budget-usd", "1", "--budget", "100000", cwd=tmp_path, store=store)
+    assert capped.returncode == 0, capped.stderr
+    assert "1,100 of 100,000 tokens, unpriced of $1.00\n" in capped.stderr  # the final line
+    assert "the dollar budget cannot count agent 1: model 'my-own-model' has no price" \
+        in capped.stderr  # and the result's warning
+    assert "$0.0000" not in capped.stderr
+    listed = cli("runs", cwd=tmp_path, store=store).stdout
+    assert "unpriced" in listed and "$0.1250+" in listed and "$0.0000" not in listed
 
 
 def test_price_prices_a_model_the_price_data_does_not_know(tmp_path: Path) -> None:
