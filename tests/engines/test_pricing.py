@@ -259,7 +259,7 @@ async def test_numbers_past_the_bounds_fail_that_child_with_a_reason(make_engine
 
 
 @pytest.mark.anyio
-async def test_one_runs_absurd_costs_leave_the_engines_other_run_alone() -> None:
+async def test_one_runs_absurd_costs_leave_the_engines_other_run_alone(make_engine: Any) -> None:
     release = anyio.Event()
 
     class Provider(ModelProvider):
@@ -268,7 +268,7 @@ async def test_one_runs_absurd_costs_leave_the_engines_other_run_alone() -> None
                 await release.wait()
             return await super().run(request)
 
-    async with QuickJSEngine(EngineConfig(), provider=Provider(None)) as engine:
+    async with make_engine(EngineConfig(), Provider(None)) as engine:
         other = engine.start(WorkflowStartRequest(
             meta=META, script="return [await agent('slow'), await agent('cost:0.5')];"))
         hostile = engine.start(WorkflowStartRequest(meta=META, script=(
