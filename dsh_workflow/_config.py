@@ -93,7 +93,9 @@ class EngineConfig(BaseModel):
         "children's costs say (Usage.cost_usd: reported by the provider or priced from the "
         "model); None is unlimited. A hard ceiling like budget_tokens: once the known costs "
         "reach it, every later agent() call throws fatal BUDGET_EXCEEDED naming dollars. "
-        "Children whose cost is unknown add nothing to it.")
+        "Never silently unenforced: a run whose provider's default model has no price is "
+        "refused at start (INVALID_ARGUMENT), and a child whose cost cannot be computed ends "
+        "the run with BUDGET_EXCEEDED (a warning when budget_tokens is set too).")
     model_aliases: dict[str, str] = Field(
         default_factory=dict, description="Model names to replace before a request reaches the "
         "provider, e.g. {'sonnet': 'gpt-4.1'}: applies to a call's `model` and to an agent "

@@ -11,8 +11,9 @@ Contract:
 - The projection is a range, because echo answers are not a model's: a call's input tokens are
   its prompt's (and system prompt's) characters divided by 4 (low) and by 3 (high) — plus its
   schema's, for a schema call; its output tokens are :data:`OUTPUT_TOKENS` (100 to 2,000). The
-  dollar range prices both ends through ``genai-prices`` for each model the price data knows;
-  calls to other models are counted as unpriced. Branches that depend on what a model answers
+  dollar range prices both ends by the rules a run prices its children by (``--price`` first,
+  Claude Code's aliases, then ``genai-prices``); calls to models without a price are counted as
+  unpriced. Branches that depend on what a model answers
   follow the echo answers, so the count is the shape of one plausible run.
 - :func:`confirm` shows the estimate on stderr and, when its agent calls exceed ``above``, asks
   ``Start the run? [y/N]`` on the terminal; without one (stdin not a terminal) it refuses
@@ -27,6 +28,7 @@ import json
 import math
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -177,20 +179,23 @@ async def _estimate(plan: Plan, default_model: str | None) -> Estimate:
             line.input_tokens[end] += math.ceil(chars / per_token)
             line.output_tokens[end] += OUTPUT_TOKENS[end]
     for model, line in found.models.items():
-        line.cost_usd = _price(model, line)
+        line.cost_usd = _price(model, line, plan.config.model_prices)
     return found
 
 
-def _price(model: str, line: ModelLine) -> list[float] | None:
+def _price(model: str, line: ModelLine,
+           prices: Mapping[str, tuple[float, float]]) -> list[float] | None:
+    """Both ends of ``line``'s dollar range, priced as a run prices a child (``--price``
+    first, Claude Code's aliases, the price data); None when the model has no price."""
     from dsh_workflow import Usage
     from dsh_workflow._prices import cost_usd
 
     if model == _DEFAULT_MODEL:
         return None
     low = cost_usd(Usage(input_tokens=line.input_tokens[0], output_tokens=line.output_tokens[0]),
-                   model)
+                   model, prices)
     high = cost_usd(Usage(input_tokens=line.input_tokens[1],
-                          output_tokens=line.output_tokens[1]), model)
+                          output_tokens=line.output_tokens[1]), model, prices)
     return None if low is None or high is None else [low, high]
 
 
@@ -229,7 +234,7 @@ def estimate_text(found: Estimate) -> str:
             total += f" (+ {unpriced} call{'' if unpriced == 1 else 's'} at unknown prices)"
     lines.append(total)
     lines.append(f"(input: the prompts' characters / 4 to / 3; output: {OUTPUT_TOKENS[0]:,} to "
-                 f"{OUTPUT_TOKENS[1]:,} tokens per call; prices from genai-prices)")
+                 f"{OUTPUT_TOKENS[1]:,} tokens per call; prices: --price, else genai-prices)")
     if found.stop_reason != "completed":
         lines.append(f"warning: the offline run ended early ({found.stop_reason}): "
                      f"{found.error}; the count covers the calls before that")

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dsh_workflow import RunRecord, StoredEvent
-from dsh_workflow._prices import cost_text, format_usd
+from dsh_workflow._prices import UNPRICED, cost_text, format_usd
 
 from .progress import ended_line, format_elapsed, kind_reason, retried_line, summary_text
 
@@ -132,8 +132,9 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
 
 def runs_table(records: Sequence[RunRecord]) -> str:
     """``runs``: id, name, status, agents, replayed, failed, cancelled, tokens, started,
-    duration (newest first, as given), with a COST column after the tokens when some listed run's cost is known
-    (``-`` for a run whose children's cost is unknown)."""
+    duration (newest first, as given), with a COST column after the tokens when some listed
+    run's cost is known (``unpriced`` for a run whose children's cost is unknown, ``-`` for one
+    that spent nothing)."""
     priced = any(record.usage.cost_usd is not None for record in records)
     rows = []
     for record in records:
@@ -150,8 +151,8 @@ def runs_table(records: Sequence[RunRecord]) -> str:
 
 
 def _cost(record: RunRecord) -> str:
-    """A run's cost for a table cell (``-``: no child's cost is known; a ``+`` marks a lower
-    bound: some children's cost is unknown)."""
+    """A run's cost for a table cell (``unpriced``: no child's cost is known; a ``+`` marks a
+    lower bound: some children's cost is unknown; ``-``: nothing was spent)."""
     unpriced = (record.result or {}).get("agents_unpriced")
     return cost_text(record.usage.cost_usd, unpriced if isinstance(unpriced, int) else 0) or "-"
 
@@ -264,13 +265,20 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
              "REPLAYED", "REASON"],
             ([str(row.seq), _one_line(row.label), _one_line(row.phase or "-"), row.outcome,
               "-" if row.tokens is None else f"{row.tokens:,}",
-              *([] if not priced else ["-" if row.cost_usd is None
-                                       else format_usd(row.cost_usd)]),
+              *([] if not priced else [_row_cost(row)]),
               "yes" if row.replayed else "no", row.reason or "-"]
              for row in rows), right=frozenset({0, 4, 5} if priced else {0, 4})))
     else:
         lines.append("no agent() calls")
     return "\n".join(lines)
+
+
+def _row_cost(row: AgentRow) -> str:
+    """An agent's cost for a table cell: dollars, ``unpriced`` when it spent tokens of unknown
+    cost, ``-`` when it reported nothing."""
+    if row.cost_usd is not None:
+        return format_usd(row.cost_usd)
+    return UNPRICED if row.tokens else "-"
 
 
 def _one_line(text: str) -> str:
@@ -316,7 +324,8 @@ class EventLines:
             elapsed = 0.0 if self.began is None else max(0.0, stored.at - self.began)
             tokens = _tokens(data.get("usage")) or 0
             usage = data.get("usage")
-            cost = None if not isinstance(usage, Mapping) else cost_text(
+            # as the live final line: a cost once one is known (``+``: a lower bound)
+            cost = None if _child_cost(usage) is None else cost_text(
                 _child_cost(usage), self.unpriced)
             return "[done] " + summary_text(str(data.get("stop_reason")), elapsed,
                                             _whole(data.get("agents_started")), self.replayed,

@@ -123,6 +123,23 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def _price(text: str) -> tuple[str, tuple[float, float]]:
+    """argparse type of ``--price MODEL=IN/OUT``: dollars per million input and output tokens,
+    each a finite amount >= 0 (the model may itself hold ``=`` or ``/``)."""
+    model, sep, pair = text.rpartition("=")
+    given, slash, taken = pair.partition("/")
+    try:
+        amounts = (float(given.strip().removeprefix("$")), float(taken.strip().removeprefix("$")))
+    except ValueError:
+        amounts = (math.nan, math.nan)
+    if not sep or not slash or not model.strip() \
+            or not all(math.isfinite(a) and a >= 0 for a in amounts):
+        raise argparse.ArgumentTypeError(
+            f"expected MODEL=IN/OUT (dollars per million input and output tokens, e.g. "
+            f"my-model=0.5/1.5), got {text!r}")
+    return model.strip(), amounts
+
+
 def _alias(text: str) -> tuple[str, str]:
     name, sep, model = text.partition("=")
     if not sep or not name.strip() or not model.strip():
@@ -151,8 +168,8 @@ def add_engine_options(parser: argparse.ArgumentParser, *,
                         help="tokens (input + output) the run may spend; past it agent() throws "
                              "BUDGET_EXCEEDED")
     parser.add_argument("--budget-usd", type=dollars, metavar="DOLLARS",
-                        help="US dollars the run may spend (its children's known costs); past "
-                             "it agent() throws BUDGET_EXCEEDED")
+                        help="US dollars the run may spend; past it agent() throws "
+                             "BUDGET_EXCEEDED (refused when a model has no price: see --price)")
     parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                         help="wall-clock limit of the run")
     parser.add_argument("--agent-timeout", type=positive_seconds, metavar="SECONDS",
@@ -166,6 +183,10 @@ def add_engine_options(parser: argparse.ArgumentParser, *,
     parser.add_argument("--model-alias", action="append", default=[], metavar="NAME=MODEL",
                         type=_alias, help="use MODEL wherever a call or an agent definition "
                         "names NAME (repeatable), e.g. --model-alias sonnet=gpt-4.1")
+    parser.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT",
+                        type=_price, help="price MODEL at IN and OUT US dollars per million "
+                        "input and output tokens, over the price data (repeatable), e.g. "
+                        "--price my-model=0.5/1.5")
 
 
 def add_agent_options(parser: argparse.ArgumentParser) -> None:
@@ -258,7 +279,8 @@ def engine_config(ns: argparse.Namespace) -> EngineConfig:
               "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
               "max_failed_agents": getattr(ns, "max_failed_agents", None),
               "budget_tokens": ns.budget, "budget_usd": ns.budget_usd,
-              "model_aliases": dict(ns.model_alias) or None}
+              "model_aliases": dict(ns.model_alias) or None,
+              "model_prices": dict(getattr(ns, "price", ())) or None}
     try:
         return EngineConfig(**{key: value for key, value in chosen.items() if value is not None})
     except ValidationError as exc:

@@ -197,10 +197,12 @@ class BudgetedTally(RunTally):
     def token_text(self) -> str:
         """``1,234 tokens``, or ``1,234 of 5,000 tokens`` under a budget; followed by the cost
         (``, $0.0123``; ``$0.0123+`` when some children's cost is unknown; ``of $1.00`` under a
-        dollar budget) once a child's cost is known or a dollar budget is set."""
+        dollar budget) once a child's cost is known or a dollar budget is set; spend of unknown
+        cost reads ``unpriced`` (``unpriced of $1.00``), never ``$0.0000``."""
         tokens = (f"{self.tokens:,} tokens" if self.budget is None
                   else f"{self.tokens:,} of {self.budget:,} tokens")
-        cost = cost_text(self.cost_usd, self.unpriced)
+        cost = None if self.cost_usd is None and self.budget_usd is None \
+            else cost_text(self.cost_usd, self.unpriced)
         if self.budget_usd is not None:
             cost = f"{cost or format_usd(0.0)} of {format_usd(self.budget_usd)}"
         return tokens if cost is None else f"{tokens}, {cost}"

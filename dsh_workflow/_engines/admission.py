@@ -27,10 +27,11 @@ from .._subagent import SubagentProvider, provider_identity, provider_info
 from .host.faults import RetryGates
 from .host.host import HostedRun
 from .host.journal import EventRecorder, RunJournal, check_resume
+from .host.pricing import unpriced_defaults
 from .script.prelude import body_line_offset
 
-__all__ = ["Admission", "EngineState", "admit", "check_agents", "check_library", "encode_args",
-           "hosted_run",
+__all__ = ["Admission", "EngineState", "admit", "check_agents", "check_library", "check_priced",
+           "encode_args", "hosted_run",
            "resolve_budget", "resolve_budget_usd", "resolve_provider", "resolve_total_cap"]
 
 
@@ -153,6 +154,8 @@ def admit(request: object, *, default_provider: SubagentProvider,
     max_total = resolve_total_cap(request.max_total_agents, config.max_total_agents)
     budget = resolve_budget(request.budget_tokens, config.budget_tokens)
     budget_usd = resolve_budget_usd(request.budget_usd, config.budget_usd)
+    if budget_usd is not None:
+        check_priced(provider, config)
     try:
         resume_from = check_resume(store, request.resume_from)
     except ValueError as exc:
@@ -163,6 +166,23 @@ def admit(request: object, *, default_provider: SubagentProvider,
                      args_text=encode_args(request.args, config.max_value_depth),
                      parent=request.parent, budget_tokens=budget, budget_usd=budget_usd,
                      args=request.args, resume_from=resume_from, rerun=rerun)
+
+
+def check_priced(provider: SubagentProvider, config: EngineConfig) -> None:
+    """Under a dollar budget, every default model of ``provider`` (its own and each route's)
+    must have a price (``model_prices`` or the price data), else the budget could count
+    nothing: refused with ``INVALID_ARGUMENT`` naming the models and both fixes. Loads the
+    price data when not yet loaded (an engine with ``budget_usd`` loads it on entry)."""
+    missing = unpriced_defaults(provider, config.model_prices)
+    if not missing:
+        return
+    names = ", ".join(repr(m) for m in missing)
+    first = missing[0]
+    raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
+        f"the dollar budget cannot be enforced: model{'s' if len(missing) > 1 else ''} {names} "
+        f"{'have' if len(missing) > 1 else 'has'} no price. Give the price in dollars per "
+        f"million input and output tokens (--price {first}=IN/OUT, or EngineConfig.model_prices"
+        f"={{{first!r}: (IN, OUT)}}), or limit tokens instead (--budget N, budget_tokens)"))
 
 
 def check_rerun(rerun: object, resume_from: str | None) -> frozenset[int]:

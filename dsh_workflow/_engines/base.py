@@ -27,6 +27,7 @@ from .._agents import AgentRegistry
 from .._config import EngineConfig
 from .._events import EventHub, RunInfo, WorkflowStarted
 from .._library import WorkflowLibrary
+from .._prices import load_async
 from .._request import WorkflowStartRequest
 from .._run import WorkflowEngine, WorkflowRun
 from .._store import RunStore
@@ -131,6 +132,9 @@ class EngineBase(WorkflowEngine, Generic[R]):
         if self._state is not EngineState.UNOPENED:
             raise RuntimeError(f"a {self._engine_name} can be entered only once")
         self._prepare()
+        if self.config.budget_usd is not None:
+            # start() checks that the default models have prices: the data loads off the loop
+            await load_async()
         if self._store is not None:
             await self._store.enter()
             self.events.subscribe(self._store.recorder)

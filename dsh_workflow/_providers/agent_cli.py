@@ -17,8 +17,10 @@ Both run the agent CLI once per child, in its non-interactive mode, with everyth
   ``result`` is the text, ``is_error: true`` or a ``subtype`` other than ``success`` is a failed
   child, ``usage`` gives the tokens (``input_tokens`` here counts every input token: Claude's
   uncached ``input_tokens`` plus ``cache_creation_input_tokens`` and
-  ``cache_read_input_tokens``, which are also the cache write and read counts) and
-  ``total_cost_usd`` is the cost the CLI reports, which wins over any price look-up.
+  ``cache_read_input_tokens``, which are also the cache write and read counts),
+  ``total_cost_usd`` is the cost the CLI reports, which wins over any price look-up (a cost
+  that is not a finite number from 0, such as ``1e999``, fails the child), and the model that
+  answered is the ``modelUsage`` entry with the most output tokens (the result's ``model``);
 
 :class:`CodexProvider` follows the **Codex CLI**'s non-interactive exec mode as its source
 defines it in ``codex-rs/exec/src/cli.rs`` and ``exec_events.rs`` (openai/codex, December 2026;
@@ -35,8 +37,8 @@ stdin, and
 - the answer is the last ``agent_message`` item of its JSON Lines events, the usage sums the
   ``turn.completed`` events' ``usage`` (``input_tokens`` includes ``cached_input_tokens``, the
   cache read count), and a ``turn.failed`` or ``error`` event is a failed child. Codex reports no
-  cost: the usage is priced for the model through ``genai-prices`` (no cost when the model is not
-  named or not in the price data).
+  cost and not the model that answered: the engine prices the usage for the call's model, else
+  the preset's (docs/embedding.md, "Cost in money").
 
 A schema call asks for the JSON in the prompt (neither CLI has a JSON-Schema option in its
 one-shot JSON mode that both share), and the answer is checked against the schema as
@@ -49,6 +51,7 @@ one-shot JSON mode that both share), and the answer is checked against the schem
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -340,6 +343,8 @@ class ClaudeCodeProvider(_AgentCliProvider):
                 return _failed(reason, stderr, kind="limit", retry_at=reset)
             return _failed(reason, stderr)
         usage = _claude_usage(reply)
+        if isinstance(usage, str):
+            return _failed(usage, stderr).model_copy(update={"error_kind": "invalid_answer"})
         text = reply.get("result")
         text = text if isinstance(text, str) else ""
         if reply.get("is_error") is True or reply.get("subtype", "success") != "success" \
@@ -350,6 +355,10 @@ class ClaudeCodeProvider(_AgentCliProvider):
                      f"claude failed ({reply.get('subtype', 'error')}, {_exit_text(returncode)})"
             return _failed(reason, stderr, usage, kind=kind, retry_at=retry_at)
         return _answered(request, text, usage)
+
+    def _answering_model(self, stdout: bytearray) -> str | None:
+        reply = _claude_result(stdout)
+        return None if reply is None else _claude_model(reply)
 
 
 def _claude_kind(reply: Mapping[str, Any], text: str,
@@ -402,11 +411,31 @@ def _claude_result(stdout: bytearray) -> dict[str, Any] | None:
     return None
 
 
-def _claude_usage(reply: Mapping[str, Any]) -> Usage | None:
+def _claude_model(reply: Mapping[str, Any]) -> str | None:
+    """The model that answered: the ``modelUsage`` key with the most output tokens (Claude
+    Code may also call a small model for its own chores), None when it reports none."""
+    found = reply.get("modelUsage")
+    if not isinstance(found, dict):
+        return None
+    models = [(_count(entry.get("outputTokens")) if isinstance(entry, dict) else 0, name)
+              for name, entry in found.items() if isinstance(name, str) and name.strip()]
+    return max(models)[1].strip()[:200] if models else None
+
+
+def _claude_usage(reply: Mapping[str, Any]) -> Usage | str | None:
+    """The usage Claude Code reports, or why its cost cannot be one (not a finite amount
+    from 0: ``1e999`` parses as infinity)."""
     usage = reply.get("usage")
     cost = reply.get("total_cost_usd")
-    cost = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) \
-        and cost >= 0 else None
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        try:
+            cost = float(cost)
+        except OverflowError:  # an integer past a float's range
+            cost = math.inf
+        if not (math.isfinite(cost) and cost >= 0):
+            return f"claude reported a cost that cannot be counted: total_cost_usd={cost}"
+    else:
+        cost = None
     if not isinstance(usage, dict):
         return None if cost is None else Usage(cost_usd=cost)
     read = _count(usage.get("cache_read_input_tokens"))

@@ -21,8 +21,9 @@ Contract of :class:`CommandProvider`:
   ``cache_read_tokens``, ``cache_write_tokens`` and ``cost_usd``, the cost the agent reports);
   the last such line in the stderr tail becomes the result's ``usage`` (also for a failed
   child), which budgets count. No such line means no usage reported; a malformed one is
-  ignored. A usage without a cost is priced for the request's model through ``genai-prices``
-  (no cost when the call names no model, or one the price data does not know).
+  ignored, and one whose numbers are not finite or negative fails the child (``error_kind``
+  ``invalid_answer``). A usage without a cost is priced by the engine for the request's model
+  (docs/embedding.md, "Cost in money").
   (The OS limits one variable's size, 128 KiB on Linux; a larger schema or system prompt makes
   the start fail with ``OSError``.)
 - **Argv placeholders.** In every ``argv`` element the exact texts ``{effort}``, ``{model}``,
@@ -79,10 +80,9 @@ from subprocess import PIPE
 
 import anyio
 import anyio.abc
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 
 from .._failure import ProviderUnavailable, argv_secrets, redact_argv
-from .._prices import priced_async
 from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .procgroup import terminate_group
 from .structured import parse_structured_reply
@@ -228,8 +228,12 @@ class CommandProvider:
             result = self._result(*args)
         else:
             result = await anyio.to_thread.run_sync(self._result, *args)  # validation: off the loop
-        usage = await priced_async(_reported_usage(stderr) or result.usage,
-                                   self._model(request))
+        usage = _reported_usage(stderr)
+        if isinstance(usage, str):
+            return SubagentResult(stop_reason="error", error=usage, error_kind="invalid_answer")
+        model = self._answering_model(stdout)
+        if model is not None:
+            result = result.model_copy(update={"model": model})
         return result if usage is None else result.model_copy(update={"usage": usage})
 
     def _stdin(self, request: SubagentRequest) -> str:
@@ -237,8 +241,12 @@ class CommandProvider:
         return request.prompt
 
     def _model(self, request: SubagentRequest) -> str | None:
-        """The model that answers ``request``, for pricing (a preset adds its default)."""
+        """The model ``request`` asks for (a preset adds its default)."""
         return request.model
+
+    def _answering_model(self, stdout: bytearray) -> str | None:
+        """The model that answered, when the output names it (a preset reads its CLI's)."""
+        return None
 
     def _child_env(self, request: SubagentRequest) -> dict[str, str]:
         env = dict(self.env)
@@ -306,16 +314,24 @@ class CommandProvider:
         return SubagentResult(stop_reason="completed", text=text, structured=value)
 
 
-def _reported_usage(stderr: bytearray) -> Usage | None:
-    """The usage of the last ``dsh-workflow-usage:`` line in the stderr tail, or None."""
+def _reported_usage(stderr: bytearray) -> Usage | str | None:
+    """The usage of the last ``dsh-workflow-usage:`` line in the stderr tail, None without a
+    well-formed one, or why its numbers cannot be a usage (not finite, negative)."""
     at = stderr.rfind(_USAGE_MARKER)
     if at < 0 or (at > 0 and stderr[at - 1] not in b"\r\n"):
         return None
     line = bytes(stderr[at + len(_USAGE_MARKER):]).split(b"\n", 1)[0]
     try:
         return Usage.model_validate_json(line)
-    except ValueError:
-        return None
+    except ValueError as exc:
+        numbers = {"greater_than_equal", "finite_number"}
+        errors = exc.errors() if isinstance(exc, ValidationError) else []
+        bad = [e for e in errors if e["type"] in numbers]
+        if not bad:
+            return None
+        where = ", ".join(str(e["loc"][0]) for e in bad if e["loc"])
+        return (f"the command reported a usage that cannot be counted ({where}: not a finite "
+                "number from 0)")
 
 
 def _with_kept_note(result: SubagentResult, worktree: Worktree) -> SubagentResult:

@@ -60,8 +60,8 @@ Contract of :class:`OpenAIProvider`:
   validates it and fails the child with kind ``invalid`` and the validator's details.
   ``usage`` sums ``prompt_tokens``/``completion_tokens`` (and
   ``prompt_tokens_details.cached_tokens`` as ``cache_read_tokens``) over every answered call of
-  the child (``None`` when the server reports none), priced for the call's model through
-  ``genai-prices`` (``cost_usd`` None when the price data does not know the model).
+  the child (``None`` when the server reports none); the result's ``model`` is the response's
+  ``model`` (the model that answered), which the engine prices the usage for.
 - **Cancellation** propagates unchanged; httpx closes the in-flight connection at once, so the
   server sees the request abandoned.
 """
@@ -81,7 +81,6 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 
 from .._failure import argv_secrets, redact
-from .._prices import priced_async
 from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .structured import parse_with_one_repair, still_invalid
 
@@ -121,13 +120,16 @@ class _Rejected(_CallFailed):
 
 
 class _ChildUsage:
-    """Token usage summed over the calls of one child."""
+    """Token usage summed over the calls of one child, and the model that answered."""
 
     def __init__(self) -> None:
         self.input = self.output = self.cached = 0
         self.seen = False
+        self.model: str | None = None  # the last response's ``model``
 
-    def add(self, usage: Any) -> None:
+    def add(self, usage: Any, model: Any = None) -> None:
+        if isinstance(model, str) and model.strip():
+            self.model = model.strip()[:200]
         if not isinstance(usage, dict):
             return
         for key, attr in (("prompt_tokens", "input"), ("completion_tokens", "output")):
@@ -273,25 +275,25 @@ class OpenAIProvider:
 
     async def run(self, request: SubagentRequest) -> SubagentResult:
         """Answer one child; failures are returned, never raised (see the module docstring).
-        The usage is priced for the model that answered (:mod:`dsh_workflow._prices`)."""
+        The result names the model that answered (the engine prices its usage)."""
         client = self._client
         if client is None:
             raise RuntimeError("OpenAIProvider.run() called outside its 'async with' block")
         model = request.model or self.model
-        result = await self._answer(client, request, model)
-        if result.usage is None:
+        spent = _ChildUsage()
+        result = await self._answer(client, request, model, spent)
+        if spent.model is None:
             return result
-        return result.model_copy(update={"usage": await priced_async(result.usage, model)})
+        return result.model_copy(update={"model": spent.model})
 
     async def _answer(self, client: httpx.AsyncClient, request: SubagentRequest,
-                      model: str) -> SubagentResult:
+                      model: str, spent: _ChildUsage) -> SubagentResult:
         schema = request.schema
         messages: list[dict[str, str]] = []
         if request.agent is not None and request.agent.system_prompt:
             messages.append({"role": "system", "content": request.agent.system_prompt})
         messages.append({"role": "user", "content": request.prompt})
         effort = _REASONING_EFFORT[request.effort] if request.effort is not None else None
-        spent = _ChildUsage()
         limit = request.max_output_tokens
 
         async def ask_again(previous: str, repair: str) -> str:
@@ -345,7 +347,7 @@ class OpenAIProvider:
         if effort is not None and model not in self._effort_rejected:
             body[_EFFORT_PARAMETER] = effort
         data = await self._post_adapting(client, model, body)
-        spent.add(data.get("usage"))
+        spent.add(data.get("usage"), data.get("model"))
         try:
             choice = data["choices"][0]
             message = choice["message"]

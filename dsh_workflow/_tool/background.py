@@ -66,7 +66,8 @@ class BackgroundStatus:
         """The status as data: ``state`` is ``running`` until the run's end, then its stop
         reason, with ``error_code`` set once it ended without completing; ``agents_done`` counts
         completed children, ``agents_failed`` the failed ones and ``agents_cancelled`` those the
-        run's stop cancelled."""
+        run's stop cancelled; ``cost_usd`` is the known costs' sum (None: none known) and
+        ``agents_unpriced`` the children whose cost is unknown."""
         tally = self.tally
         ended = tally.ended
         return {"run_id": self.run_id, "name": self.name,
@@ -75,6 +76,7 @@ class BackgroundStatus:
                 "agents_done": tally.outcomes["completed"],
                 "agents_failed": tally.failed, "agents_cancelled": tally.cancelled,
                 "agents_replayed": tally.replayed, "tokens": tally.tokens,
+                "cost_usd": tally.cost_usd, "agents_unpriced": tally.unpriced,
                 "elapsed_s": round(tally.elapsed(), 3),
                 "error_code": None if ended is None or ended.error_code is None
                 else ended.error_code.value}

@@ -339,14 +339,20 @@ def unknown_run_text(run_id: str) -> str:
 
 
 def status_text(status: dict[str, Any]) -> str:
+    """One line: state, phase, agents, tokens, the cost once some was spent (``unpriced`` for
+    spend of unknown cost, never ``$0.0000``) and the elapsed time."""
+    from .._prices import cost_text
+
     phase = status["phase"] or "-"
+    cost = cost_text(status.get("cost_usd"), status.get("agents_unpriced") or 0)
     return (f'workflow "{status["name"]}" (run {status["run_id"]}): {status["state"]}; phase: '
             f'{phase}; agents: {status["agents_running"]} running, {status["agents_done"]} done, '
             f'{status["agents_failed"]} failed'
             + (f', {status["agents_cancelled"]} cancelled' if status.get("agents_cancelled")
                else "")
             + (f', {status["agents_replayed"]} replayed' if status["agents_replayed"] else "")
-            + f'; tokens: {status["tokens"]}; elapsed: {status["elapsed_s"]:.1f}s')
+            + f'; tokens: {status["tokens"]}' + (f"; cost: {cost}" if cost else "")
+            + f'; elapsed: {status["elapsed_s"]:.1f}s')
 
 
 def cancel_text(run_id: str, cancelled: bool) -> str:

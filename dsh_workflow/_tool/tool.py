@@ -499,6 +499,8 @@ class WorkflowTool:
                                       self._max_result_chars, result.warnings)
             data: dict[str, Any] = {"run_id": run.id, "agents_started": result.agents_started,
                                     "usage": result.usage.model_dump(), "result": result.value}
+            if result.agents_unpriced:  # usage's cost_usd is a lower bound, or absent
+                data["agents_unpriced"] = result.agents_unpriced
             if result.warnings:
                 data["warnings"] = list(result.warnings)
             return ToolResult(text=text, data=data)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -154,3 +155,73 @@ def test_logs_final_line_carries_the_cost(tmp_path: Path) -> None:
     run_id = json.loads(cli("runs", "--json", cwd=tmp_path, store=store).stdout)[0]["id"]
     logs = cli("logs", run_id, cwd=tmp_path, store=store)
     assert logs.stdout.splitlines()[-1].endswith("2,200 tokens, $0.1250+")
+
+
+# ---- prices at the seam, and a dollar budget never silently unenforced ----------------------
+
+
+def test_spend_of_unknown_cost_reads_unpriced_never_zero_dollars(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    script = write_script(tmp_path, "return [await agent('cost:0.125'), "
+                                    "await agent('b', {model: 'my-own-model'})];")
+    command = agent_command(tmp_path)
+    done = cli("run", script, "--provider", "command", "--command", command,
+               cwd=tmp_path, store=store)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1].endswith("2,200 tokens, $0.1250+")
+    run_id = json.loads(cli("runs", "--json", cwd=tmp_path, store=store).stdout)[0]["id"]
+    shown = cli("show", run_id, cwd=tmp_path, store=store).stdout
+    assert "2,200 tokens, $0.1250+" in shown
+    assert re.search(r"2\s+b\s+-\s+completed\s+1,100\s+unpriced", shown), shown  # per agent
+    # a run none of whose spend is priced, under a dollar budget (a token budget holds too)
+    unknown = write_script(tmp_path, "return await agent('b', {model: 'my-own-model'});")
+    capped = cli("run", unknown, "--provider", "command", "--command", command,
+                 "--budget-usd", "1", "--budget", "100000", cwd=tmp_path, store=store)
+    assert capped.returncode == 0, capped.stderr
+    assert "1,100 of 100,000 tokens, unpriced of $1.00\n" in capped.stderr  # the final line
+    assert "the dollar budget cannot count agent 1: model 'my-own-model' has no price" \
+        in capped.stderr  # and the result's warning
+    assert "$0.0000" not in capped.stderr
+    listed = cli("runs", cwd=tmp_path, store=store).stdout
+    assert "unpriced" in listed and "$0.1250+" in listed and "$0.0000" not in listed
+
+
+def test_price_prices_a_model_the_price_data_does_not_know(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    script = write_script(tmp_path, "return await agent('a', {model: 'my-own-model'});")
+    done = cli("run", script, "--provider", "command", "--command", agent_command(tmp_path),
+               "--price", "my-own-model=1/2", "--budget-usd", "1", cwd=tmp_path, store=store)
+    assert done.returncode == 0, done.stderr
+    # 1,000 input tokens at $1 and 100 output tokens at $2 per million
+    assert "1,100 tokens, $0.0012 of $1.00" in done.stderr
+    bad = cli("run", script, "--price", "my-own-model=1", cwd=tmp_path, store=store)
+    assert bad.returncode == 2 and "MODEL=IN/OUT" in bad.stderr
+
+
+def test_a_dollar_budget_on_a_model_without_a_price_is_refused_at_start(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    script = write_script(tmp_path, "return await agent('a');")
+    done = cli("run", script, "--provider", "openai", "--model", "my-own-model", "--base-url",
+               "http://127.0.0.1:9/v1", "--budget-usd", "0.5", cwd=tmp_path, store=store)
+    assert done.returncode == 2, done.stderr
+    assert "'my-own-model' has no price" in done.stderr
+    assert "--price my-own-model=IN/OUT" in done.stderr and "--budget" in done.stderr
+    assert json.loads(cli("runs", "--json", cwd=tmp_path, store=store).stdout) == []
+
+
+def test_a_child_the_dollar_budget_cannot_count_ends_the_run_or_warns(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    script = write_script(tmp_path, "return [await agent('cost:0.001'), "
+                                    "await agent('b', {model: 'my-own-model'})];")
+    command = agent_command(tmp_path)
+    done = cli("run", script, "--provider", "command", "--command", command,
+               "--budget-usd", "1", cwd=tmp_path, store=store)
+    assert done.returncode == 1
+    assert "BUDGET_EXCEEDED: the dollar budget cannot count agent 2: model 'my-own-model' has " \
+           "no price" in done.stderr
+    warned = cli("run", script, "--provider", "command", "--command", command,
+                 "--budget-usd", "1", "--budget", "100000", "--json", cwd=tmp_path, store=store)
+    assert warned.returncode == 0, warned.stderr
+    result = json.loads(warned.stdout)
+    assert "the dollar budget cannot count agent 2: model 'my-own-model' has no price; only " \
+           "the token budget limits it" in json.dumps(result)

@@ -92,6 +92,31 @@ def test_estimate_json_prices_the_projected_tokens(script: Path, tmp_path: Path)
     assert not store.exists()
 
 
+def test_estimate_prices_by_the_runs_rules_price_and_aliases(script: Path,
+                                                             tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite3"
+    done = cli("run", script, *ARGS, "--estimate", "--json", "--price", "no-such-model=10/20",
+               "--price", "gpt-4o=0/0", cwd=tmp_path, store=store)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    report = found["models"]["no-such-model"]
+    assert report["cost_usd"] == pytest.approx([
+        (report["input_tokens"][end] * 10 + report["output_tokens"][end] * 20) / 1e6
+        for end in (0, 1)])
+    assert found["models"]["gpt-4o"]["cost_usd"] == [0.0, 0.0]  # --price wins over the data
+    assert found["unpriced_agents"] == 0
+    aliased = tmp_path / "alias.js"
+    aliased.write_text(SCRIPT.replace("'gpt-4o'", "'sonnet[1m]'"), encoding="utf-8")
+    done = cli("run", aliased, *ARGS, "--estimate", "--json", cwd=tmp_path, store=store)
+    sonnet = json.loads(done.stdout)["models"]["sonnet[1m]"]
+    from dsh_workflow._prices import CLAUDE_CODE_ALIASES
+
+    expected = genai_prices.calc_price(genai_prices.Usage(
+        input_tokens=sonnet["input_tokens"][1], output_tokens=sonnet["output_tokens"][1]),
+        model_ref=CLAUDE_CODE_ALIASES["sonnet"]).total_price
+    assert sonnet["cost_usd"][1] == pytest.approx(float(expected))
+
+
 def test_confirm_above_refuses_without_a_terminal_unless_yes(script: Path,
                                                              tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"

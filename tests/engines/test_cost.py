@@ -153,8 +153,9 @@ await agent('cost:0.25');
 await agent('free:x');
 return {before, after: budget.spentUsd(), total: budget.totalUsd,
         frozen: Object.isFrozen(budget)};"""
+    # A child without a known cost cannot be counted: under a token budget too it is a warning.
     _, capped = await run_script(make_engine, None, script,
-                                 config=EngineConfig(budget_usd=2.5))
+                                 config=EngineConfig(budget_usd=2.5, budget_tokens=10_000))
     assert capped.value == {"before": [2.5, 0], "after": 0.25, "total": 2.5, "frozen": True}
     _, unlimited = await run_script(make_engine, None, script)
     assert unlimited.value == {"before": [None, 0], "after": 0.25, "total": None,
@@ -180,11 +181,27 @@ return out;"""
 
 
 @pytest.mark.anyio
-async def test_unknown_costs_do_not_spend_the_dollar_budget(make_engine: Any) -> None:
+async def test_a_child_the_dollar_budget_cannot_count_ends_the_run(make_engine: Any) -> None:
     script = "const out = []; for (const p of args) out.push(await agent(p)); return out;"
-    _, result = await run_script(make_engine, None, script, args=["free:a", "free:b", "free:c"],
+    _, result = await run_script(make_engine, None, script, args=["cost:0.001", "free:b", "free:c"],
                                  config=EngineConfig(budget_usd=0.01))
-    assert result.stop_reason == "completed" and result.agents_started == 3
+    assert result.stop_reason == "error" and result.error is not None
+    assert result.error_code == WorkflowErrorCode.BUDGET_EXCEEDED
+    assert result.error.startswith("BUDGET_EXCEEDED: the dollar budget cannot count agent 2: "
+                                   "its provider named no model and reported no cost")
+    assert "--price" in result.error and "--budget" in result.error
+    assert result.agents_started == 2
+
+
+@pytest.mark.anyio
+async def test_under_a_token_budget_too_an_uncounted_child_is_a_warning(make_engine: Any) -> None:
+    script = "const out = []; for (const p of args) out.push(await agent(p, {model: 'my-own'}));" \
+             " return out;"
+    _, result = await run_script(make_engine, None, script, args=["free:a", "free:b"],
+                                 config=EngineConfig(budget_usd=0.01, budget_tokens=1_000))
+    assert result.stop_reason == "completed" and result.agents_started == 2
+    assert result.warnings == ("the dollar budget cannot count agent 1: model 'my-own' has no "
+                               "price; only the token budget limits it",)
 
 
 def test_the_dollar_budget_must_be_positive_and_finite() -> None:

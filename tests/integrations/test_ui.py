@@ -183,7 +183,7 @@ def test_the_list_shows_finished_runs_newest_first(
     assert cells[1:6] == ["completed", "6", "0", "0", str(made[2]["research-report"])]
     assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", cells[6])
     assert re.match(r"[\d.]+ (ms|s)", cells[7])
-    assert cells[8] == "—"  # echo children have no cost
+    assert cells[8] == "unpriced"  # echo children report tokens but no cost: never $0.0000
     resumed = page.locator(f'tr.run[data-id="{names["research-resumed"]}"] td')
     assert resumed.nth(3).inner_text() == "5"  # replayed
     page.screenshot(path=str(tmp_path / "list.png"), full_page=True)
@@ -1081,8 +1081,10 @@ def test_the_run_row_shows_the_cost_and_marks_a_lower_bound() -> None:
                                                    "agents_unpriced": 1},
                        usage=Usage(input_tokens=5, output_tokens=5, cost_usd=0.5))
     assert run_row(record).cost == "$0.5000+"
-    free = record.model_copy(update={"usage": Usage(input_tokens=5, output_tokens=5)})
-    assert run_row(free).cost == "—"
+    unknown = record.model_copy(update={"usage": Usage(input_tokens=5, output_tokens=5)})
+    assert run_row(unknown).cost == "unpriced"  # spend of unknown cost, never $0.0000
+    nothing = record.model_copy(update={"usage": Usage(), "result": {"stop_reason": "completed"}})
+    assert run_row(nothing).cost == "—"
 
 
 # -- cost in money (docs/embedding.md, "Cost in money") ----------------------------------------------------
@@ -1116,5 +1118,19 @@ def test_the_list_and_the_run_page_show_a_runs_cost(page: Any, tmp_path: pathlib
         page.goto(served.url + row.locator("a").first.get_attribute("href"))
         _ended(page)
         assert page.inner_text("#cost-count") == "$0.6250+"
+        # a run none of whose spend could be priced reads "unpriced", never $0.0000
+        script.write_text("export const meta = {name: 'unpriced', description: 'costs'};\n"
+                          "return [await agent('free'), await agent('free')];\n")
+        again = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", str(script),
+                                "--store", store, "--provider", "command", "--command",
+                                f"{sys.executable} {agent}"], env=env, capture_output=True,
+                               text=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        page.goto(served.url)
+        row = page.locator("tr.run").first
+        assert row.locator("td").nth(7).inner_text() == "unpriced"
+        page.goto(served.url + row.locator("a").first.get_attribute("href"))
+        _ended(page)
+        assert page.inner_text("#cost-count") == "unpriced"
     finally:
         assert served.stop() == 0

@@ -75,6 +75,7 @@ async def test_claude_gets_its_flags_and_the_answer_usage_and_cost_come_from_its
     assert result.usage == Usage(input_tokens=1234 + 450 + 8900, output_tokens=567,
                                  cache_read_tokens=8900, cache_write_tokens=450,
                                  cost_usd=0.0432)  # the reported cost wins
+    assert result.model == "claude-sonnet-4-5"  # modelUsage names the model that answered
     (call,) = calls(logs["claude"])
     assert call["stdin"] == "hello there"
     assert call["argv"] == ["-p", "--output-format", "json", "--model=claude-sonnet-4-5",
@@ -103,19 +104,17 @@ async def test_claude_call_model_wins_and_failures_and_schemas(logs: dict[str, P
 
 
 @pytest.mark.anyio
-async def test_codex_gets_its_flags_and_its_usage_is_priced_from_the_model(
+async def test_codex_gets_its_flags_and_leaves_its_usage_to_the_engine_to_price(
         logs: dict[str, Path]) -> None:
     provider = CodexProvider(model="gpt-4o", env=fake_env(logs))
     result = await provider.run(request(effort="max", agent=REVIEWER))
     assert result.stop_reason == "completed"
     assert result.text == "codex says: hello there"  # the last agent_message
-    expected = genai_prices.calc_price(
-        genai_prices.Usage(input_tokens=2345, output_tokens=678, cache_read_tokens=1200),
-        model_ref="gpt-4o").total_price
     assert result.usage is not None
     assert (result.usage.input_tokens, result.usage.output_tokens,
             result.usage.cache_read_tokens) == (2345, 678, 1200)
-    assert result.usage.cost_usd == pytest.approx(float(expected))
+    # Codex reports neither a cost nor the model that answered: the engine prices it
+    assert result.usage.cost_usd is None and result.model is None
     (call,) = calls(logs["codex"])
     assert call["stdin"] == "hello there"
     assert call["argv"] == ["exec", "--json", "--skip-git-repo-check", "--model=gpt-4o",
@@ -132,7 +131,7 @@ async def test_codex_failures_schemas_and_an_unknown_model(logs: dict[str, Path]
     typed = await provider.run(request("JSON please", schema=SCHEMA, agent=WRITER,
                                        effort="low"))
     assert typed.structured == {"n": 7}
-    assert typed.usage is not None and typed.usage.cost_usd is None  # no model: no price
+    assert typed.usage is not None and typed.usage.cost_usd is None  # priced by the engine
     _, second = calls(logs["codex"])
     assert second["argv"] == ["exec", "--json", "--skip-git-repo-check",
                               '--config=model_reasoning_effort="low"',
@@ -204,6 +203,10 @@ def test_the_cli_runs_the_presets_found_on_path(logs: dict[str, Path], tmp_path:
     done = cli("run", "wf.js", "--provider", "codex", "--model", "gpt-4o", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == "codex says: summarize the repo"
+    expected = genai_prices.calc_price(  # priced by the engine for the preset's model
+        genai_prices.Usage(input_tokens=2345, output_tokens=678, cache_read_tokens=1200),
+        model_ref="gpt-4o").total_price
+    assert f"${float(expected):.4f}" in done.stderr
     assert calls(logs["codex"])[0]["argv"][3:5] == ["--model=gpt-4o",
                                                     '--config=model_reasoning_effort="medium"']
 
@@ -350,3 +353,34 @@ def test_a_reset_in_an_unknown_zone_is_read_in_the_local_one(
         monkeypatch.undo()
         time.tzset()
     assert found == datetime(2026, 3, 2, 6, 0, tzinfo=UTC)  # 15:00 in Tokyo, next day
+
+
+HOSTILE_CLAUDE = """#!/usr/bin/env python3
+import sys
+prompt = sys.stdin.read()
+cost = "1e999" if "COST" in prompt else "0.01"
+tokens = "1" + "0" * 400 if "TOKENS" in prompt else "10"
+print('{"type": "result", "subtype": "success", "is_error": false, "result": "hi", '
+      '"total_cost_usd": %s, "usage": {"input_tokens": %s, "output_tokens": 1}}' % (cost, tokens))
+"""
+
+
+@pytest.mark.anyio
+async def test_claudes_hostile_numbers_fail_the_child_and_never_raise(tmp_path: Path) -> None:
+    fake = tmp_path / "claude"
+    fake.write_text(HOSTILE_CLAUDE)
+    fake.chmod(0o755)
+    provider = ClaudeCodeProvider(str(fake), env=agent_cli_env())
+    costly = await provider.run(request("a COST of infinity"))
+    assert costly.stop_reason == "error" and costly.error_kind == "invalid_answer"
+    assert "total_cost_usd=inf" in (costly.error or "")
+    many = await provider.run(request("TOKENS past any bound"))  # the engine bounds these
+    assert many.usage is not None and many.usage.input_tokens == 10**400
+    script = "return [await agent('TOKENS'), await agent('COST'), await agent('plain')];"
+    async with QuickJSEngine(EngineConfig(), provider=provider) as engine:
+        run = engine.start(WorkflowStartRequest(meta={"name": "n", "description": "d"},
+                                                script=script))
+        with anyio.fail_after(60):
+            result = await run.result()
+    assert result.stop_reason == "completed" and result.value == [None, None, "hi"]
+    assert result.agents_failed == 2 and result.usage.cost_usd == pytest.approx(0.01)

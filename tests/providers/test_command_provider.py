@@ -379,14 +379,25 @@ async def test_usage_of_a_failed_child_counts_and_bad_lines_are_ignored() -> Non
     result = await failing.run(request())
     assert result.stop_reason == "error" and result.usage is not None
     assert result.usage.input_tokens == 5
-    for line in ('dsh-workflow-usage: {"input_tokens": -1}', "dsh-workflow-usage: not json",
-                 'say dsh-workflow-usage: {"input_tokens": 3}'):
+    for line in ("dsh-workflow-usage: not json", 'say dsh-workflow-usage: {"input_tokens": 3}'):
         bad = python(f"""
             import sys
             print({line!r}, file=sys.stderr)
             print("ok")
         """)
-        assert (await bad.run(request())).usage is None, line
+        ignored = await bad.run(request())
+        assert ignored.stop_reason == "completed" and ignored.usage is None, line
+    # numbers no usage can hold fail the child, never raise (SPEC §24)
+    for line in ('dsh-workflow-usage: {"input_tokens": -1}',
+                 'dsh-workflow-usage: {"input_tokens": 1, "cost_usd": 1e999}'):
+        hostile = python(f"""
+            import sys
+            print({line!r}, file=sys.stderr)
+            print("ok")
+        """)
+        refused = await hostile.run(request())
+        assert refused.stop_reason == "error" and refused.error_kind == "invalid_answer", line
+        assert refused.usage is None and "cannot be counted" in (refused.error or "")
     silent = python("print('no usage')")
     assert (await silent.run(request())).usage is None
 

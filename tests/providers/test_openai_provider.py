@@ -832,32 +832,50 @@ def _with_cached(content: str, prompt: int, completion_tokens: int, cached: int)
     return lambda handler, body: handler.send_json(200, reply)
 
 
+async def _priced_child(provider: OpenAIProvider, model: str | None = None) -> Usage | None:
+    """The usage of one child the engine ran on ``provider`` (the engine prices it)."""
+    ended: list[AgentEnded] = []
+    script = "return await agent('x', args.model ? {model: args.model} : {});"
+    async with QuickJSEngine(EngineConfig(), provider=provider) as engine:
+        engine.events.subscribe(lambda e: ended.append(e) if isinstance(e, AgentEnded) else None)
+        run = engine.start(WorkflowStartRequest(meta={"name": "p", "description": "d"},
+                                                script=script, args={"model": model}))
+        with anyio.fail_after(30):
+            result = await run.result()
+    assert result.stop_reason == "completed", result.error
+    return ended[0].usage
+
+
 @pytest.mark.anyio
 async def test_usage_is_priced_from_the_price_library_with_cached_tokens(server: FakeOpenAI) -> None:
     import genai_prices
 
     server.script = [_with_cached("priced", 2000, 300, 1500)]
     async with server.provider(model="gpt-4o") as provider:
-        result = await provider.run(request())
-    assert result.usage is not None
-    assert (result.usage.input_tokens, result.usage.output_tokens) == (2000, 300)
-    assert result.usage.cache_read_tokens == 1500
+        alone = await provider.run(request())
+        server.script = [_with_cached("priced", 2000, 300, 1500)]
+        usage = await _priced_child(provider)
+    assert alone.usage is not None and alone.usage.cost_usd is None  # the engine prices it
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens) == (2000, 300)
+    assert usage.cache_read_tokens == 1500
     expected = genai_prices.calc_price(
         genai_prices.Usage(input_tokens=2000, output_tokens=300, cache_read_tokens=1500),
         model_ref="gpt-4o").total_price
-    assert result.usage.cost_usd == pytest.approx(float(expected))
+    assert usage.cost_usd == pytest.approx(float(expected))
     uncached = genai_prices.calc_price(genai_prices.Usage(input_tokens=2000, output_tokens=300),
                                        model_ref="gpt-4o").total_price
-    assert result.usage.cost_usd < float(uncached)  # cache reads are cheaper: the rate applied
+    assert usage.cost_usd is not None
+    assert usage.cost_usd < float(uncached)  # cache reads are cheaper: the rate applied
 
 
 @pytest.mark.anyio
 async def test_an_unknown_model_has_no_cost_never_a_guess(server: FakeOpenAI) -> None:
     server.script = [chat("x", usage=(100, 10))]
     async with server.provider(model="no-such-model-anywhere") as provider:
-        result = await provider.run(request())
-    assert result.usage == Usage(input_tokens=100, output_tokens=10)
-    assert result.usage.cost_usd is None
+        usage = await _priced_child(provider)
+    assert usage == Usage(input_tokens=100, output_tokens=10)
+    assert usage.cost_usd is None
 
 
 @pytest.mark.anyio
@@ -866,10 +884,28 @@ async def test_the_calls_own_model_is_the_one_priced(server: FakeOpenAI) -> None
 
     server.script = [chat("x", usage=(1000, 100))]
     async with server.provider(model="no-such-model-anywhere") as provider:
-        result = await provider.run(request(model="gpt-4o-mini"))
+        usage = await _priced_child(provider, "gpt-4o-mini")
     expected = genai_prices.calc_price(genai_prices.Usage(input_tokens=1000, output_tokens=100),
                                        model_ref="gpt-4o-mini").total_price
-    assert result.usage is not None and result.usage.cost_usd == pytest.approx(float(expected))
+    assert usage is not None and usage.cost_usd == pytest.approx(float(expected))
+
+
+@pytest.mark.anyio
+async def test_the_model_that_answered_is_the_result_s_and_the_one_priced(
+        server: FakeOpenAI) -> None:
+    import genai_prices
+
+    def answered(handler: _Handler, body: dict[str, Any]) -> None:
+        handler.send_json(200, {**completion("x", (1000, 100)), "model": "gpt-4o-mini"})
+
+    server.script = [answered, answered]
+    async with server.provider(model="gpt-4o") as provider:
+        alone = await provider.run(request())
+        usage = await _priced_child(provider)
+    assert alone.model == "gpt-4o-mini"
+    expected = genai_prices.calc_price(genai_prices.Usage(input_tokens=1000, output_tokens=100),
+                                       model_ref="gpt-4o-mini").total_price
+    assert usage is not None and usage.cost_usd == pytest.approx(float(expected))
 
 
 # -- the engine retries and decides (SPEC §23, docs/providers.md "Faults and retries") ----------

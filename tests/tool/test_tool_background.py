@@ -160,3 +160,32 @@ async def test_description_names_what_a_single_providers_children_can_do() -> No
         description = WorkflowTool(engine).description
     assert f"Children: {EchoProvider().description}." in description
     assert "no tools, no files" in description
+
+
+@pytest.mark.anyio
+async def test_the_status_text_shows_spend_of_unknown_cost_as_unpriced(make_engine: Any) -> None:
+    from dsh_workflow import SubagentRequest, SubagentResult, Usage
+    from dsh_workflow.testing import FunctionProvider
+
+    def reply(request: SubagentRequest) -> SubagentResult:
+        cost = 0.25 if request.prompt == "paid" else None
+        return SubagentResult(text="ok", usage=Usage(input_tokens=10, output_tokens=5,
+                                                     cost_usd=cost))
+
+    async with make_engine(EngineConfig(), FunctionProvider(reply)) as engine:
+        async with WorkflowTool(engine, background=True) as tool:
+            for script, cost in (("return await agent('free');", "unpriced"),
+                                 ("await agent('free'); return await agent('paid');", "$0.2500+"),
+                                 ("return 1;", None)):
+                run_id = run_id_of(await tool.execute(call(script)))
+                with anyio.fail_after(10):
+                    async for completion in tool.completions():  # noqa: B007 - the first one
+                        break
+                status = tool.status(run_id)
+                assert status.data is not None and status.data["state"] == "completed"
+                if cost is None:
+                    assert "cost:" not in status.text and "$" not in status.text
+                else:
+                    assert f"; cost: {cost};" in status.text and "$0.0000" not in status.text
+                unpriced = 0 if cost is None else 1
+                assert (completion.data or {}).get("agents_unpriced", 0) == unpriced

@@ -6,9 +6,22 @@ import time
 
 import genai_prices
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from dsh_workflow import Usage
-from dsh_workflow._prices import cost_text, cost_usd, format_usd, priced
+from dsh_workflow._prices import (
+    CLAUDE_CODE_ALIASES,
+    MAX_CHILD_COST_USD,
+    MAX_CHILD_TOKENS,
+    cost_text,
+    cost_usd,
+    format_usd,
+    has_price,
+    priced,
+    priced_as,
+    usage_problem,
+)
 
 
 def _library(model: str, **tokens: int) -> float:
@@ -67,6 +80,7 @@ def test_money_is_shown_with_a_lower_bound_marker() -> None:
     assert format_usd(12.3) == "$12.30"
     assert cost_text(None) is None
     assert cost_text(0.5, unpriced=2) == "$0.5000+"
+    assert cost_text(None, unpriced=3) == "unpriced"  # spend of unknown cost: never $0.0000
 
 
 def test_usage_refuses_a_negative_or_infinite_cost() -> None:
@@ -110,3 +124,49 @@ def test_pricing_a_known_model_is_cheap_once_looked_up() -> None:
         cost_usd(usage, "gpt-4o")
     # The library's own calculation takes about 1.5 ms a call: 1,000 calls would take seconds.
     assert time.perf_counter() - started < 0.5
+
+
+def test_model_prices_win_over_the_price_data_and_price_unknown_models() -> None:
+    usage = Usage(input_tokens=2_000_000, output_tokens=500_000, cache_read_tokens=1_000_000)
+    prices = {"my-model": (0.5, 1.5), "gpt-4o": (1.0, 1.0)}
+    assert cost_usd(usage, "my-model", prices) == pytest.approx(2 * 0.5 + 0.5 * 1.5)
+    assert cost_usd(usage, "gpt-4o", prices) == pytest.approx(2.5)  # every input token
+    assert cost_usd(usage, "gpt-4o") != pytest.approx(2.5)
+    assert cost_usd(usage, "my-model") is None
+    assert has_price("my-model", prices) and not has_price("my-model")
+    assert priced(Usage(input_tokens=1_000_000), "my-model", prices) == Usage(
+        input_tokens=1_000_000, cost_usd=0.5)
+
+
+def test_claude_code_aliases_resolve_through_one_table() -> None:
+    assert set(CLAUDE_CODE_ALIASES) == {"sonnet", "opus", "haiku"}
+    for alias, model in CLAUDE_CODE_ALIASES.items():
+        assert priced_as(alias) == priced_as(f"{alias}[1m]") == model
+        assert has_price(alias)
+    assert priced_as("gpt-4o") == "gpt-4o" and priced_as("sonnet-x") == "sonnet-x"
+    # a price given for the alias itself wins over the table
+    assert cost_usd(Usage(input_tokens=1_000_000), "sonnet", {"sonnet": (7.0, 0.0)}) == 7.0
+
+
+_NUMBERS = st.one_of(st.integers(min_value=-10**30, max_value=10**30),
+                     st.integers(min_value=10**300, max_value=10**400),
+                     st.floats(allow_nan=True, allow_infinity=True),
+                     st.booleans(), st.none(), st.text(max_size=3))
+
+
+@given(tokens=st.lists(_NUMBERS, min_size=4, max_size=4),
+       cost=st.one_of(st.none(), _NUMBERS))
+@example(tokens=[0, 0, 0, 0], cost=10**400)  # past a float's range: never converted
+@example(tokens=[10**400, 0, 0, -1], cost=float("nan"))
+@example(tokens=[MAX_CHILD_TOKENS, 0, 0, 0], cost=MAX_CHILD_COST_USD)
+def test_usage_problem_accepts_exactly_the_bounded_numbers_and_never_raises(
+        tokens: list[object], cost: object) -> None:
+    names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    usage = Usage.model_construct(**dict(zip(names, tokens, strict=True)), cost_usd=cost)
+    problem = usage_problem(usage)
+    counts_ok = all(type(t) is int and 0 <= t <= MAX_CHILD_TOKENS for t in tokens)
+    cost_ok = cost is None or (type(cost) in (int, float)
+                               and 0 <= cost <= MAX_CHILD_COST_USD)  # type: ignore[operator]
+    assert (problem is None) == (counts_ok and cost_ok)
+    if problem is not None:
+        assert problem.startswith("the provider reported ") and len(problem) < 200

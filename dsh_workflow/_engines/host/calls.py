@@ -26,7 +26,14 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from ..._store import CallRow, JournalEntry
 from ..._store.encoding import text_or_none
-from ..._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage, provider_info
+from ..._subagent import (
+    ProviderInfo,
+    SubagentProvider,
+    SubagentRequest,
+    SubagentResult,
+    Usage,
+    provider_info,
+)
 
 __all__ = ["OPEN_WRITE_S", "CallLog", "RecordingProvider", "default_model", "encode_json"]
 
@@ -249,6 +256,11 @@ class RecordingProvider:
     def __init__(self, provider: SubagentProvider, log: CallLog) -> None:
         self.inner = provider
         self._log = log
+
+    @property
+    def info(self) -> ProviderInfo:
+        """The wrapped provider's declaration (the engine prices its children by it)."""
+        return provider_info(self.inner)
 
     async def run(self, request: SubagentRequest) -> SubagentResult:
         log = self._log

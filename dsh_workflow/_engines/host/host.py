@@ -352,11 +352,12 @@ class HostedRun(WorkflowRun):
         if isinstance(self._cause, Fault):
             self._stop()
 
-    def _agents_failed(self, text: str, seq: int | None = None) -> None:
+    def _agents_failed(self, text: str, seq: int | None = None,
+                       code: WorkflowErrorCode = WorkflowErrorCode.AGENT_FAILED) -> None:
         """The children's fault ends the run: a provider unavailable for every child, or the
-        failure ceiling passed (``text`` starts with ``AGENT_FAILED:``; ``seq``: the agent
-        whose failure ended it)."""
-        self._record(Fault(text, code=WorkflowErrorCode.AGENT_FAILED, agent=seq))
+        failure ceiling passed (``text`` starts with ``AGENT_FAILED:``), or a child the dollar
+        budget cannot count (``BUDGET_EXCEEDED``); ``seq``: the agent whose failure ended it."""
+        self._record(Fault(text, code=code, agent=seq))
         self._stop()
 
     # ---- the run store ---------------------------------------------------------------------
@@ -421,7 +422,8 @@ class HostedRun(WorkflowRun):
                               failed=self._calls.failed, cancelled=self._calls.cancelled,
                               replayed=self._hooks.replayed, usage=self._spend.usage(),
                               text=self._text, config=self._config,
-                              unpriced=self._spend.unpriced)
+                              unpriced=self._spend.unpriced,
+                              warnings=self._children.warnings)
         self._result = result
         self._state = _SETTLED
         if self._journal is not None:

@@ -49,6 +49,8 @@ class ChildCall:
     failure: AgentFailure | None = None  # why it did not complete (AgentEnded.error)
     throw: bool = False  # failure: "throw": a failed child rejects with an AgentFailure
     fatal: str | None = None  # the run's end when its provider is unavailable
+    fatal_code: WorkflowErrorCode = WorkflowErrorCode.AGENT_FAILED  # that end's code
+    uncounted: str | None = None  # why the dollar budget cannot count its usage
 
 
 class CallLedger:

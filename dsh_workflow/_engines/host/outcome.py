@@ -8,6 +8,7 @@ rewrites stack-frame positions to the script's own lines (for results and logged
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ..._config import EngineConfig
 from ..._errors import ENGINE_FAILED, SCRIPT_FAILED, WorkflowErrorCode
@@ -169,11 +170,15 @@ def _unbounded_result(cause: StopCause | None, started: int, text: ScriptText,
 
 def final_result(cause: StopCause | None, *, started: int, replayed: int, usage: Usage | None,
                  text: ScriptText, config: EngineConfig, failed: int = 0,
-                 unpriced: int = 0, cancelled: int = 0) -> WorkflowResult:
+                 unpriced: int = 0, cancelled: int = 0,
+                 warnings: Sequence[str] = ()) -> WorkflowResult:
     """The run's one result for its stop cause: ``started`` children (``failed`` of them
-    failed, ``cancelled`` were cancelled), ``replayed`` from the journal, ``usage`` reported (None: none),
-    ``unpriced`` children whose cost is unknown; an error is cut at ``max_error_chars``."""
+    failed, ``cancelled`` were cancelled), ``replayed`` from the journal, ``usage`` reported
+    (None: none), ``unpriced`` children whose cost is unknown, the host's ``warnings`` after
+    the script's (a completed run's only); an error is cut at ``max_error_chars``."""
     result = _unbounded_result(cause, started, text, config)
+    if warnings and result.stop_reason == "completed":
+        result = result.model_copy(update={"warnings": (*result.warnings, *warnings)})
     if failed:
         result = result.model_copy(update={"agents_failed": failed})
     if cancelled:

@@ -24,12 +24,14 @@ from ..._depth import deeper_than
 from ..._errors import WorkflowErrorCode
 from ..._events import AgentOutcome, AgentRetried, AgentStarted, EventHub, RunInfo
 from ..._failure import AgentFailure, ProviderUnavailable, bounded, redact
+from ..._prices import load_async
 from ..._schema_limits import SchemaLimits
 from ..._subagent import ProviderInfo, SubagentProvider, SubagentResult, Usage, provider_info
 from ..script.wire import SettleEntry, agent_failure, answer, refusal
 from .budget import Spend
 from .faults import RetryGates, fatal_text, final_cause, is_fatal, retry_delay
 from .ledger import CallLedger, ChildCall
+from .pricing import ChildPricing
 
 __all__ = ["ChildScheduler", "structured_problems"]
 
@@ -40,6 +42,10 @@ logger = logging.getLogger("dsh_workflow.engine")
 _MAX_PARKED_WORKERS = 128
 
 _AGENT_FAILED = WorkflowErrorCode.AGENT_FAILED.value
+_BUDGET_EXCEEDED = WorkflowErrorCode.BUDGET_EXCEEDED
+
+#: Most warnings a run keeps about children its dollar budget could not count.
+_MAX_UNCOUNTED_WARNINGS = 20
 
 
 def _render(exc: BaseException) -> str:
@@ -82,7 +88,8 @@ class ChildScheduler:
     def __init__(self, *, run_id: str, info: RunInfo, config: EngineConfig,
                  provider: SubagentProvider, events: EventHub, task_group: TaskGroup,
                  spend: Spend, limits: SchemaLimits, calls: CallLedger,
-                 fail_run: Callable[[str, int], None] = lambda text, seq: None,
+                 fail_run: Callable[[str, int, WorkflowErrorCode], None] =
+                 lambda text, seq, code: None,
                  secrets: tuple[str, ...] = (),
                  declared: ProviderInfo | None = None, gates: RetryGates | None = None) -> None:
         self._id = run_id
@@ -98,8 +105,13 @@ class ChildScheduler:
         self._spend = spend
         self._limits = limits
         self._calls = calls
-        self._fail_run = fail_run  # ends the run with fatal AGENT_FAILED (text, the agent's seq)
+        self._fail_run = fail_run  # ends the run with a fatal error (text, the agent's seq, code)
         self._secrets = secrets  # the run's secrets: out of every failure text made here
+        self._pricing = ChildPricing(provider, config.model_prices, spend.budget_usd)
+        #: Children the dollar budget could not count while a token budget held (one line
+        #: per reason, bounded): the result's warnings.
+        self.warnings: list[str] = []
+        self._uncounted_seen: set[str] = set()  # the reasons warned about
         self.started = 0  # children given a slot (the result's agents_started)
         #: The first child whose failure is fatal (its provider raised or is unavailable).
         self.fatal_agent: int | None = None
@@ -198,6 +210,8 @@ class ChildScheduler:
                     and call.failure is not None:
                 call.reply = agent_failure(call.call_id, call.failure.model_dump(mode="json"))
             call.spent = self._spend.count(call.last_usage) or call.spent
+            if call.uncounted is not None:
+                self._uncounted(call, call.uncounted)
             if call.spent and self._spend.exhausted():
                 self.refuse_queued()
             if call.outcome == "completed" and self._calls.journaled:
@@ -216,7 +230,8 @@ class ChildScheduler:
         finally:
             self._running -= 1
             if call.fatal is not None and not self._calls.closed:
-                self._fail_run(call.fatal, call.seq)  # before its reply: the script cannot catch it
+                # before its reply: the script cannot catch it
+                self._fail_run(call.fatal, call.seq, call.fatal_code)
             if not journaled:
                 self._calls.end(call)
             ticket = False  # the first call admitted here is this worker's next
@@ -238,9 +253,16 @@ class ChildScheduler:
                         "timeout", f"the child ran longer than agent_timeout_s={timeout:g} and "
                         "was cancelled")
                     return answer(call.call_id, None), "timeout"
-            if isinstance(result, SubagentResult):
-                call.last_usage = result.usage
-                call.usage = _plus(call.usage, result.usage)
+            if isinstance(result, SubagentResult) and result.usage is not None:
+                usage, problem = await self._priced_usage(call, result)
+                if problem is not None:  # nothing of it is counted; its answer is dropped
+                    logger.info("dsh-workflow: %s#%d usage refused: %s", self._id, call.seq,
+                                problem)
+                    call.failure = AgentFailure.of("provider", problem, cause="invalid_answer")
+                    return answer(call.call_id, None), "failed"
+                call.last_usage = usage
+                call.usage = _plus(call.usage, usage)
+                call.uncounted = self._pricing.uncounted(usage, result, call.request)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
@@ -277,8 +299,8 @@ class ChildScheduler:
     async def _attempts(self, call: ChildCall) -> object:
         """Call the provider for ``call`` until its result is not retried (module
         :mod:`.faults`): each retry emits ``AgentRetried`` and counts the failed attempt's
-        usage; a ``retry_at`` pauses every child of this provider identity (and route) through
-        the shared gate; the child keeps its slot while it waits."""
+        usage (priced like any child's); a ``retry_at`` pauses every child of this provider
+        identity (and route) through the shared gate; the child keeps its slot while it waits."""
         policy = self._config.retry
         key = f"{self._declared.identity}\x00{call.request.provider or ''}"
         attempt = 1
@@ -297,8 +319,14 @@ class ChildScheduler:
             if shared:  # one pause for the provider's children; another may already be longer
                 self._gates.close_for(key, delay)
                 delay = max(delay, self._gates.remaining(key))
-            call.usage = _plus(call.usage, result.usage)
-            if self._spend.count(result.usage):
+            usage = None
+            if result.usage is not None:
+                usage, problem = await self._priced_usage(call, result)
+                if problem is not None:
+                    logger.info("dsh-workflow: %s#%d attempt %d usage refused: %s", self._id,
+                                call.seq, attempt, problem)
+            call.usage = _plus(call.usage, usage)
+            if self._spend.count(usage):
                 call.spent = True
                 if self._spend.exhausted():
                     self.refuse_queued()
@@ -307,12 +335,44 @@ class ChildScheduler:
                 run=self._info, seq=call.seq, label=call.request.label, attempt=attempt,
                 cause=result.error_kind, delay_s=round(delay, 3),
                 message=bounded(redact(first, self._secrets), 300),
-                usage=result.usage))
+                usage=usage))
             logger.info("dsh-workflow: %s#%d attempt %d failed (%s), retrying in %.3fs",
                         self._id, call.seq, attempt, result.error_kind, delay)
             if not shared:
                 await anyio.sleep(delay)  # then the gate's wait, should another child close it
             attempt += 1
+
+    async def _priced_usage(self, call: ChildCall,
+                            result: SubagentResult) -> tuple[Usage | None, str | None]:
+        """One attempt's usage as the run counts it, priced at the seam (:mod:`.pricing`), or
+        the reason it cannot be counted at all (numbers no sum may hold, a price from
+        ``model_prices`` past the bounds): then nothing of it counts."""
+        assert result.usage is not None
+        problem = self._pricing.check(result.usage)
+        if problem is not None:
+            return None, f"its usage cannot be counted: {problem}"
+        if self._pricing.needs_data(result, call.request):
+            await load_async()  # once per process, on a worker thread
+        usage = self._pricing.price(result, call.request)
+        problem = self._pricing.check(usage) if usage is not None else None
+        if problem is not None:
+            return None, f"its cost cannot be counted: {problem}"
+        return usage, None
+
+    def _uncounted(self, call: ChildCall, reason: str) -> None:
+        """A child the dollar budget cannot count: the run ends with fatal
+        ``BUDGET_EXCEEDED``, or, under a token budget too, a warning names it."""
+        text = f"the dollar budget cannot count {reason}"
+        if self._spend.budget is None:
+            call.fatal = (f"{_BUDGET_EXCEEDED.value}: {text} — give its price (--price "
+                          "MODEL=IN/OUT, EngineConfig.model_prices) or limit tokens instead "
+                          "(--budget, budget_tokens)")
+            call.fatal_code = _BUDGET_EXCEEDED
+            return
+        why = reason.split(": ", 1)[-1]  # one warning per model (its first agent named)
+        if why not in self._uncounted_seen and len(self.warnings) < _MAX_UNCOUNTED_WARNINGS:
+            self._uncounted_seen.add(why)
+            self.warnings.append(f"{text}; only the token budget limits it")
 
     def _map_result(self, call: ChildCall,
                     result: object) -> tuple[SettleEntry, AgentOutcome] | None:

@@ -209,7 +209,8 @@
     $("failed-count").textContent = String(failed);
     $("cancelled-count").textContent = String(cancelled);
     $("token-count").textContent = String(tokens);
-    $("cost-count").textContent = cost === null ? "—"
+    // spend that could not be priced reads "unpriced", never $0.0000 (as _prices.cost_text)
+    $("cost-count").textContent = cost === null ? (unpriced ? "unpriced" : "—")
       : "$" + (cost >= 1 ? cost.toFixed(2) : cost.toFixed(4)) + (unpriced ? "+" : "");
     if (!ended) $("run-duration").textContent = secs((endAt ?? now()) - startAt);
     if (chartDirty) planChart();
@@ -475,6 +476,7 @@
     if (call.started_at && call.ended_at) fact(facts, "Took", secs(call.ended_at - call.started_at));
     if (call.usage) fact(facts, "Tokens", call.usage.input_tokens + " in, " + call.usage.output_tokens + " out");
     if (call.usage && call.usage.cost_usd != null) fact(facts, "Cost", "$" + call.usage.cost_usd.toFixed(4));
+    else if (call.usage && call.usage.input_tokens + call.usage.output_tokens > 0) fact(facts, "Cost", "unpriced");
     if (call.failure) {
       failure.querySelector("pre").textContent = reasonText(call.failure);
       failure.hidden = false;
