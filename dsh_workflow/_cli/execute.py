@@ -16,7 +16,9 @@ returned.
   worktrees removed), every event stays paired, the cancelled result is printed, a recorded
   run says how to resume it, and the exit code is 130. SIGTERM and SIGHUP are handled the
   same way (a service manager stopping the process, a closed terminal). A second signal while
-  the run winds down exits 130 at once. The process's earlier handling of these signals is
+  the run winds down exits 130 at once, once every command child still running is SIGKILLed
+  (``_providers/reaper.py``; a runner killed outright has its children killed by the same
+  watcher). The process's earlier handling of these signals is
   restored once the run is over.
 """
 
@@ -49,6 +51,7 @@ from dsh_workflow import (
     WorkflowStartRequest,
 )
 
+from .._providers import reaper
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
 from .output import print_result
 from .plan import Plan
@@ -117,6 +120,8 @@ class Interrupts:
             run.cancel(self.reason)
 
     def force_exit(self) -> NoReturn:
+        """Exit at once, but only after every command child still running is killed."""
+        reaper.kill_all()
         self.progress.abort()
         with contextlib.suppress(Exception):
             sys.stderr.write("Error: interrupted twice; quitting without waiting for the run\n")
@@ -256,6 +261,7 @@ def _exit_now(code: int, progress: Progress, event_log: EventLog | None) -> NoRe
     """End the process with ``code`` at once, leaving a script thread that still spins behind
     (the operating system ends it with the process): the result is printed and recorded, and
     Python's own exit would wait for that thread."""
+    reaper.kill_all()
     progress.abort()
     with contextlib.suppress(Exception):
         if event_log is not None:
