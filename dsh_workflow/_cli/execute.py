@@ -204,6 +204,14 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         provider = plan.provider()
         if hasattr(provider, "__aenter__"):
             provider = await stack.enter_async_context(provider)  # type: ignore[arg-type]  # it has __aenter__
+        if plan.confirmed_agents is not None:
+            from .estimate import ConfirmationGate
+
+            def stop(reason: str) -> None:
+                if interrupts.run is not None:
+                    interrupts.run.cancel(reason)
+
+            provider = ConfirmationGate(provider, plan.confirmed_agents, stop)
         engine = await stack.enter_async_context(plan.make_engine(provider, store))
         # Listeners stay subscribed until the engine is gone, so that even a run disposed by
         # the engine's exit reports its WorkflowEnded.
