@@ -1,5 +1,5 @@
 """Signals end what the MCP server started (SPEC §24): ``dsh-workflow mcp`` on SIGTERM or
-SIGHUP (stdio) and on SIGHUP (HTTP) cancels every call in flight — its command children
+SIGHUP (stdio) and on SIGHUP or SIGTERM (HTTP) cancels every call in flight — its command children
 killed, its worktrees removed — before the process exits. Real processes, a real git
 repository, the protocol spoken as raw JSON-RPC."""
 
@@ -176,7 +176,11 @@ def http_server(tmp_path: Path, repo: Path, command: str) -> Iterator[tuple[
     yield server, f"http://127.0.0.1:{port}/mcp"
 
 
-def test_sighup_to_the_http_server_ends_its_calls_first(tmp_path: Path, repo: Path) -> None:
+@pytest.mark.parametrize("how", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_a_signal_to_the_http_server_ends_its_calls_first(tmp_path: Path, repo: Path,
+                                                          how: signal.Signals) -> None:
+    """SIGHUP is the server's own to handle; SIGTERM is uvicorn's, whose graceful shutdown
+    would wait for the call's connection: either way the calls end first."""
     command, pids = agent_command(tmp_path)
     with http_server(tmp_path, repo, command) as (server, url):
         try:
@@ -195,8 +199,8 @@ def test_sighup_to_the_http_server_ends_its_calls_first(tmp_path: Path, repo: Pa
             caller = threading.Thread(target=call, daemon=True)
             caller.start()
             children = wait_children(pids, server)
-            server.send_signal(signal.SIGHUP)
-            assert_everything_ended(server, pids, children, repo, signal.SIGHUP)
+            server.send_signal(how)
+            assert_everything_ended(server, pids, children, repo, how)
             caller.join(timeout=30)
             assert answers and b"stopping" in answers[0], answers
         finally:
