@@ -224,3 +224,20 @@ def test_the_real_run_asks_again_on_a_terminal(tmp_path: Path) -> None:
     assert process.returncode == 0, err_path.read_text()
     assert json.loads(out) == {"calls": 4, "budget": 100000}
     assert "more agent calls than the 1 the estimate showed" in err_path.read_text()
+
+
+def test_the_gate_reads_as_its_provider_to_the_engine_and_the_store() -> None:
+    """What a run records of its provider (for ``resume``) and the model it prices children
+    with are the gated provider's own, not the gate's."""
+    from dsh_workflow import CommandProvider, RoutingProvider
+    from dsh_workflow._cli.estimate import ConfirmationGate
+    from dsh_workflow._engines.host.calls import default_model
+    from dsh_workflow._engines.host.provider_options import provider_options
+
+    command = CommandProvider(["sh", "-c", "cat"], cwd="/")
+    routed = RoutingProvider({"fast": command}, default="fast")
+    for provider in (command, routed):
+        gate = ConfirmationGate(provider, 1, lambda reason: None)
+        assert provider_options(gate) == provider_options(provider)
+        assert default_model(gate, None) == default_model(provider, None)
+        assert gate.identity == provider.info.identity
