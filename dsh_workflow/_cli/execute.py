@@ -17,9 +17,9 @@ returned.
   run says how to resume it, and the exit code is 130. SIGTERM and SIGHUP are handled the
   same way (a service manager stopping the process, a closed terminal). A second signal while
   the run winds down exits 130 at once, once every command child still running is SIGKILLed
-  (``_providers/reaper.py``; a runner killed outright has its children killed by the same
-  watcher). The process's earlier handling of these signals is
-  restored once the run is over.
+  and its worktree removed (``_providers/reaper.py``, ``worktree.remove_all_now``; a runner
+  killed outright has its children killed by the same watcher). The process's earlier
+  handling of these signals is restored once the run is over.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from dsh_workflow import (
     WorkflowStartRequest,
 )
 
-from .._providers import reaper
+from .._providers import reaper, worktree
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
 from .output import print_result
 from .plan import Plan
@@ -120,8 +120,10 @@ class Interrupts:
             run.cancel(self.reason)
 
     def force_exit(self) -> NoReturn:
-        """Exit at once, but only after every command child still running is killed."""
+        """Exit at once, but only after every command child still running is killed and its
+        worktree removed."""
         reaper.kill_all()
+        worktree.remove_all_now()
         self.progress.abort()
         with contextlib.suppress(Exception):
             sys.stderr.write("Error: interrupted twice; quitting without waiting for the run\n")
