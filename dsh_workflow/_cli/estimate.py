@@ -3,8 +3,9 @@
 Contract:
 
 - :func:`estimate` runs the script offline: on the run's engine (``--engine``) with the run's
-  limits (its budgets, wall-clock and agent time limits removed, so the projection sees
-  the whole script) against :class:`~dsh_workflow.EchoProvider`, with the run's agent
+  limits (its wall-clock and agent time limits removed, so the projection sees the whole
+  script; its budgets kept, so the script's ``budget`` global reads as in the real run)
+  against :class:`~dsh_workflow.EchoProvider`, with the run's agent
   definitions, model aliases and saved workflows, and **no run store**: no provider is called
   and nothing is recorded. Each ``agent()`` call that starts is counted, by phase and by model
   (the call's model, else the definition's, else the ``--model`` given, else "default").
@@ -18,6 +19,11 @@ Contract:
 - :func:`confirm` shows the estimate on stderr and, when its agent calls exceed ``above``, asks
   ``Start the run? [y/N]`` on the terminal; without one (stdin not a terminal) it refuses
   unless ``--yes`` was given. Refusing is a :class:`CliError` (exit status 2), so nothing runs.
+- The confirmation binds the run: the real run's provider is wrapped in a
+  :class:`ConfirmationGate` that lets through as many agent calls as the estimate showed;
+  the first call past them stops and asks again on the terminal (``--yes`` answered only the
+  question about what was shown); without a terminal, or on any answer but yes, the run is
+  cancelled with a reason that says why, before that call reaches the provider.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (s
 
     from .plan import Plan
 
-__all__ = ["OUTPUT_TOKENS", "Estimate", "add_estimate_options", "confirm", "estimate",
+__all__ = ["OUTPUT_TOKENS", "ConfirmationGate", "Estimate", "add_estimate_options", "confirm", "estimate",
            "estimate_text", "print_estimate"]
 
 #: Output tokens assumed per call (low, high): echo answers say nothing about a model's length.
@@ -149,8 +155,9 @@ def estimate(plan: Plan, default_model: str | None) -> Estimate:
 async def _estimate(plan: Plan, default_model: str | None) -> Estimate:
     from dsh_workflow import AgentStarted, WorkflowError, WorkflowStartRequest
 
-    config = plan.config.model_copy(update={"budget_tokens": None, "budget_usd": None,
-                                            "run_timeout_s": None, "agent_timeout_s": None})
+    # The budgets stay: the script's `budget` global must read as in the real run (a script
+    # can branch on it); echo answers report a few tokens only, far below a model's.
+    config = plan.config.model_copy(update={"run_timeout_s": None, "agent_timeout_s": None})
     recorder = _Recorder(default_model)
     started: list[AgentStarted] = []
 
@@ -268,3 +275,67 @@ def confirm(found: Estimate, above: int, *, yes: bool) -> None:
     answer = sys.stdin.readline().strip().lower()
     if answer not in ("y", "yes"):
         raise CliError("not started: the run was not confirmed")
+
+
+def _ask_on_terminal(question: str) -> bool:
+    """Ask ``question`` on the terminal (stderr, then a line of stdin); False without one."""
+    if not sys.stdin.isatty():
+        return False
+    sys.stderr.write(question + " [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+class ConfirmationGate:
+    """The real run's provider, held to the number of agent calls the estimate showed.
+
+    The first ``shown`` calls go straight to ``provider``. The first call past them asks
+    ``ask(question)`` (run in a worker thread; by default on the terminal, False without
+    one), once for the whole run: yes lets every later call through; no calls
+    ``stop(reason)`` (which cancels the run) and holds the call until that cancel ends it,
+    so it never reaches ``provider``. It reads as the provider to the engine and the run
+    store: its info, kind and every other attribute are the provider's.
+    """
+
+    def __init__(self, provider: Any, shown: int, stop: Any, ask: Any = _ask_on_terminal) -> None:
+        import anyio
+
+        from dsh_workflow._engines.host.provider_options import provider_options
+        from dsh_workflow._subagent import provider_info
+
+        self.provider = provider
+        self.shown = shown
+        self.info = provider_info(provider)
+        self.kind = provider_options(provider)["kind"]  # as recorded for `resume`
+        self._stop = stop
+        self._ask = ask
+        self._lock = anyio.Lock()
+        self._calls = 0
+        self._answer: bool | None = None
+
+    @property
+    def identity(self) -> str:
+        return str(self.info.identity)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for what this class lacks (model, argv, routes, ...): the provider's own.
+        if name.startswith("__") or name == "provider":
+            raise AttributeError(name)
+        return getattr(self.provider, name)
+
+    async def run(self, request: SubagentRequest) -> SubagentResult:
+        import anyio
+
+        self._calls += 1
+        if self._calls > self.shown and self._answer is not True:
+            async with self._lock:
+                if self._answer is None:
+                    question = (f"The run is starting more agent calls than the {self.shown} "
+                                "the estimate showed. Go on?")
+                    self._answer = await anyio.to_thread.run_sync(self._ask, question)
+                    if not self._answer:
+                        self._stop(f"not confirmed: the run would start more agent calls than "
+                                   f"the {self.shown} shown by --confirm-above")
+            if not self._answer:
+                await anyio.sleep_forever()  # the run's cancel ends this call
+        return await self.provider.run(request)  # type: ignore[no-any-return]

@@ -16,8 +16,10 @@ returned.
   worktrees removed), every event stays paired, the cancelled result is printed, a recorded
   run says how to resume it, and the exit code is 130. SIGTERM and SIGHUP are handled the
   same way (a service manager stopping the process, a closed terminal). A second signal while
-  the run winds down exits 130 at once. The process's earlier handling of these signals is
-  restored once the run is over.
+  the run winds down exits 130 at once, once every command child still running is SIGKILLed
+  and its worktree removed (``_providers/reaper.py``, ``worktree.remove_all_now``; a runner
+  killed outright has its children killed by the same watcher). The process's earlier
+  handling of these signals is restored once the run is over.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from dsh_workflow import (
     WorkflowStartRequest,
 )
 
+from .._providers import reaper, worktree
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
 from .output import ChildFailures, print_result
 from .plan import Plan
@@ -117,6 +120,10 @@ class Interrupts:
             run.cancel(self.reason)
 
     def force_exit(self) -> NoReturn:
+        """Exit at once, but only after every command child still running is killed and its
+        worktree removed."""
+        reaper.kill_all()
+        worktree.remove_all_now()
         self.progress.abort()
         with contextlib.suppress(Exception):
             sys.stderr.write("Error: interrupted twice; quitting without waiting for the run\n")
@@ -199,6 +206,14 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
         provider = plan.provider()
         if hasattr(provider, "__aenter__"):
             provider = await stack.enter_async_context(provider)  # type: ignore[arg-type]  # it has __aenter__
+        if plan.confirmed_agents is not None:
+            from .estimate import ConfirmationGate
+
+            def stop(reason: str) -> None:
+                if interrupts.run is not None:
+                    interrupts.run.cancel(reason)
+
+            provider = ConfirmationGate(provider, plan.confirmed_agents, stop)
         engine = await stack.enter_async_context(plan.make_engine(provider, store))
         # Listeners stay subscribed until the engine is gone, so that even a run disposed by
         # the engine's exit reports its WorkflowEnded.
@@ -259,6 +274,7 @@ def _exit_now(code: int, progress: Progress, event_log: EventLog | None) -> NoRe
     """End the process with ``code`` at once, leaving a script thread that still spins behind
     (the operating system ends it with the process): the result is printed and recorded, and
     Python's own exit would wait for that thread."""
+    reaper.kill_all()
     progress.abort()
     with contextlib.suppress(Exception):
         if event_log is not None:

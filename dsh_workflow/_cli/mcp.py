@@ -17,6 +17,10 @@ Contract:
 - Option errors are reported before serving (``Error: <message>``, exit 2); so is a port that
   cannot be listened on (nothing about the token is printed then). The server runs
   until its client closes stdin (stdio) or until SIGINT/SIGTERM (HTTP); it exits 0 then.
+- Signals end what the server started: on SIGTERM or SIGHUP (stdio), and on SIGINT, SIGTERM
+  or SIGHUP (HTTP), every call in flight is cancelled first — its run cancelled, its command
+  children killed and its worktrees removed (:class:`~dsh_workflow.integrations.mcp.OpenCalls`)
+  — and only then does the process end, as the signal does.
 - Needs the ``mcp`` extra (``pip install 'dsh-workflow[mcp]'``); without it the command says
   so and exits 2.
 - Runs are recorded only with ``--store PATH`` (a server is long-lived and shared, so recording
@@ -29,7 +33,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import signal
 import socket
+import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .announce import announcing_server
@@ -42,6 +50,7 @@ from .stores import add_store_option, ensure_folder, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
     from dsh_workflow import RunStore
+    from dsh_workflow.integrations.mcp import OpenCalls
 
 __all__ = ["command_mcp", "register"]
 
@@ -49,6 +58,11 @@ SAMPLING = "sampling"
 MISSING_EXTRA = ("dsh-workflow mcp needs the MCP SDK: pip install 'dsh-workflow[mcp]' "
                  "(missing: {name})")
 
+
+#: How long a stopping server waits for its calls to end (each waits for its command children
+#: to exit, SIGKILLed after their kill grace) before it ends anyway.
+STOP_GRACE_S = 30.0
+_SIGHUP: tuple[signal.Signals, ...] = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
 
 _port = port_type(1)  # a client must know where to connect: no system-picked port
 
@@ -89,11 +103,22 @@ def command_mcp(ns: argparse.Namespace) -> int:
         raise CliError(MISSING_EXTRA.format(name=exc.name)) from None
     listener = _listen(ns.http) if ns.http is not None else None
     try:
-        anyio.run(_serve, ns, setup, token, listener, backend="asyncio")
+        stopped_by = anyio.run(_serve, ns, setup, token, listener, backend="asyncio")
     finally:
         if listener is not None:
             listener.close()
+    if stopped_by is not None:  # every call has been ended: now end as the signal does
+        _end_as_signalled(stopped_by)
     return 0
+
+
+def _end_as_signalled(signum: int) -> None:
+    """End the process as ``signum`` would have (its default action), output flushed."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def _listen(port: int) -> socket.socket:
@@ -111,9 +136,11 @@ def _listen(port: int) -> socket.socket:
 
 
 async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken | None,
-                 listener: socket.socket | None) -> None:
-    """Open what the server shares across calls, then serve on the chosen transport."""
+                 listener: socket.socket | None) -> int | None:
+    """Open what the server shares across calls, then serve on the chosen transport; returns
+    the signal that stopped it (None: its client went away, or uvicorn handled the signal)."""
     from dsh_workflow import RunStoreError, SQLiteRunStore
+    from dsh_workflow.integrations.mcp import OpenCalls
 
     async with contextlib.AsyncExitStack() as stack:
         store: RunStore | None = None
@@ -124,16 +151,53 @@ async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken 
                 store = await stack.enter_async_context(SQLiteRunStore(path))
             except RunStoreError as exc:
                 raise CliError(f"cannot open the run store {path!r}: {exc}") from None
-        server = _build_server(ns, setup, store)
+        calls = OpenCalls()
+        server = _build_server(ns, setup, store, calls)
         handshake_only = ns.provider == SAMPLING
         if listener is not None:
             assert token is not None  # made with --http
-            await _serve_http(server, listener, token, handshake_only)
-        else:
-            await _serve_stdio(server, handshake_only)
+            return await _serve_http(server, listener, token, handshake_only, calls)
+        # The SDK reads stdin in a worker thread that only the client's end of input ends, so
+        # serving cannot be left while the client is there: once every call has ended, the
+        # process ends as the signal does (the run store, SQLite, is safe without a close).
+        return await _until_signal(lambda: _serve_stdio(server, handshake_only), calls,
+                                   (signal.SIGTERM, *_SIGHUP), stop=_end_as_signalled)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | None) -> Any:
+async def _until_signal(serve: Callable[[], Awaitable[None]], calls: OpenCalls,
+                        signals: tuple[signal.Signals, ...],
+                        stop: Callable[[int], None] | None) -> int | None:
+    """Run ``serve()`` until it returns or one of ``signals`` arrives. On a signal: every call
+    in flight is ended (``calls``: runs cancelled, children killed, worktrees removed), then
+    ``stop(signum)`` asks the server to finish (None: serving is cancelled); returns the
+    signal."""
+    import anyio
+
+    received: int | None = None
+    async with anyio.create_task_group() as tg:
+        async def watch() -> None:
+            nonlocal received
+            with anyio.open_signal_receiver(*signals) as receiver:
+                async for signum in receiver:
+                    received = signum
+                    calls.stop()
+                    with anyio.move_on_after(STOP_GRACE_S):
+                        await calls.wait_closed()
+                    if stop is not None:
+                        stop(signum)
+                    else:
+                        tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch)
+        await serve()
+        tg.cancel_scope.cancel()
+    return received
+
+
+def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | None,
+                  calls: OpenCalls) -> Any:
     from dsh_workflow.integrations.mcp import (
         CallContext,
         SamplingProvider,
@@ -155,7 +219,7 @@ def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | 
     return create_server(lambda child_provider: setup.make_engine(child_provider, store), provider,
                          saved_workflows=setup.library, config=setup.config,
                          library=setup.library, durable=store is not None,
-                         described_provider=described)
+                         described_provider=described, calls=calls)
 
 
 async def _serve_stdio(server: Any, handshake_only: bool) -> None:
@@ -178,9 +242,11 @@ async def _serve_stdio(server: Any, handshake_only: bool) -> None:
 
 
 async def _serve_http(server: Any, listener: socket.socket, token: ServerToken,
-                      handshake_only: bool) -> None:
-    """Serve streamable HTTP on 127.0.0.1 until SIGINT/SIGTERM, to clients bearing ``token``
-    only (handshake era only with sampling, see :func:`_serve_stdio`)."""
+                      handshake_only: bool, calls: OpenCalls) -> int | None:
+    """Serve streamable HTTP on 127.0.0.1 until SIGINT/SIGTERM/SIGHUP, to clients bearing
+    ``token`` only (handshake era only with sampling, see :func:`_serve_stdio`). uvicorn owns
+    SIGINT and SIGTERM (it ends as the signal does); SIGHUP is this function's (returned).
+    Either way every call in flight is ended before the server stops."""
     import uvicorn
 
     from dsh_workflow.integrations.mcp import require_bearer
@@ -197,4 +263,20 @@ async def _serve_http(server: Any, listener: socket.socket, token: ServerToken,
         config, f"dsh-workflow mcp: serving streamable HTTP at http://127.0.0.1:{port}/mcp\n"
                 f"dsh-workflow mcp: clients must send the header "
                 f"'Authorization: Bearer {token.value}'\n")
-    await http.serve(sockets=[listener])
+    import asyncio
+
+    uvicorn_exit = http.handle_exit
+    loop = asyncio.get_running_loop()
+
+    def handle_exit(sig: int, frame: Any) -> None:
+        # uvicorn's own handler waits for open connections, so the calls are ended first.
+        loop.call_soon_threadsafe(calls.stop)
+        uvicorn_exit(sig, frame)
+
+    http.handle_exit = handle_exit
+
+    def finish(signum: int) -> None:
+        http.should_exit = True
+
+    return await _until_signal(lambda: http.serve(sockets=[listener]), calls, _SIGHUP,
+                               stop=finish)

@@ -79,6 +79,7 @@ class Plan:
     provider_argv: list[str] = field(default_factory=list)  # for the resume hint
     limit_flags: dict[str, str] = field(default_factory=dict)  # setting -> "--budget 150"
     rerun: frozenset[int] = frozenset()  # calls of resume_from that run live again
+    confirmed_agents: int | None = None  # --confirm-above: the agent calls the estimate showed
 
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         if self.engine == "subprocess":

@@ -26,6 +26,7 @@ Only the public API is used, plus ``check_body`` and ``parse_meta`` (the engine'
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from .commands import Subcommands
@@ -74,7 +75,9 @@ def command_run(ns: argparse.Namespace) -> int:
     if ns.confirm_above is not None:
         from .estimate import confirm, estimate
 
-        confirm(estimate(plan, ns.model), ns.confirm_above, yes=ns.yes)
+        found = estimate(plan, ns.model)
+        confirm(found, ns.confirm_above, yes=ns.yes)
+        plan = dataclasses.replace(plan, confirmed_agents=found.agents)  # binds the real run
     return run_plan(plan, ns)
 
 

@@ -32,6 +32,8 @@ class ThreadLauncher:
         self._cond = threading.Condition()
         self._pending: deque[Callable[[], None]] = deque()
         self._thread: threading.Thread | None = None
+        # The thread that last stopped serving: it is still alive while it tears down.
+        self._retired: threading.Thread | None = None
         self._closed = False
 
     def submit(self, start: Callable[[], None]) -> None:
@@ -59,9 +61,10 @@ class ThreadLauncher:
             self._cond.notify()
 
     def alive(self) -> bool:
-        """True while the launcher thread runs (or is being started)."""
+        """True while the launcher thread runs (or is being started), until it has ended."""
         with self._cond:
-            return self._thread is not None
+            retired = self._retired
+            return self._thread is not None or (retired is not None and retired.is_alive())
 
     def _serve(self) -> None:
         while True:
@@ -69,7 +72,7 @@ class ThreadLauncher:
                 if not self._pending and not self._closed:
                     self._cond.wait(self._idle_s)
                 if not self._pending:
-                    self._thread = None
+                    self._retired, self._thread = self._thread, None
                     return
                 start = self._pending.popleft()
             start()

@@ -8,7 +8,6 @@ and the pieces it delegates to.
 
 from __future__ import annotations
 
-import weakref
 from collections import deque
 
 import anyio
@@ -44,7 +43,9 @@ class _WarmPool:
         self._config = config
         self._limits = RuntimeLimits.of(config)
         self._idle: deque[ThreadRuntime] = deque()
-        self._all: weakref.WeakSet[ThreadRuntime] = weakref.WeakSet()
+        # Held strongly until their threads have ended: a runtime nothing else holds any more
+        # can still have a live thread (it is tearing down), and the engine must wait for it.
+        self._all: set[ThreadRuntime] = set()
         self._launcher = ThreadLauncher(name="dsh-workflow-launcher", idle_s=0.1)
         self._count = 0
         self._closed = False
@@ -54,8 +55,12 @@ class _WarmPool:
         runtime = ThreadRuntime(self._limits, name=f"dsh-workflow-idle-{self._count}",
                                 prepare_ahead=ahead)
         runtime.launch(via=self._launcher.submit)
+        self._prune()
         self._all.add(runtime)
         return runtime
+
+    def _prune(self) -> None:
+        self._all = {runtime for runtime in self._all if runtime.is_alive()}
 
     async def open(self, task_group: TaskGroup) -> None:
         self.refill()
@@ -78,7 +83,9 @@ class _WarmPool:
         self._launcher.close()
 
     def alive(self) -> bool:
-        return self._launcher.alive() or any(runtime.is_alive() for runtime in list(self._all))
+        """True while the launcher or any runtime thread this pool made is alive."""
+        self._prune()
+        return self._launcher.alive() or bool(self._all)
 
 
 class QuickJSEngine(EngineBase[ThreadRuntime]):

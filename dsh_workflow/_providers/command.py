@@ -65,7 +65,8 @@ Contract of :class:`CommandProvider`:
   sent SIGTERM, then SIGKILL after ``kill_grace_s``, and the child is reaped before ``run``
   returns or re-raises; cancellation always propagates. When the child exits by itself, any
   process it left behind in its group is terminated the same way, so no process outlives
-  ``run``.
+  ``run``. While it runs, its group is registered with :mod:`.reaper`: if the runner itself
+  dies (even by SIGKILL) the group is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ from pydantic import JsonValue, ValidationError
 
 from .._failure import ProviderUnavailable, argv_secrets, redact_argv
 from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
+from . import reaper
 from .procgroup import terminate_group
 from .structured import parse_structured_reply
 from .worktree import Worktree, fresh_worktree, kept_note, worktree_env
@@ -197,6 +199,7 @@ class CommandProvider:
             )
         except (FileNotFoundError, PermissionError) as exc:
             raise _unavailable(argv[0], exc, cwd) from None
+        reaper.watch(process.pid)  # its group dies with this process, however that dies
         stdout, stderr = bytearray(), bytearray()
         overflow = False
         try:
@@ -223,6 +226,9 @@ class CommandProvider:
             with anyio.CancelScope(shield=True):
                 await terminate_group(process, self.kill_grace_s)
                 await process.aclose()
+                watcher = reaper.release(process.pid)
+                if watcher is not None:
+                    await anyio.to_thread.run_sync(reaper.reap, watcher)
         args = (request, process.returncode, stdout, stderr, overflow, scope.cancelled_caught)
         if request.schema is None:
             result = self._result(*args)

@@ -22,6 +22,8 @@ Contract of :func:`fresh_worktree`:
   :meth:`Worktree.keep` was called and the block ended without an exception. So cancellation,
   also in the middle of ``git worktree add``, always removes it: nothing is left behind, neither
   a worktree entry nor a folder. Removal is shielded from cancellation and bounded in time.
+- **A process about to exit at once** (a second Ctrl-C) calls :func:`remove_all_now`: every
+  worktree still open is removed synchronously, as leaving its block would have.
 - **Concurrency.** Every ``git`` is an async subprocess in its own process group (killed with its
   hooks and helpers on cancellation); the event loop is never blocked. Commands that change the
   repository's worktree list (add, remove, unlock, prune) hold an exclusive ``flock`` on
@@ -38,6 +40,7 @@ import os
 import re
 import secrets
 import shutil
+import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -50,10 +53,13 @@ import anyio.to_thread
 
 from .procgroup import terminate_group
 
-__all__ = ["Worktree", "WorktreeError", "fresh_worktree"]
+__all__ = ["Worktree", "WorktreeError", "fresh_worktree", "remove_all_now"]
 
 LOCK_NAME = "dsh-workflow-worktrees.lock"
 _CLEANUP_TIMEOUT_S = 60.0
+#: The worktrees this process has open (created, not yet removed or kept), for
+#: :func:`remove_all_now`.
+_open: dict[int, Worktree] = {}  # by id(): a Worktree is a mutable dataclass
 _GIT_KILL_GRACE_S = 1.0
 # Variables that would point git at another repository than the folder it runs in.
 _GIT_LOCATION_VARS = (
@@ -231,6 +237,7 @@ async def fresh_worktree(
         raise WorktreeError(f"isolation 'worktree': cannot create {path}: "
                             f"{exc.strerror or exc}") from None
     failed = True
+    _open[id(worktree)] = worktree
     try:
         os.chmod(path, _PRIVATE_DIR)
         async with _repository_lock(common_dir):
@@ -247,6 +254,25 @@ async def fresh_worktree(
         if failed or not worktree._kept:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_TIMEOUT_S):
                 await _remove(worktree)
+        _open.pop(id(worktree), None)
+
+
+def remove_all_now(timeout_s: float = 10.0) -> None:
+    """Remove every worktree still open, synchronously (for a process about to exit without
+    leaving their blocks; kill their children first). Never raises."""
+    for key, worktree in list(_open.items()):
+        try:
+            subprocess.run(["git", "worktree", "remove", "--force", "--force", worktree.path],
+                           cwd=worktree.repo, env=_git_env(True), stdin=DEVNULL,
+                           stdout=DEVNULL, stderr=DEVNULL, timeout=timeout_s, check=False)
+            if os.path.lexists(worktree.path):
+                shutil.rmtree(worktree.path, ignore_errors=True)
+                subprocess.run(["git", "worktree", "prune"], cwd=worktree.repo,
+                               env=_git_env(True), stdin=DEVNULL, stdout=DEVNULL,
+                               stderr=DEVNULL, timeout=timeout_s, check=False)
+        except (OSError, subprocess.SubprocessError):
+            pass
+        _open.pop(key, None)
 
 
 def kept_note(worktree: Worktree) -> str:

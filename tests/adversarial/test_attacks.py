@@ -22,8 +22,8 @@ model would write it. Its leading ``//`` comment lines form a header:
   that asks for the marker to be removed.
 
 The corpus provider plays an obedient model: a prompt ``STRUCTURED:<json>`` is answered with
-that structured value, ``DEEP:<n>`` with an object nested n levels deep, anything else with
-``"ok:" + prompt``.
+that structured value, ``DEEP:<n>`` with an object nested n levels deep, ``HANG`` never (the
+child waits until it is cancelled), anything else with ``"ok:" + prompt``.
 
 What one test (one file on one engine) proves:
 
@@ -228,8 +228,10 @@ def _deep(levels: int) -> dict[str, Any]:
     return value
 
 
-def corpus_reply(request: SubagentRequest) -> SubagentResult | str:
-    """The corpus provider: obeys STRUCTURED:/DEEP: prompts, else answers ``ok:<prompt>``."""
+async def corpus_reply(request: SubagentRequest) -> SubagentResult | str:
+    """The corpus provider: obeys STRUCTURED:/DEEP:/HANG prompts, else answers ``ok:<prompt>``."""
+    if request.prompt == "HANG":
+        await anyio.sleep_forever()
     if request.prompt.startswith("STRUCTURED:"):
         return SubagentResult(structured=json.loads(request.prompt[len("STRUCTURED:"):]))
     if request.prompt.startswith("DEEP:"):

@@ -167,3 +167,102 @@ def test_confirm_above_asks_on_a_terminal(script: Path, tmp_path: Path) -> None:
     code, out, err = _on_a_terminal(script, tmp_path, store, b"y\n")
     assert code == 0, err
     assert json.loads(out)["n"] == 3 and store.exists()
+
+
+# A script that can tell echo answers from the real ones: it starts one more call per "MORE"
+# answer; echo never answers MORE, the command below always does. It also reports its budget.
+DIVERGING = """\
+export const meta = { name: 'diverging', description: 'more calls than the dry run showed' };
+log(`budget: ${budget.total}`);
+let calls = 1;
+while (calls < 4 && (await agent(`call ${calls}`)).includes('MORE')) calls++;
+return {calls, budget: budget.total};
+"""
+
+
+def _diverging(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    path = tmp_path / "diverging.js"
+    path.write_text(DIVERGING, encoding="utf-8")
+    count = tmp_path / "count.txt"
+    command = ["--provider", "command", "--command",
+               f"sh -c 'echo call >> {count}; printf MORE'", "--budget", "100000"]
+    return path, count, command
+
+
+def test_the_confirmation_binds_the_run_without_a_terminal(tmp_path: Path) -> None:
+    """The dry run shows 1 call; the real run is refused before its second call reaches the
+    provider, with a reason naming the count shown — though --yes answered the first
+    question, it said nothing of calls nobody was shown."""
+    path, count, command = _diverging(tmp_path)
+    store = tmp_path / "runs.sqlite3"
+    done = cli("run", path, *command, "--confirm-above", "0", "--yes", cwd=tmp_path,
+               store=store)
+    assert "agent calls: 1" in done.stderr  # the estimate
+    assert "budget: 100000" in done.stderr  # the dry run's log: the real run's budget
+    assert done.returncode == 130, done.stderr
+    result = json.loads(done.stdout)
+    assert result["stop_reason"] == "cancelled"
+    assert "not confirmed" in result["error"] and "the 1 shown by --confirm-above" \
+        in result["error"]
+    assert count.read_text().split() == ["call"], "a call past the confirmed count ran"
+
+
+def test_a_run_within_what_was_shown_is_not_asked_again(tmp_path: Path) -> None:
+    path, count, command = _diverging(tmp_path)
+    command[3] = f"sh -c 'echo call >> {count}; printf done'"  # answers as echo would
+    store = tmp_path / "runs.sqlite3"
+    done = cli("run", path, *command, "--confirm-above", "0", "--yes", cwd=tmp_path,
+               store=store)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"calls": 1, "budget": 100000}
+
+
+def test_the_real_run_asks_again_on_a_terminal(tmp_path: Path) -> None:
+    path, count, command = _diverging(tmp_path)
+    store = tmp_path / "runs.sqlite3"
+    master, slave = pty.openpty()
+    err_path = tmp_path / "err.txt"
+    with err_path.open("wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_workflow", "run", str(path), *command,
+             "--confirm-above", "0"], cwd=tmp_path, env=env_for(store), stdin=slave,
+            stdout=subprocess.PIPE, stderr=err)
+    os.close(slave)
+    try:
+        for expected in (1, 2):  # the estimate's question, then the run's own
+            deadline = time.monotonic() + 60
+            while err_path.read_text(errors="replace").count("[y/N]") < expected:
+                assert time.monotonic() < deadline, err_path.read_text()
+                assert process.poll() is None, err_path.read_text()
+                time.sleep(0.05)
+            if expected == 2:
+                assert count.read_text().split() == ["call"]  # held before the 2nd call
+            os.write(master, b"y\n")
+        out, _ = process.communicate(timeout=120)
+    finally:
+        os.close(master)
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+    assert process.returncode == 0, err_path.read_text()
+    assert json.loads(out) == {"calls": 4, "budget": 100000}
+    assert "more agent calls than the 1 the estimate showed" in err_path.read_text()
+
+
+def test_the_gate_reads_as_its_provider_to_the_engine_and_the_store() -> None:
+    """What a run records of its provider (for ``resume``) and the model it prices children
+    with are the gated provider's own, not the gate's."""
+    from dsh_workflow import CommandProvider, RoutingProvider
+    from dsh_workflow._cli.estimate import ConfirmationGate
+    from dsh_workflow._engines.host.calls import default_model
+    from dsh_workflow._engines.host.provider_options import provider_options
+
+    command = CommandProvider(["sh", "-c", "cat"], cwd="/")
+    routed = RoutingProvider({"fast": command}, default="fast")
+    for provider in (command, routed):
+        gate = ConfirmationGate(provider, 1, lambda reason: None)
+        assert provider_options(gate) == provider_options(provider)
+        assert default_model(gate, None) == default_model(provider, None)
+        assert gate.identity == provider.info.identity

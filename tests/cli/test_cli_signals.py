@@ -175,3 +175,85 @@ def test_sigterm_removes_the_worktrees_of_isolated_children(tmp_path: Path) -> N
             == [f"worktree {repo.resolve()}"]
     finally:
         cleanup(pids)
+
+
+def start_run(tmp_path: Path, script: str, command: str, children: int,
+              extra: tuple[str, ...] = (), cwd: Path | None = None,
+              ) -> tuple[subprocess.Popen[bytes], list[int], Path]:
+    """Start ``run`` with ``command`` as the agent (``{agent}`` and ``{pids}`` filled in) and
+    wait until ``children`` agents wrote their pids; returns the process, the pids and the
+    stderr file."""
+    pids_dir = tmp_path / "pids"
+    pids_dir.mkdir()
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT, encoding="utf-8")
+    body = tmp_path / "s.js"
+    body.write_text(META + script, encoding="utf-8")
+    err = tmp_path / "stderr.txt"
+    with err.open("wb") as err_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dsh_workflow", "run", str(body), "--provider", "command",
+             "--command", command.format(agent=agent, pids=pids_dir), *extra],
+            cwd=cwd or tmp_path, env=env_for(tmp_path), stdout=subprocess.DEVNULL,
+            stderr=err_file)
+    deadline = time.monotonic() + 30
+    try:
+        while len(list(pids_dir.iterdir())) < children:
+            assert time.monotonic() < deadline, err.read_text()
+            assert process.poll() is None, err.read_text()
+            time.sleep(0.02)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    return process, [int(p.name) for p in pids_dir.iterdir()], err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigkill_of_the_runner_kills_its_command_children(tmp_path: Path) -> None:
+    """``kill -9`` of ``run`` leaves no command child running: the children run in their own
+    sessions, so only the watcher that outlives the runner can end them — grandchildren too
+    (the agent runs under a shell that waits for it)."""
+    script = "return await parallel([() => agent('a'), () => agent('b')]);\n"
+    command = f"sh -c '{sys.executable} {{agent}} {{pids}}; true'"
+    process, pids, _ = start_run(tmp_path, script, command, children=2)
+    try:
+        assert len(pids) == 2 and all(alive(pid) for pid in pids)
+        process.kill()
+        process.wait()
+        assert wait_gone(pids) == [], "the command children outlived the killed runner"
+    finally:
+        cleanup(pids)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_second_ctrl_c_kills_the_command_children_before_exiting(tmp_path: Path) -> None:
+    """Two SIGINTs in a row: the process may exit at once, but its command children are dead
+    and their worktrees removed by the time it has exited (nothing waited for afterwards)."""
+    repo = make_repo(tmp_path)
+    script = ("return await parallel([() => agent('a', { isolation: 'worktree' }), "
+              "() => agent('b', { isolation: 'worktree' })]);\n")
+    # The agent ignores SIGTERM, so the first Ctrl-C's cancel cannot end it within its grace.
+    command = (f"{sys.executable} -c \"import signal, runpy, sys; "
+               f"signal.signal(signal.SIGTERM, signal.SIG_IGN); sys.argv = sys.argv[1:]; "
+               f"runpy.run_path(sys.argv[0], run_name='__main__')\" {{agent}} {{pids}}")
+    process, pids, err = start_run(tmp_path, script, command, children=2, cwd=repo)
+    try:
+        worktrees = [Path((tmp_path / "pids" / str(pid)).read_text()) for pid in pids]
+        assert all(w.is_relative_to(tmp_path.resolve()) and w != repo for w in worktrees)
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+        assert process.returncode == 130, err.read_text()
+        assert "interrupted twice" in err.read_text()
+        assert [pid for pid in pids if alive(pid)] == [], \
+            "the command children were still running when the process exited"
+        assert [w for w in worktrees if w.exists()] == [], "worktrees were left behind"
+        listed = git(repo, "worktree", "list", "--porcelain")
+        assert [line for line in listed.splitlines() if line.startswith("worktree ")] \
+            == [f"worktree {repo.resolve()}"]
+    finally:
+        process.kill()
+        process.wait()
+        cleanup(pids)

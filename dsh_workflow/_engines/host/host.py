@@ -59,6 +59,11 @@ from .stop import (
 
 __all__ = ["HostedRun", "ScriptRuntime"]
 
+#: How long a run past its deadline waits for its runtime's end before it times out: an end
+#: already made arrives within a few turns of the event loop; a script still running is
+#: stopped and answers with an end without an outcome (or, spinning, not at all).
+END_AFTER_DEADLINE_S = 1.0
+
 logger = logging.getLogger("dsh_workflow.engine")
 
 _OUTBOX, _REST, _END = ReportKind.OUTBOX.value, ReportKind.REST.value, ReportKind.END.value
@@ -107,6 +112,7 @@ class HostedRun(WorkflowRun):
 
         self._state = RunState.CREATED
         self._cause: StopCause | None = None
+        self._past_deadline = False  # run_timeout_s has passed (see _deadline_passed)
         self._result: WorkflowResult | None = None
         #: What launch() did: None not yet, True the runtime started, False it did not.
         self._started: bool | None = None
@@ -249,7 +255,9 @@ class HostedRun(WorkflowRun):
         ``serving.SERVE_SLICE`` messages; the pump task serves the rest after yielding), which
         saves a task switch per batch; everything else goes to the pump in order."""
         if kind == _END:
-            self._record(RuntimeEnded(payload))
+            # Past the deadline, an end without an outcome is the stop's doing: the timeout.
+            self._record(TimedOut() if payload is None and self._past_deadline
+                         else RuntimeEnded(payload))
             self._runtime_gone.set()
             if not self._pump_busy and not self._reports and not self._calls.live:
                 # Nothing left to serve or reap: settle now, not a task switch later.
@@ -289,8 +297,8 @@ class HostedRun(WorkflowRun):
                     with anyio.move_on_after(timeout if timeout is not None else float("inf")) \
                             as timer:
                         await self._pump()
-                    if timer.cancelled_caught and self._record(TimedOut()):
-                        self._stop()
+                    if timer.cancelled_caught:
+                        await self._deadline_passed()
             await self._wind_down()
         except anyio.get_cancelled_exc_class():
             # Cancelled from outside the run (the engine's task group is being torn down).
@@ -334,6 +342,24 @@ class HostedRun(WorkflowRun):
                 if isinstance(self._cause, Fault):
                     self._stop()
                     return
+
+    async def _deadline_passed(self) -> None:
+        """``run_timeout_s`` has passed: the runtime is told to stop and its end report is
+        awaited (within :data:`END_AFTER_DEADLINE_S`) before the timeout may become the stop
+        cause. An end that carries the script's own outcome was made before the stop reached
+        the script: the script ended in time and only the host was late to read its end (a
+        busy machine; a slow event listener), so it stands, whatever the host's load. An end
+        without one (the stop ended the script), or none in time, makes the run time out."""
+        self._past_deadline = True
+        if self._runtime is not None and not self._runtime_gone.is_set():
+            self._runtime.stop()
+            with anyio.move_on_after(min(self._config.dispose_grace_s, END_AFTER_DEADLINE_S)):
+                await self._runtime_gone.wait()
+        ended = self._cause
+        if isinstance(ended, RuntimeEnded) and ended.outcome is not None:
+            return
+        if self._record(TimedOut()):
+            self._stop()
 
     def _serve_now(self, text: str) -> None:
         """Serve an outbox batch from :meth:`report`; a long batch's rest goes to the pump."""

@@ -12,8 +12,8 @@ and ``agent()`` answered by the MCP client's own model through sampling.
 from .auth import require_bearer
 from .notifications import ProgressNotifier
 from .sampling import SamplingProvider, SamplingUnavailable, client_can_sample
-from .server import CallContext, SavedWorkflows, create_server
+from .server import CallContext, OpenCalls, SavedWorkflows, create_server
 
-__all__ = ["CallContext", "ProgressNotifier", "SamplingProvider",
+__all__ = ["CallContext", "OpenCalls", "ProgressNotifier", "SamplingProvider",
            "SamplingUnavailable", "SavedWorkflows", "client_can_sample",
            "create_server", "require_bearer"]

@@ -24,6 +24,12 @@ Contract of :func:`create_server`:
 - **Cancellation.** A ``notifications/cancelled`` for the call cancels the handler (the SDK does
   that); :meth:`WorkflowTool.execute` then cancels and disposes the run, and leaving the
   engine's block ends everything the run started before the handler returns.
+- **Stopping.** With ``calls`` (an :class:`OpenCalls`), every call in flight is registered
+  there; :meth:`OpenCalls.stop` cancels them all (each run cancelled, its children killed and
+  worktrees removed as the engine's block is left; the call answers an error result saying the
+  server is stopping, and calls that arrive after it are refused the same way), and
+  :meth:`OpenCalls.wait_closed` returns once none is left — a server process does both before
+  it exits on a signal.
 - **Saved workflows.** With ``saved_workflows`` (anything with ``workflows()`` returning the
   library's :class:`~dsh_workflow.SavedWorkflow` values, such as a
   :class:`~dsh_workflow.WorkflowLibrary`), each is offered as an MCP prompt whose message asks
@@ -37,7 +43,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -56,7 +62,7 @@ from ..._tool import ToolResult, WorkflowTool, texts
 from ..._tool.tool import check_tool_settings
 from .notifications import DEFAULT_INTERVAL_S, ProgressNotifier
 
-__all__ = ["CallContext", "SavedWorkflows", "create_server"]
+__all__ = ["STOPPING", "CallContext", "OpenCalls", "SavedWorkflows", "create_server"]
 
 logger = logging.getLogger(__name__)
 
@@ -95,16 +101,62 @@ def _error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
+STOPPING = "Error: the MCP server is stopping; the workflow run was cancelled"
+
+
+class OpenCalls:
+    """The tool calls a server has in flight, so that a stopping server ends them first.
+
+    Use from the server's event loop only. :meth:`stop` is idempotent and never waits;
+    :meth:`wait_closed` returns once every call registered has left its engine's block.
+    """
+
+    def __init__(self) -> None:
+        self._scopes: set[anyio.CancelScope] = set()
+        self._idle = anyio.Event()
+        self._idle.set()
+        self.stopping = False
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator[anyio.CancelScope]:
+        """A cancel scope for one call, cancelled by :meth:`stop` (at once when stopping)."""
+        scope = anyio.CancelScope()
+        if self.stopping:
+            scope.cancel()
+        self._scopes.add(scope)
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._scopes.discard(scope)
+            if not self._scopes:
+                self._idle.set()
+
+    def stop(self) -> None:
+        """Cancel every call in flight, and every call that comes after."""
+        self.stopping = True
+        for scope in self._scopes:
+            scope.cancel()
+
+    async def wait_closed(self) -> None:
+        """Return once no call is in flight (every engine block left)."""
+        await self._idle.wait()
+
+
 def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
                   tool_name: str = "workflow", max_result_chars: int = 50_000,
                   saved_workflows: SavedWorkflows | None = None,
                   progress_interval_s: float = DEFAULT_INTERVAL_S,
                   config: EngineConfig | None = None, library: WorkflowLibrary | None = None,
-                  durable: bool = False, described_provider: object = None) -> Server[Any]:
+                  durable: bool = False, described_provider: object = None,
+                  calls: OpenCalls | None = None) -> Server[Any]:
     """An MCP server offering the ``workflow`` tool (see the module docstring)."""
     check_tool_settings(tool_name, max_result_chars)
     engine_config = config if config is not None else EngineConfig()
     children = described_provider if described_provider is not None else EchoProvider()
+    open_calls = calls if calls is not None else OpenCalls()
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -119,6 +171,12 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
         if params.name != tool_name:
             return _error_result(f"Error: unknown tool {params.name!r}; this server offers "
                                  f"{tool_name!r}")
+        with open_calls.track():
+            return await run_call(ctx, params)
+        return _error_result(STOPPING)  # the scope was cancelled: the server is stopping
+
+    async def run_call(ctx: ServerRequestContext[Any, Any],
+                       params: types.CallToolRequestParams) -> types.CallToolResult:
         call = CallContext(session=ctx.session, request_id=ctx.request_id)
         token = _progress_token(ctx)
         async with contextlib.AsyncExitStack() as stack:
