@@ -47,6 +47,7 @@ class ChildCall:
     failure: AgentFailure | None = None  # why it did not complete (AgentEnded.error)
     throw: bool = False  # failure: "throw": a failed child rejects with an AgentFailure
     fatal: str | None = None  # the run's end when its provider is unavailable
+    scope: anyio.CancelScope | None = field(default=None, repr=False)  # while its child runs
 
 
 class CallLedger:
@@ -131,7 +132,10 @@ class CallLedger:
             outcome = call.outcome or "cancelled"
             failure = None
             if outcome != "completed":
-                failure = self._failed(call, outcome, counted=not closed)
+                # A child the script cancelled (first()'s losers) did not fail: the failure
+                # ceiling does not count it.
+                failure = self._failed(call, outcome,
+                                       counted=not closed and outcome != "cancelled")
             self._events.emit(AgentEnded(
                 run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase,
                 outcome=outcome, usage=call.usage, error=failure))
