@@ -453,7 +453,11 @@ const agent = async function agent(prompt, opts) {
   }
   // A call made while a combinator item runs belongs to it; a first() loser starts no child.
   const item = currentItem;
-  if (item !== null && itemCancelled(item)) return null;
+  if (item !== null && itemCancelled(item)) {
+    // A loser's code that still runs calls nothing: the call never returns (as one in flight
+    // when the race was won), and a script that awaits nothing else ends as stalled.
+    await own(new _Promise(function () {}));
+  }
   const id = nextId++;
   const slot = _create(null);
   slot.done = false;
@@ -1097,8 +1101,8 @@ function recordedWinner(ordinal, count) {
 }
 
 // The winner is known: every other item still running is cancelled (their calls in flight end
-// as cancelled children on the host; calls they would still make start no child), and in a
-// durable run the winner is journaled. Posted before first() resolves, so the host serves it
+// as cancelled children on the host and never return to the loser's code; calls it would still
+// make start no child), and in a durable run the winner is journaled. Posted before first() resolves, so the host serves it
 // before the script's next call.
 function raceWon(race, winner) {
   race.done = true;
@@ -1569,6 +1573,8 @@ return {
       slot.done = true;
       delete pending[entry[0]];
       pendingCount--;
+      // A call of first()'s loser never returns: the loser's code stops where it waits.
+      if (slot.item !== undefined && slot.item !== null && itemCancelled(slot.item)) continue;
       if (entry[1] === true) {
         slot.ok = true;
         slot.value = entry[2];
