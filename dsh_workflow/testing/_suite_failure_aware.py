@@ -265,9 +265,10 @@ class FailureAwareSuite(ConformanceBase):
         ended = {e.seq: e for e in events if isinstance(e, AgentEnded)}
         assert ended[2].outcome == "completed" and ended[4].outcome == "completed"
         for loser in (1, 3):
+            error = ended[loser].error
             assert ended[loser].outcome == "cancelled"
-            assert ended[loser].error is not None and ended[loser].error.kind == "cancelled"
-            assert "first()" in ended[loser].error.message
+            assert error is not None and error.kind == "cancelled"
+            assert "first()" in error.message
         next_started = next(i for i, e in enumerate(events)
                             if isinstance(e, AgentStarted) and e.seq == 4)
         assert all(events.index(ended[loser]) < next_started for loser in (1, 3))
