@@ -1128,7 +1128,8 @@ async function runRacer(race, index, work) {
     value = await callAs(item, work);
     const until = race.until;
     if (!race.done && value !== null && value !== undefined && until !== null) {
-      if (!(await until(value))) value = null;
+      // until's own calls belong to the item too: cancelled with it if another thunk wins
+      if (!(await callAs(item, function () { return until(value); }))) value = null;
     }
   } catch (e) {
     if (race.done) return;
