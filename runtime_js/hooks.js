@@ -1124,12 +1124,13 @@ async function runRacer(race, index, work) {
   const item = newItem(race.parentItem);
   race.items[index] = item;
   let value;
+  let passed = true;
   try {
     value = await callAs(item, work);
     const until = race.until;
     if (!race.done && value !== null && value !== undefined && until !== null) {
       // until's own calls belong to the item too: cancelled with it if another thunk wins
-      if (!(await callAs(item, function () { return until(value); }))) value = null;
+      passed = !!(await callAs(item, function () { return until(value); }));
     }
   } catch (e) {
     if (race.done) return;
@@ -1138,6 +1139,12 @@ async function runRacer(race, index, work) {
       race.reject(e);
       return;
     }
+    race.lastError = e;
+    value = null;
+    passed = null;  // threw: lastError holds what
+  }
+  if (passed !== null && (value === null || value === undefined || !passed)) {
+    if (race.throws && !race.done) race.lastError = lostError(item, index, passed ? value : undefined);
     value = null;
   }
   if (race.done) return;
@@ -1156,8 +1163,19 @@ async function runRacer(race, index, work) {
       return;
     }
     race.done = true;
-    race.resolve(null);
+    if (race.throws) race.reject(race.lastError);
+    else race.resolve(null);
   }
+}
+
+// first()'s error for a thunk that gave no winning value (failure: "throw"): its failed
+// child's AgentFailure, else what it gave.
+function lostError(item, index, value) {
+  if (item.failure !== null) {
+    return agentFailure({ kind: item.failure.kind, message: item.failure.message, details: [] });
+  }
+  return new _Error('first(): thunk ' + index + (value === undefined
+    ? '\'s value did not pass until' : ' gave ' + (value === null ? 'null' : 'undefined')));
 }
 
 function startRacers(race, indices) {
@@ -1168,9 +1186,15 @@ function startRacers(race, indices) {
 const first = function first(thunks, options) {
   try {
     const fns = thunkList('first()', thunks);
-    const opts = optionsOf('first()', options, ['until'], '{until: v => v.confident}');
+    const opts = optionsOf('first()', options, ['until', 'failure'], '{until: v => v.confident}');
+    if (opts.failure !== undefined && opts.failure !== 'null' && opts.failure !== 'throw') {
+      throw makeError('INVALID_ARGUMENT', 'first() option failure must be "null" or "throw" (got '
+        + describeKind(opts.failure) + ')');
+    }
     const race = _create(null);
     race.until = functionOption('first()', 'until', opts.until);
+    race.throws = opts.failure === 'throw';
+    race.lastError = null;
     race.ordinal = ++raceCount;
     race.fns = fns;
     race.count = fns.length;

@@ -42,8 +42,8 @@ message, code?}} (a failed child's own kind and reason; a throw is kind "thrown"
 .filter(Boolean).
 - vote(n, i => ..., {pass: v => bool, quorum?, failed?: "abstain"|"against"|"for"}) -> {passed, \
 for, against, abstained, votes}; quorum defaults to a majority (4 voters need 3).
-- first(thunks, {until?}) -> the first value that completes (and passes until), the others \
-cancelled; null when all fail.
+- first(thunks, {until?, failure?}) -> the first value that completes (and passes until), the \
+others cancelled; null when all fail (failure: "throw": their last error).
 - gate((feedback, attempt) => ..., v => ({ok, feedback}), {attempts}) -> {ok, value, attempts, \
 feedback}."""
 

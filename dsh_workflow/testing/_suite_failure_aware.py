@@ -10,7 +10,7 @@ import pytest
 from .._events import AgentEnded, AgentStarted, LogEmitted
 from .._subagent import SubagentRequest, SubagentResult, Usage
 from ._doubles import FailingProvider, FunctionProvider, GatedProvider
-from ._suite_base import ConformanceBase, assert_hook_error, caught
+from ._suite_base import ConformanceBase, Harness, assert_hook_error, caught
 
 __all__ = ["FailureAwareSuite"]
 
@@ -127,6 +127,7 @@ class FailureAwareSuite(ConformanceBase):
         pytest.param("vote(3, i => i, {pass: v => v, failed: 'ignore'})", id="vote-bad-failed"),
         pytest.param("first({})", id="first-not-an-array"),
         pytest.param("first([() => 1], {until: 3})", id="first-until-not-a-function"),
+        pytest.param("first([() => 1], {failure: 'raise'})", id="first-bad-failure"),
         pytest.param("gate('no', v => true, {attempts: 2})", id="gate-make"),
         pytest.param("gate(() => 1, null, {attempts: 2})", id="gate-check"),
         pytest.param("gate(() => 1, v => true)", id="gate-no-attempts"),
@@ -320,6 +321,45 @@ class FailureAwareSuite(ConformanceBase):
                     await first([])];"""
         async with self.open(FunctionProvider(_answers)) as h:
             assert (await h.run(script)).value == [None, None]
+
+    @pytest.mark.anyio
+    async def test_first_with_failure_throw_rejects_with_the_last_failure(self) -> None:
+        # thunk 1 always ends after thunk 0: its first child answers once thunk 0's failed
+        script = """
+            const out = [];
+            const late = {
+              child: () => agent('fail b child'),
+              throw: async () => { await agent('x throw'); throw new Error('late'); },
+              null: async () => { await agent('x null'); return null; },
+              until: async () => { await agent('x until'); return agent('rejected'); },
+            };
+            for (const last of ['child', 'throw', 'null', 'until']) {
+              try {
+                out.push(await first([() => agent('fail a ' + last), late[last]],
+                                     {failure: 'throw', until: v => v !== 'ok:rejected'}));
+              } catch (e) {
+                out.push({name: e.name, kind: e.kind ?? null, message: e.message,
+                          fatal: e.fatal === true});
+              }
+            }
+            return out;"""
+        harness: list[Harness] = []
+
+        async def answers(request: SubagentRequest) -> SubagentResult:
+            if request.prompt.startswith(("fail b", "x ")):
+                case = request.prompt.rsplit(" ", 1)[1]
+                await harness[0].wait_for_event(
+                    lambda e: isinstance(e, AgentEnded) and e.label == "fail a " + case)
+            return _answers(request)
+
+        async with self.open(FunctionProvider(answers)) as h:
+            harness.append(h)
+            value = (await h.run(script)).value
+        assert value[0] == {"name": "AgentFailure", "kind": "provider",
+                            "message": "refused fail b child", "fatal": False}
+        assert value[1] == {"name": "Error", "kind": None, "message": "late", "fatal": False}
+        assert value[2]["name"] == "Error" and "thunk 1 gave null" in value[2]["message"]
+        assert "thunk 1's value did not pass until" in value[3]["message"]
 
     # ---- gate -----------------------------------------------------------------------------
 
