@@ -630,8 +630,6 @@ function newJoin(count, stages, stageCount) {
   join.failed = false; // a fatal error rejected the join: start no more items
   join.stages = stages;  // pipeline(): the stage functions; parallel(): null
   join.stageCount = stageCount;
-  join.runner = runItem; // what runs one item: runItem, or settle()'s runSettled
-  join.parentItem = currentItem; // settle(): the item its own call belongs to
   join.promise = own(new _Promise(captureBoth));
   join.resolve = capturedResolve;
   join.reject = capturedReject;
@@ -707,14 +705,19 @@ function startItems(join, works, limit) {
     join.works = works;
     join.next = first;
   }
-  for (let i = 0; i < first; i++) join.runner(join, i, works[i]);
+  // settle()'s joins have their own runner; parallel()/pipeline() joins stay as they were (an
+  // item that runs out of memory must leave the same frames and heap behind:
+  // tests/adversarial/test_memory_verdicts.py), and runItem is called as a plain function.
+  const run = join.runner === undefined ? runItem : join.runner;
+  for (let i = 0; i < first; i++) run(join, i, works[i]);
 }
 
 function startNext(join) {
   const i = join.next++;
   const work = join.works[i];
   join.works[i] = undefined;
-  join.runner(join, i, work);
+  const run = join.runner === undefined ? runItem : join.runner;
+  run(join, i, work);
 }
 
 // The item limit of a parallel()/pipeline() options object (0: none given). Strict: an options
@@ -969,7 +972,8 @@ function thunkList(hook, thunks) {
 
 function settleJoin(fns, limit) {
   const join = newJoin(fns.length, null, 0);
-  join.runner = runSettled;
+  join.runner = runSettled;  // startItems runs settle()'s items with it
+  join.parentItem = currentItem;  // the item this settle() call belongs to
   startItems(join, fns, limit);
   return join.promise;
 }
