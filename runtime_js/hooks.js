@@ -35,8 +35,10 @@
 // and tests/unit/test_wire.py checks that both sides name the same ones):
 //   * hook messages in the outbox (HookKind): ["agent", id, prompt, options|null],
 //     ["workflow", id, target, args], ["phase", title], ["log", text],
-//     ["numbers", "clock"|"random", first, [n, ...]];
-//   * settle entries (host -> runtime): [id, true, value], [id, false, code, message],
+//     ["numbers", "clock"|"random", first, [n, ...]], ["numbers", "race", ordinal, [winner]],
+//     ["cancel", [id, ...]];
+//   * settle entries (host -> runtime): [id, true, value], [id, true, null, {kind, message,
+//     details}] (a failed child, with its reason), [id, false, code, message],
 //     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens] or
 //     ["spent", tokens, dollars];
 //   * end records (Completed / Failed): {"ok":true,"value":...[,"warnings":[...]]} or
@@ -355,10 +357,22 @@ function makeError(code, message, site) {
 // {name: "AgentFailure", kind, message, details} that parallel()/pipeline() turn into null.
 function agentFailure(failure) {
   const e = new _Error(_String(failure.message));
+  _apply(_weakMapSet, agentFailures, [e, failureBrief(failure)]);
   _defineProperty(e, 'name', { value: 'AgentFailure', writable: true, enumerable: false, configurable: true });
   _defineProperty(e, 'kind', { value: _String(failure.kind), writable: true, enumerable: true, configurable: true });
   _defineProperty(e, 'details', { value: failure.details, writable: true, enumerable: true, configurable: true });
   return e;
+}
+
+// AgentFailure errors the runtime made -> {kind, message} as made (what settle() reports).
+const agentFailures = new _WeakMap();
+
+// The {kind, message} of a failed child as the host sent it.
+function failureBrief(failure) {
+  const brief = _create(null);
+  brief.kind = _String(failure.kind);
+  brief.message = _String(failure.message);
+  return brief;
 }
 
 function fatalRecord(e) {
@@ -376,6 +390,10 @@ let outbox = '';
 let result = null;
 let started = false;
 let nextId = 1;
+// The combinator item (settle/vote/first) whose thunk is running synchronously, or null; an
+// agent() call made then belongs to it (see newItem).
+let currentItem = null;
+let raceCount = 0;  // first() calls so far: the ordinal under which a race's winner is journaled
 let pendingCount = 0;
 const pending = _create(null);
 let budgetTotal = null;  // tokens the run may spend; null: unlimited
@@ -433,6 +451,13 @@ const agent = async function agent(prompt, opts) {
         + e.path + ': ' + e.reason);
     }
   }
+  // A call made while a combinator item runs belongs to it; a first() loser starts no child.
+  const item = currentItem;
+  if (item !== null && itemCancelled(item)) {
+    // A loser's code that still runs calls nothing: the call never returns (as one in flight
+    // when the race was won), and a script that awaits nothing else ends as stalled.
+    await own(new _Promise(function () {}));
+  }
   const id = nextId++;
   const slot = _create(null);
   slot.done = false;
@@ -445,9 +470,17 @@ const agent = async function agent(prompt, opts) {
   post(message);
   pending[id] = slot;
   pendingCount++;
+  if (item !== null) trackCall(item, id, true);
   await waiter;
-  if (slot.ok === true) return slot.value;
-  if (slot.failure !== undefined) throw agentFailure(slot.failure);
+  if (item !== null) trackCall(item, id, false);
+  if (slot.ok === true) {
+    if (slot.reason !== undefined && item !== null) noteFailure(item, slot.reason);
+    return slot.value;
+  }
+  if (slot.failure !== undefined) {
+    if (item !== null) noteFailure(item, slot.failure);
+    throw agentFailure(slot.failure);
+  }
   const code = _String(slot.code);
   throw makeError(code, _String(slot.message), misuse[code] === true && slot.site !== undefined ? slot.site : null);
 };
@@ -672,14 +705,19 @@ function startItems(join, works, limit) {
     join.works = works;
     join.next = first;
   }
-  for (let i = 0; i < first; i++) runItem(join, i, works[i]);
+  // settle()'s joins have their own runner; parallel()/pipeline() joins stay as they were (an
+  // item that runs out of memory must leave the same frames and heap behind:
+  // tests/adversarial/test_memory_verdicts.py), and runItem is called as a plain function.
+  const run = join.runner === undefined ? runItem : join.runner;
+  for (let i = 0; i < first; i++) run(join, i, works[i]);
 }
 
 function startNext(join) {
   const i = join.next++;
   const work = join.works[i];
   join.works[i] = undefined;
-  runItem(join, i, work);
+  const run = join.runner === undefined ? runItem : join.runner;
+  run(join, i, work);
 }
 
 // The item limit of a parallel()/pipeline() options object (0: none given). Strict: an options
@@ -802,6 +840,428 @@ const pipeline = function pipeline(items) {
   }
 };
 
+// ---- failure-aware combinators: settle(), vote(), first(), gate() -------------------------
+//
+// An item is one thunk of settle()/vote()/first(). The agent() calls its thunk makes while it
+// runs synchronously (up to its first await, which is where `() => agent(...)` and an async
+// thunk's first call are made) belong to it, and to the item it was started in: the item learns
+// why such a call's child failed (the host sends the reason beside a failed child's null), and
+// first() can cancel the calls of a loser. A call made after an await belongs to no item.
+
+function newItem(parent) {
+  const item = _create(null);
+  item.parent = parent;
+  item.cancelled = false;
+  item.failure = null;  // {kind, message} of the last failed child of its calls
+  item.calls = _create(null);  // ids of its calls still waiting for their answer
+  return item;
+}
+
+function itemCancelled(item) {
+  for (let at = item; at !== null; at = at.parent) if (at.cancelled) return true;
+  return false;
+}
+
+function trackCall(item, id, open) {
+  for (let at = item; at !== null; at = at.parent) {
+    if (open) at.calls[id] = true;
+    else delete at.calls[id];
+  }
+}
+
+function noteFailure(item, failure) {
+  const brief = failureBrief(failure);
+  for (let at = item; at !== null; at = at.parent) at.failure = brief;
+}
+
+// Calls work() as `item`: the calls it makes synchronously belong to the item.
+function callAs(item, work) {
+  const saved = currentItem;
+  currentItem = item;
+  try {
+    return work();
+  } finally {
+    currentItem = saved;
+  }
+}
+
+// settle()'s record of a thunk that returned `value`: a null (or undefined) value from a thunk
+// whose child failed is that child's failure.
+function settledValue(item, value) {
+  if ((value === null || value === undefined) && item.failure !== null) {
+    return { ok: false, error: { kind: item.failure.kind, message: item.failure.message } };
+  }
+  return { ok: true, value: value === undefined ? null : value };
+}
+
+// settle()'s record of an ordinary throw: an AgentFailure keeps its kind; anything else is
+// kind "thrown" with its message (and its string `code`, when it has one).
+function settledError(e) {
+  const known = e !== null && typeof e === 'object' ? _apply(_weakMapGet, agentFailures, [e]) : undefined;
+  if (known !== undefined) return { ok: false, error: { kind: known.kind, message: known.message } };
+  let message;
+  let code;
+  if (e !== null && typeof e === 'object' && !isRevoked(e)) {
+    try {
+      message = e.message;
+      code = e.code;
+    } catch (_) {
+      message = undefined;
+      code = undefined;
+    }
+  }
+  const text = typeof message === 'string' ? message : typeof e === 'string' ? e : renderBrief(e);
+  return {
+    ok: false,
+    error: typeof code === 'string'
+      ? { kind: 'thrown', message: text, code: code } : { kind: 'thrown', message: text },
+  };
+}
+
+// One item of settle(): as runItem, but the item's slot is its record (never a rejection for
+// an ordinary throw), and its calls belong to it.
+async function runSettled(join, index, work) {
+  const item = newItem(join.parentItem);
+  let value;
+  try {
+    value = settledValue(item, await callAs(item, work));
+  } catch (e) {
+    if (isFatal(e) || isOutOfMemory(e)) {
+      try {
+        join.failed = true;
+        await undefined;
+        join.reject(e);
+      } catch (failure) {
+        bookkeepingFailed(failure);
+      }
+      return;
+    }
+    value = settledError(e);
+  }
+  try {
+    if (join.next < join.count && !join.failed) startNext(join);
+    await undefined;
+    setItem(join.out, index, value);
+    join.remaining -= 1;
+    if (join.remaining === 0) join.resolve(join.out);
+  } catch (failure) {
+    bookkeepingFailed(failure);
+  }
+}
+
+// The functions of a thunks array, checked as parallel() checks them (a snapshot by index).
+function thunkList(hook, thunks) {
+  if (isRevoked(thunks) || !_ArrayIsArray(thunks)) {
+    throw makeError('INVALID_ARGUMENT', hook + ' requires an array of zero-argument functions, '
+      + 'e.g. ' + _apply(_stringSlice, hook, [0, -1]) + 'items.map(x => () => agent(...))) (got '
+      + describeKind(thunks) + ')');
+  }
+  const count = itemCount(hook, thunks);
+  const fns = _create(null);
+  for (let i = 0; i < count; i++) {
+    const fn = thunks[i];
+    if (typeof fn !== 'function' || isRevoked(fn)) {
+      throw makeError('INVALID_ARGUMENT', hook + ' item ' + i + ' is not a function (got '
+        + describeKind(fn) + '); wrap each task as () => agent(...)');
+    }
+    fns[i] = fn;
+  }
+  fns.length = count;
+  return fns;
+}
+
+function settleJoin(fns, limit) {
+  const join = newJoin(fns.length, null, 0);
+  join.runner = runSettled;  // startItems runs settle()'s items with it
+  join.parentItem = currentItem;  // the item this settle() call belongs to
+  startItems(join, fns, limit);
+  return join.promise;
+}
+
+const settle = function settle(thunks, options) {
+  try {
+    const fns = thunkList('settle()', thunks);
+    return settleJoin(fns, concurrencyOption('settle()', options));
+  } catch (e) {
+    return rejected(e);
+  }
+};
+
+// An options object of vote()/first()/gate(): a plain object whose keys are all `allowed`
+// (a key whose value is undefined counts as absent).
+function optionsOf(hook, options, allowed, example) {
+  if (options === undefined) return _create(null);
+  if (options === null || typeof options !== 'object' || _isArray(options)) {
+    throw makeError('INVALID_ARGUMENT', hook + ' options must be an object such as ' + example
+      + ' (got ' + describeKind(options) + ')');
+  }
+  const proto = _getPrototypeOf(options);
+  if (proto !== _ObjectPrototype && proto !== null) {
+    throw makeError('INVALID_ARGUMENT', hook + ' options must be a plain object such as ' + example);
+  }
+  const read = _create(null);
+  const keys = _keys(options);
+  for (let i = 0; i < keys.length; i++) {
+    const value = options[keys[i]];
+    if (value === undefined) continue;
+    let known = false;
+    let names = '';
+    for (let k = 0; k < allowed.length; k++) {
+      if (allowed[k] === keys[i]) known = true;
+      names = names + (k === 0 ? '' : ', ') + allowed[k];
+    }
+    if (!known) {
+      throw makeError('UNSUPPORTED_OPTION', hook + ' option ' + _stringify(keys[i])
+        + ' is not recognized (supported: ' + names + ')');
+    }
+    read[keys[i]] = value;
+  }
+  return read;
+}
+
+function wholeNumber(value, least) {
+  return typeof value === 'number' && value >= least && value % 1 === 0 && value <= 9007199254740991;
+}
+
+function functionOption(hook, name, value) {
+  if (value !== undefined && (typeof value !== 'function' || isRevoked(value))) {
+    throw makeError('INVALID_ARGUMENT', hook + ' option ' + name + ' must be a function (got '
+      + describeKind(value) + ')');
+  }
+  return value === undefined ? null : value;
+}
+
+const VOTE_FAILED = ['abstain', 'against', 'for'];
+
+const vote = async function vote(n, fn, options) {
+  if (!wholeNumber(n, 1)) {
+    throw makeError('INVALID_ARGUMENT', 'vote() requires a whole number of voters (at least 1) as '
+      + 'its first argument (got ' + describeKind(n) + ')');
+  }
+  if (n > maxItems) {
+    throw makeError('ITEM_CAP', 'vote() received ' + n + ' voters — over the per-call cap '
+      + '(max_items_per_call=' + maxItems + '); use fewer voters or raise max_items_per_call');
+  }
+  if (typeof fn !== 'function' || isRevoked(fn)) {
+    throw makeError('INVALID_ARGUMENT', 'vote() requires a function (i) => ... as its second '
+      + 'argument (got ' + describeKind(fn) + ')');
+  }
+  const example = '{pass: v => v.approve, quorum, failed: "abstain"}';
+  const opts = optionsOf('vote()', options, ['pass', 'quorum', 'failed'], example);
+  const pass = functionOption('vote()', 'pass', opts.pass);
+  if (pass === null) {
+    throw makeError('INVALID_ARGUMENT', 'vote() requires options.pass, a function that judges '
+      + 'each voter\'s value: ' + example);
+  }
+  const quorum = opts.quorum === undefined ? (n - n % 2) / 2 + 1 : opts.quorum;
+  if (!wholeNumber(quorum, 1) || quorum > n) {
+    throw makeError('INVALID_ARGUMENT', 'vote() option quorum must be a whole number from 1 to '
+      + 'the number of voters (' + n + ') (got ' + describeKind(opts.quorum) + ')');
+  }
+  const failedAs = opts.failed === undefined ? 'abstain' : opts.failed;
+  let knownMode = false;
+  for (let k = 0; k < VOTE_FAILED.length; k++) if (VOTE_FAILED[k] === failedAs) knownMode = true;
+  if (!knownMode) {
+    throw makeError('INVALID_ARGUMENT', 'vote() option failed must be "abstain", "against" or '
+      + '"for" (got ' + describeKind(failedAs) + ')');
+  }
+  const fns = _create(null);
+  for (let i = 0; i < n; i++) fns[i] = function () { return fn(i); };
+  fns.length = n;
+  const records = await settleJoin(fns, 0);
+  const tally = { passed: false, for: 0, against: 0, abstained: 0, votes: [] };
+  for (let i = 0; i < n; i++) {
+    const record = records[i];
+    let entry;
+    if (record.ok && record.value !== null) {
+      try {
+        entry = { vote: (await pass(record.value, i)) ? 'for' : 'against', value: record.value };
+      } catch (e) {
+        if (isFatal(e) || isOutOfMemory(e)) throw e;
+        entry = { vote: failedAs, value: record.value, error: settledError(e).error };
+      }
+    } else {
+      entry = {
+        vote: failedAs,
+        value: null,
+        error: record.ok ? { kind: 'null', message: 'the voter returned null' } : record.error,
+      };
+    }
+    if (entry.vote === 'for') tally.for += 1;
+    else if (entry.vote === 'against') tally.against += 1;
+    else tally.abstained += 1;
+    setItem(tally.votes, i, entry);
+  }
+  tally.passed = tally.for >= quorum;
+  return tally;
+};
+
+// first(): the race's journaled winner in a durable run (its index), or -1: race live.
+function recordedWinner(ordinal, count) {
+  const state = numberStates.race;
+  if (state === undefined) return -1;
+  const value = ordinal <= state.count ? state.values[ordinal - 1] : null;
+  return wholeNumber(value, 0) && value < count ? value : -1;
+}
+
+// The winner is known: every other item still running is cancelled (their calls in flight end
+// as cancelled children on the host and never return to the loser's code; calls it would still
+// make start no child), and in a durable run the winner is journaled. Posted before first() resolves, so the host serves it
+// before the script's next call.
+function raceWon(race, winner) {
+  race.done = true;
+  let ids = '';
+  for (let i = 0; i < race.count; i++) {
+    const item = race.items[i];
+    if (i === winner || item === null) continue;
+    item.cancelled = true;
+    const open = _keys(item.calls);
+    for (let k = 0; k < open.length; k++) ids = ids === '' ? open[k] : ids + ',' + open[k];
+  }
+  if (ids !== '') post('["cancel",' + '[' + ids + ']]');
+  if (winner >= 0 && numberStates.race !== undefined) {
+    post('["numbers","race",' + race.ordinal + ',[' + winner + ']]');
+  }
+}
+
+async function runRacer(race, index, work) {
+  const item = newItem(race.parentItem);
+  race.items[index] = item;
+  let value;
+  let passed = true;
+  try {
+    value = await callAs(item, work);
+    const until = race.until;
+    if (!race.done && value !== null && value !== undefined && until !== null) {
+      // until's own calls belong to the item too: cancelled with it if another thunk wins
+      passed = !!(await callAs(item, function () { return until(value); }));
+    }
+  } catch (e) {
+    if (race.done) return;
+    if (isFatal(e) || isOutOfMemory(e)) {
+      raceWon(race, -1);
+      race.reject(e);
+      return;
+    }
+    race.lastError = e;
+    value = null;
+    passed = null;  // threw: lastError holds what
+  }
+  if (passed !== null && (value === null || value === undefined || !passed)) {
+    if (race.throws && !race.done) race.lastError = lostError(item, index, passed ? value : undefined);
+    value = null;
+  }
+  if (race.done) return;
+  race.items[index] = null;
+  if (value !== null && value !== undefined) {
+    raceWon(race, index);
+    race.resolve(value);
+    return;
+  }
+  race.remaining -= 1;
+  if (race.remaining === 0) {
+    if (race.fallback !== null) {
+      const rest = race.fallback;
+      race.fallback = null;
+      startRacers(race, rest);
+      return;
+    }
+    race.done = true;
+    if (race.throws) race.reject(race.lastError);
+    else race.resolve(null);
+  }
+}
+
+// first()'s error for a thunk that gave no winning value (failure: "throw"): its failed
+// child's AgentFailure, else what it gave.
+function lostError(item, index, value) {
+  if (item.failure !== null) {
+    return agentFailure({ kind: item.failure.kind, message: item.failure.message, details: [] });
+  }
+  return new _Error('first(): thunk ' + index + (value === undefined
+    ? '\'s value did not pass until' : ' gave ' + (value === null ? 'null' : 'undefined')));
+}
+
+function startRacers(race, indices) {
+  race.remaining = indices.length;
+  for (let k = 0; k < indices.length; k++) runRacer(race, indices[k], race.fns[indices[k]]);
+}
+
+const first = function first(thunks, options) {
+  try {
+    const fns = thunkList('first()', thunks);
+    const opts = optionsOf('first()', options, ['until', 'failure'], '{until: v => v.confident}');
+    if (opts.failure !== undefined && opts.failure !== 'null' && opts.failure !== 'throw') {
+      throw makeError('INVALID_ARGUMENT', 'first() option failure must be "null" or "throw" (got '
+        + describeKind(opts.failure) + ')');
+    }
+    const race = _create(null);
+    race.until = functionOption('first()', 'until', opts.until);
+    race.throws = opts.failure === 'throw';
+    race.lastError = null;
+    race.ordinal = ++raceCount;
+    race.fns = fns;
+    race.count = fns.length;
+    race.items = _create(null);
+    race.done = false;
+    race.fallback = null;
+    race.parentItem = currentItem;
+    race.promise = own(new _Promise(captureBoth));
+    race.resolve = capturedResolve;
+    race.reject = capturedReject;
+    capturedResolve = capturedReject = null;
+    const count = fns.length;
+    for (let i = 0; i < count; i++) race.items[i] = null;
+    if (count === 0) {
+      race.resolve(null);
+      return race.promise;
+    }
+    const all = [];
+    for (let i = 0; i < count; i++) setItem(all, i, i);
+    const winner = recordedWinner(race.ordinal, count);
+    if (winner >= 0) {
+      // A resumed run: the journaled winner alone runs (its calls replay); the others run
+      // only if it no longer wins.
+      const rest = [];
+      for (let i = 0; i < count; i++) if (i !== winner) setItem(rest, rest.length, i);
+      race.fallback = rest.length > 0 ? rest : null;
+      startRacers(race, [winner]);
+    } else {
+      startRacers(race, all);
+    }
+    return race.promise;
+  } catch (e) {
+    return rejected(e);
+  }
+};
+
+const gate = async function gate(make, check, options) {
+  if (typeof make !== 'function' || isRevoked(make)) {
+    throw makeError('INVALID_ARGUMENT', 'gate() requires make(feedback, attempt) as its first '
+      + 'argument (got ' + describeKind(make) + ')');
+  }
+  if (typeof check !== 'function' || isRevoked(check)) {
+    throw makeError('INVALID_ARGUMENT', 'gate() requires check(value) as its second argument '
+      + '(got ' + describeKind(check) + ')');
+  }
+  const opts = optionsOf('gate()', options, ['attempts'], '{attempts: 3}');
+  const attempts = opts.attempts;
+  if (!wholeNumber(attempts, 1) || attempts > maxItems) {
+    throw makeError('INVALID_ARGUMENT', 'gate() requires options.attempts, a whole number from 1 '
+      + 'to max_items_per_call=' + maxItems + ' (got ' + describeKind(attempts) + ')');
+  }
+  let value = null;
+  let feedback;
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    value = await make(feedback, attempt);
+    const verdict = await check(value);
+    const ok = verdict !== null && typeof verdict === 'object' ? verdict.ok : verdict;
+    feedback = verdict !== null && typeof verdict === 'object' ? verdict.feedback : undefined;
+    if (ok) return { ok: true, value: value, attempts: attempt, feedback: feedback === undefined ? null : feedback };
+  }
+  return { ok: false, value: value, attempts: attempts, feedback: feedback === undefined ? null : feedback };
+};
+
 // The `budget` global: the run's token and dollar ceilings as the host enforces them (the host
 // refuses every
 // agent() call once it is reached; these functions only let the script see it coming).
@@ -828,7 +1288,8 @@ function defineGlobal(name, value) {
   _defineProperty(globalThis, name, { value: value, writable: true, enumerable: false, configurable: true });
 }
 
-for (const fn of [agent, phase, log, parallel, pipeline, budgetSpentFn, budgetRemainingFn,
+for (const fn of [agent, phase, log, parallel, pipeline, settle, vote, first, gate,
+  budgetSpentFn, budgetRemainingFn,
   budgetSpentUsdFn,
   workflow, nestedWorkflow]) _freeze(fn);
 defineGlobal('agent', agent);
@@ -836,6 +1297,10 @@ defineGlobal('subagent', agent);
 defineGlobal('workflow', workflow);
 defineGlobal('parallel', parallel);
 defineGlobal('pipeline', pipeline);
+defineGlobal('settle', settle);
+defineGlobal('vote', vote);
+defineGlobal('first', first);
+defineGlobal('gate', gate);
 defineGlobal('phase', phase);
 defineGlobal('log', log);
 defineGlobal('console', _freeze({
@@ -892,6 +1357,11 @@ function installReplayableNumbers(recorded) {
     state.fresh = '';
     numberStates[kind] = state;
   }
+  // first()'s journaled winners: values[ordinal - 1] is race `ordinal`'s winner (null: none).
+  const race = _create(null);
+  race.values = _isArray(recorded.race) ? recorded.race : [];
+  race.count = race.values.length;
+  numberStates.race = race;
   const now = function now() { return nextNumber('clock', liveNow); };
   const DateWrapper = function Date(year, monthIndex, day, hours, minutes, seconds, ms) {
     if (new.target === undefined) {
@@ -1132,9 +1602,12 @@ return {
       slot.done = true;
       delete pending[entry[0]];
       pendingCount--;
+      // A call of first()'s loser never returns: the loser's code stops where it waits.
+      if (slot.item !== undefined && slot.item !== null && itemCancelled(slot.item)) continue;
       if (entry[1] === true) {
         slot.ok = true;
         slot.value = entry[2];
+        if (entry.length > 3) slot.reason = entry[3];
       } else if (entry[2] === 'AgentFailure') {
         slot.ok = false;
         slot.failure = entry[4];

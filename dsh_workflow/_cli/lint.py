@@ -8,10 +8,13 @@ expressions are never mistaken for code) and reports, with 1-based line and colu
   second argument; spreads and computed keys are not judged; a real script's ``stallMs`` is
   one: unknown options stay fatal), and literal ``effort``, ``isolation`` or ``failure``
   values outside the allowed ones;
-- ``parallel()``/``pipeline()`` options (an object literal as parallel's second or pipeline's
-  last argument): keys other than ``concurrency``, and a literal ``concurrency`` that is not a
-  whole number of at least 1;
+- ``parallel()``/``pipeline()``/``settle()`` options (an object literal as parallel's or
+  settle's second or pipeline's last argument): keys other than ``concurrency``, and a
+  literal ``concurrency`` that is not a whole number of at least 1;
 - literal ``agentType`` values that the agent registry does not define;
+- ``.filter(Boolean)`` right after a ``parallel()`` whose thunks make a schema call (chained on
+  ``(await parallel(...))``, or on a name the awaited result was assigned to): it drops every
+  failed child without its reason, which ``settle()`` keeps;
 - references to globals the sandbox does not have (timers, ``require``, ``process``,
   ``fetch``, browser and other runtimes' objects, ``import()``), unless the script declares
   a name of its own with that spelling.
@@ -31,7 +34,8 @@ import tree_sitter_javascript
 from .._agents import AgentRegistry
 from .._engines.host.agent_options import EFFORTS, FAILURE_MODES, ISOLATIONS, SUPPORTED_OPTIONS
 
-__all__ = ["AGENT_OPTIONS", "COMBINATOR_OPTIONS", "FAILURES", "MISSING_GLOBALS", "LintWarning", "lint"]
+__all__ = ["AGENT_OPTIONS", "COMBINATOR_OPTIONS", "FAILURES", "FILTER_BOOLEAN", "MISSING_GLOBALS",
+           "LintWarning", "lint"]
 
 #: Globals scripts written for other runtimes reach for; none exists in the sandbox.
 MISSING_GLOBALS: dict[str, str] = {
@@ -51,7 +55,7 @@ MISSING_GLOBALS: dict[str, str] = {
 }
 
 _HOOKS = ("agent", "subagent")
-_COMBINATORS = ("parallel", "pipeline")
+_COMBINATORS = ("parallel", "pipeline", "settle")
 #: agent(prompt, {failure}): "null" (the default: a failed child resolves null) or "throw" (it
 #: rejects with a non-fatal AgentFailure error).
 FAILURES = FAILURE_MODES
@@ -59,6 +63,10 @@ FAILURES = FAILURE_MODES
 AGENT_OPTIONS: tuple[str, ...] = SUPPORTED_OPTIONS
 #: The keys of parallel()/pipeline() options (hooks.js, concurrencyOption).
 COMBINATOR_OPTIONS = ("concurrency",)
+#: Why ``.filter(Boolean)`` after a parallel() of schema calls is flagged.
+FILTER_BOOLEAN = (".filter(Boolean) after parallel() drops every failed schema call without its "
+                  "reason; use settle(thunks) instead: one {ok, value} or {ok: false, error: "
+                  "{kind, message}} per thunk, e.g. (await settle(thunks)).filter(r => r.ok)")
 _DECLARING = {"variable_declarator": "name", "function_declaration": "name",
               "generator_function_declaration": "name", "class_declaration": "name",
               "function_expression": "name", "class": "name"}
@@ -128,9 +136,11 @@ class _Linter:
         root = _parser().parse(self.source).root_node
         nodes = list(_walk(root))
         declared = self._declared(nodes)
+        schema_results = self._schema_parallel_names(nodes)
         for node in nodes:
             if node.type == "call_expression":
                 self._call(node)
+                self._filter_boolean(node, schema_results)
             elif node.type == "identifier" and _text(node) in MISSING_GLOBALS \
                     and _text(node) not in declared and not self._is_declaration(node):
                 name = _text(node)
@@ -165,6 +175,68 @@ class _Linter:
                 names.add(_text(node))
         return names
 
+    @staticmethod
+    def _awaited_schema_parallel(node: tree_sitter.Node | None) -> bool:
+        """Whether ``node`` is ``await parallel(...)`` (parenthesized or not) whose arguments
+        hold an ``agent()``/``subagent()`` call with a ``schema`` option."""
+        while node is not None and node.type == "parenthesized_expression":
+            node = node.named_children[0] if node.named_children else None
+        if node is None or node.type != "await_expression" or not node.named_children:
+            return False
+        call = node.named_children[0]
+        function = call.child_by_field_name("function") if call.type == "call_expression" \
+            else None
+        if function is None or function.type != "identifier" or _text(function) != "parallel":
+            return False
+        arguments = call.child_by_field_name("arguments")
+        return arguments is not None and any(
+            _Linter._has_schema(inner) for inner in _walk(arguments)
+            if inner.type == "call_expression")
+
+    @staticmethod
+    def _has_schema(call: tree_sitter.Node) -> bool:
+        function = call.child_by_field_name("function")
+        arguments = call.child_by_field_name("arguments")
+        if function is None or arguments is None or function.type != "identifier" \
+                or _text(function) not in _HOOKS:
+            return False
+        given = [c for c in arguments.named_children if c.type != "comment"]
+        return len(given) >= 2 and given[1].type == "object" and any(
+            key == "schema" for _, key, _ in _Linter._entries(given[1]))
+
+    def _schema_parallel_names(self, nodes: list[tree_sitter.Node]) -> set[str]:
+        """Names assigned ``await parallel(...)`` of schema calls (scopes are not tracked)."""
+        names: set[str] = set()
+        for node in nodes:
+            if node.type == "variable_declarator":
+                target, value = node.child_by_field_name("name"), \
+                    node.child_by_field_name("value")
+            elif node.type == "assignment_expression":
+                target, value = node.child_by_field_name("left"), \
+                    node.child_by_field_name("right")
+            else:
+                continue
+            if target is not None and target.type == "identifier" \
+                    and self._awaited_schema_parallel(value):
+                names.add(_text(target))
+        return names
+
+    def _filter_boolean(self, node: tree_sitter.Node, names: set[str]) -> None:
+        """Flag ``X.filter(Boolean)`` where X is an awaited parallel() of schema calls."""
+        function = node.child_by_field_name("function")
+        arguments = node.child_by_field_name("arguments")
+        if function is None or arguments is None or function.type != "member_expression":
+            return
+        prop = function.child_by_field_name("property")
+        given = [c for c in arguments.named_children if c.type != "comment"]
+        if prop is None or _text(prop) != "filter" or len(given) != 1 \
+                or given[0].type != "identifier" or _text(given[0]) != "Boolean":
+            return
+        target = function.child_by_field_name("object")
+        if target is not None and ((target.type == "identifier" and _text(target) in names)
+                                   or self._awaited_schema_parallel(target)):
+            self.at(prop, FILTER_BOOLEAN)
+
     def _call(self, node: tree_sitter.Node) -> None:
         function = node.child_by_field_name("function")
         if function is None:
@@ -180,7 +252,7 @@ class _Linter:
             return
         given = [c for c in arguments.named_children if c.type != "comment"]
         name = _text(function)
-        if name == "parallel":
+        if name in ("parallel", "settle"):
             if len(given) >= 2 and given[1].type == "object":
                 self._combinator_options(name, given[1])
         elif name == "pipeline":

@@ -18,6 +18,9 @@ Schema version (``PRAGMA user_version``) history:
   prompt and options) next to what it answered, its failure, usage and times.
 - **3** — ``runs.cancel_origin``: where the cancel request of ``cancel_requested`` came from
   (``viewer``, ``command line``; NULL for none, or a request written before this version).
+- **4** — ``journal.kind`` may be ``race`` (the winner of a script's ``first()`` call, so a
+  resume picks the same one); SQLite cannot change a CHECK constraint in place, so the table
+  is rebuilt with its rows.
 
 The file also carries ``PRAGMA application_id = 0x64736877`` ("dshw"), so a store never writes
 into another program's database. To change the schema, append a step to :data:`MIGRATIONS`
@@ -111,6 +114,30 @@ _V3 = """
 ALTER TABLE runs ADD COLUMN cancel_origin TEXT;
 """
 
+_V4 = """
+CREATE TABLE journal_v4 (
+    run_id             TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    kind               TEXT NOT NULL CHECK (kind IN ('agent', 'clock', 'random', 'race')),
+    seq                INTEGER NOT NULL,
+    key                TEXT NOT NULL,
+    text               TEXT,
+    structured         TEXT,               -- JSON value; NULL for none
+    number             REAL,
+    input_tokens       INTEGER,            -- NULL: the provider reported no usage
+    output_tokens      INTEGER,
+    cost_usd           REAL,
+    cache_read_tokens  INTEGER,
+    cache_write_tokens INTEGER,
+    PRIMARY KEY (run_id, kind, seq)
+) WITHOUT ROWID;
+INSERT INTO journal_v4 (run_id, kind, seq, key, text, structured, number, input_tokens,
+                        output_tokens, cost_usd, cache_read_tokens, cache_write_tokens)
+    SELECT run_id, kind, seq, key, text, structured, number, input_tokens, output_tokens,
+           cost_usd, cache_read_tokens, cache_write_tokens FROM journal;
+DROP TABLE journal;
+ALTER TABLE journal_v4 RENAME TO journal;
+"""
+
 
 def _execute_script(conn: sqlite3.Connection, script: str) -> None:
     """Run each statement of ``script`` inside the caller's transaction (unlike
@@ -137,9 +164,13 @@ def _add_v3(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _V3)
 
 
+def _add_v4(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _V4)
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
-MIGRATIONS: tuple[Migration, ...] = (_create_v1, _add_v2, _add_v3)
+MIGRATIONS: tuple[Migration, ...] = (_create_v1, _add_v2, _add_v3, _add_v4)
 """``MIGRATIONS[i]`` upgrades schema version ``i`` to ``i + 1`` inside an open transaction."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -19,7 +19,7 @@ of that one run raises :class:`RunStoreError`."""
 FinalStatus = Literal["completed", "error", "cancelled"]
 """The statuses a run's owner may finish it with."""
 
-JournalKind = Literal["agent", "clock", "random"]
+JournalKind = Literal["agent", "clock", "random", "race"]
 """What a journal entry records: a completed ``agent()`` call, or one replayable value of
 ``Date.now()`` (``clock``) or ``Math.random()`` (``random``)."""
 
@@ -80,6 +80,8 @@ class JournalEntry(BaseModel):
     the run's call order), ``key`` the call's content key, and ``text`` / ``structured`` /
     ``usage`` its result. ``kind="clock"`` / ``"random"``: the ``seq``-th value (1-based) the
     script got from ``Date.now()`` / ``Math.random()``, held in ``number``; ``key`` is unused.
+    ``kind="race"``: the winner (its index, in ``number``) of the script's ``seq``-th
+    ``first()`` call.
     ``(run_id, kind, seq)`` is unique.
     """
 

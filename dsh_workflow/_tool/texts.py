@@ -15,6 +15,7 @@ from typing import Any
 from .._subagent import provider_description, provider_info
 
 __all__ = [
+    "COMBINATORS",
     "DESCRIPTION",
     "RESUME_NOTE",
     "abnormal_text",
@@ -32,6 +33,19 @@ __all__ = [
     "tool_input_schema",
     "with_run_id",
 ]
+
+#: The failure-aware combinators (SPEC §26), a paragraph of the description of its own.
+COMBINATORS = """\
+Combinators that keep failures (fatal errors reject them, as they reject parallel):
+- settle(thunks, {concurrency?}) -> per thunk {ok: true, value} or {ok: false, error: {kind, \
+message, code?}} (a failed child's own kind and reason; a throw is kind "thrown"): use it, not \
+.filter(Boolean).
+- vote(n, i => ..., {pass: v => bool, quorum?, failed?: "abstain"|"against"|"for"}) -> {passed, \
+for, against, abstained, votes}; quorum defaults to a majority (4 voters need 3).
+- first(thunks, {until?, failure?}) -> the first value that completes (and passes until), the \
+others cancelled; null when all fail (failure: "throw": their last error).
+- gate((feedback, attempt) => ..., v => ({ok, feedback}), {attempts}) -> {ok, value, attempts, \
+feedback}."""
 
 DESCRIPTION = """\
 Run a JavaScript script that orchestrates many subagents (reviewing many files, migrations, \
@@ -82,6 +96,8 @@ budget.remaining() (Infinity when unlimited: never return it raw); dollars: budg
 (null: unset), budget.spentUsd(). Once spent reaches a total, every later agent() call throws \
 fatal BUDGET_EXCEEDED; running children finish.
 
+{combinators}
+
 Errors: hook misuse (bad arguments, unknown options, an invalid schema), a tripped cap, the \
 budget and cancellation throw {name: "WorkflowError", code, fatal: true, message}; test \
 e.code === "BUDGET_EXCEEDED" etc. Codes: INVALID_ARGUMENT, \
@@ -109,7 +125,8 @@ const found = await pipeline(args.files,
     properties: {bugs: {type: "array", items: {type: "string"}}}, required: ["bugs"]}}),
   (r, f) => r && r.bugs.length ? agent(`Verify in ${f}: ${JSON.stringify(r.bugs)}`) : null,
   {concurrency: 4});
-return {files: args.files.length, confirmed: found.filter(Boolean)};"""
+return {files: args.files.length, confirmed: found.filter(Boolean)};""".replace(
+    "{combinators}", COMBINATORS)
 
 _SYSTEM_PROMPT = (
     "The {name} tool runs a JavaScript script you write that orchestrates many subagents "

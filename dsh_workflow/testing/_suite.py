@@ -7,6 +7,7 @@ from ._suite_boundary import BoundarySuite
 from ._suite_combinators import CombinatorSuite
 from ._suite_compat import CompatSuite
 from ._suite_events import EventSuite
+from ._suite_failure_aware import FailureAwareSuite
 from ._suite_hooks import AgentSuite, NarrationSuite
 from ._suite_lifecycle import LifecycleSuite
 from ._suite_limits import LimitSuite
@@ -21,6 +22,7 @@ class EngineConformance(
     AgentSuite,
     NarrationSuite,
     CombinatorSuite,
+    FailureAwareSuite,
     BoundarySuite,
     LimitSuite,
     LifecycleSuite,
@@ -62,6 +64,6 @@ class EngineConformance(
     (test name -> reason; those tests run as ``xfail(strict=True)``, so a fix is noticed).
 
     The topic suites it is made of, each documenting what it checks: ``StartSuite``,
-    ``AgentSuite``, ``NarrationSuite``, ``CombinatorSuite``, ``BoundarySuite``,
+    ``AgentSuite``, ``NarrationSuite``, ``CombinatorSuite``, ``FailureAwareSuite``, ``BoundarySuite``,
     ``LimitSuite``, ``LifecycleSuite``, ``EventSuite``, ``SandboxSuite``, ``CompatSuite``.
     """

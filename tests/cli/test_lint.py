@@ -15,7 +15,7 @@ from dsh_workflow import (
     QuickJSEngine,
     WorkflowStartRequest,
 )
-from dsh_workflow._cli.lint import MISSING_GLOBALS, lint
+from dsh_workflow._cli.lint import FILTER_BOOLEAN, MISSING_GLOBALS, lint
 
 REGISTRY = AgentRegistry.from_definitions([AgentDefinition(name="reviewer")])
 
@@ -155,3 +155,48 @@ def test_check_of_a_clean_script_prints_no_warning(tmp_path: Path) -> None:
     done = run_cli("check", script, home=tmp_path, cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == "ok: flow: meta is valid and the script parses\n"
+
+
+def test_filter_boolean_after_a_parallel_of_schema_calls_names_settle() -> None:
+    chained = "const r = (await parallel(xs.map(x => () => agent(x, {schema: S})))).filter(Boolean);"
+    named = ("let rs;\nrs = await parallel(xs.map(x => () => subagent(x, {label: 'l', schema})));\n"
+             "return rs.filter(Boolean);")
+    assert found(chained) == [(1, 70, FILTER_BOOLEAN)]
+    assert found(named) == [(3, 11, FILTER_BOOLEAN)]
+    assert "settle(" in FILTER_BOOLEAN
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param("const rs = await parallel(xs.map(x => () => agent(x)));\n"
+                 "return rs.filter(Boolean);", id="no-schema-call"),
+    pytest.param("const rs = await parallel(xs.map(x => () => agent(x, {schema})));\n"
+                 "return rs.filter(r => r !== null);", id="another-filter"),
+    pytest.param("const rs = await settle(xs.map(x => () => agent(x, {schema})));\n"
+                 "return rs.filter(Boolean);", id="settle"),
+    pytest.param("const rs = await pipeline(xs, x => agent(x, {schema}));\n"
+                 "return rs.filter(Boolean);", id="pipeline"),
+    pytest.param("const rs = xs.map(x => agent(x, {schema}));\nreturn rs.filter(Boolean);",
+                 id="no-parallel"),
+])
+def test_filter_boolean_elsewhere_is_not_flagged(body: str) -> None:
+    assert found(body) == []
+
+
+def test_settle_options_are_checked_like_parallels() -> None:
+    [(line, col, message)] = found("await settle(ts, {concurrency: 2, limit: 3});")
+    assert (line, col) == (1, 35) and message.startswith('settle() option "limit"')
+
+
+def test_check_warns_about_filter_boolean_and_names_settle(tmp_path: Path) -> None:
+    script = tmp_path / "flow.js"
+    script.write_text(
+        "export const meta = {name: 'flow', description: 'd'};\n"
+        "const S = {type: 'object', properties: {n: {type: 'integer'}}};\n"
+        "const all = await parallel(args.items.map(i => () => agent(i, {schema: S})));\n"
+        "return all.filter(Boolean);\n", encoding="utf-8")
+    done = run_cli("check", script, home=tmp_path, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok: flow: meta is valid and the script parses (1 warning)\n"
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"{script}:4:12: warning: .filter(Boolean) after parallel()")
+    assert "settle(thunks)" in line

@@ -615,6 +615,35 @@ async def test_a_version_1_file_with_runs_is_upgraded_to_the_current_schema(tmp_
         assert raw.execute("SELECT count(*) FROM calls").fetchone() == (0,)
 
 
+async def test_a_version_2_journal_keeps_its_rows_and_takes_race_winners(tmp_path: Path) -> None:
+    path = str(tmp_path / "v2.sqlite3")
+    conn = connect(path, synchronous="NORMAL", busy_timeout_s=1)
+    try:
+        migrate(conn, path, MIGRATIONS[:2])  # what the third release wrote
+        conn.execute("INSERT INTO runs (id, meta, script, created_at, status) "
+                     "VALUES ('old', '{}', 's', 1.0, 'completed')")
+        conn.execute("INSERT INTO journal (run_id, kind, seq, key, text, input_tokens, "
+                     "output_tokens, cost_usd) VALUES ('old', 'agent', 1, 'k1', 'answer', 10, "
+                     "20, 0.5)")
+        conn.execute("INSERT INTO journal (run_id, kind, seq, key, number) "
+                     "VALUES ('old', 'clock', 1, '', 42.0)")
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute("INSERT INTO journal (run_id, kind, seq, key, number) "
+                         "VALUES ('old', 'race', 1, '', 1.0)")
+    finally:
+        conn.close()
+    async with SQLiteRunStore(path) as store:
+        await store.commit_journal([JournalEntry(run_id="old", seq=1, kind="race", number=2.0)])
+        entries = await store.journal("old")
+    assert {(e.kind, e.seq, e.text, e.number) for e in entries} == {
+        ("agent", 1, "answer", None), ("clock", 1, None, 42.0), ("race", 1, None, 2.0)}
+    agent = next(e for e in entries if e.kind == "agent")
+    assert agent.usage is not None and agent.usage.cost_usd == 0.5
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert raw.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
 async def test_a_newer_file_is_refused(db: str) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")

@@ -192,3 +192,61 @@ async def test_the_budget_refuses_calls_once_spent() -> None:
     assert runtime.settled[1] == [1, True, "t"]
     assert runtime.settled[2][:3] == [2, False, "BUDGET_EXCEEDED"]
     assert result.usage is not None and result.usage.input_tokens == 5
+
+
+def _cancel(*call_ids: Any) -> str:
+    return json.dumps([[HookKind.CANCEL, list(call_ids)]])
+
+
+async def test_a_cancel_message_ends_running_ready_and_queued_calls_at_once() -> None:
+    """first()'s losers: a running child is cancelled, one not yet taken by a worker or still
+    queued never reaches the provider; each answers null with a ``cancelled`` reason, and the
+    started ones end ``cancelled`` before any later message is served."""
+    events: list[Any] = []
+    hub = EventHub()
+    hub.subscribe(events.append)
+    provider = HangingProvider()
+    runtime = FakeRuntime()
+    config = EngineConfig(max_concurrent_agents=2, dispose_grace_s=0.5, max_failed_agents=0)
+    agents = [[HookKind.AGENT, i, p, None] for i, p in enumerate("abcd", start=1)]
+    async with anyio.create_task_group() as tg:
+        run = HostedRun(run_id="r4", meta=META, config=config, provider=provider,
+                        max_total_agents=100, parent=None, events=hub, task_group=tg)
+        run.attach(runtime)
+        tg.start_soon(run.drive)
+        await anyio.lowlevel.checkpoint()
+        # a and b get the slots (no worker has taken b yet when it is cancelled), c and d queue
+        run.report(ReportKind.OUTBOX, json.dumps([*agents, [HookKind.CANCEL, [2]]]))
+        with anyio.fail_after(10):
+            await provider.wait_started(2)  # a, and c in b's slot
+        # 1 runs, 4 is queued, 99 was never accepted; then a later call
+        run.report(ReportKind.OUTBOX, json.dumps([[HookKind.CANCEL, [1, 4, 99]],
+                                                  [HookKind.AGENT, 5, "e", None]]))
+        with anyio.fail_after(10):
+            await provider.wait_cancelled(1)
+            await provider.wait_started(3)  # e, in a's slot
+        run.report(ReportKind.END, {"ok": True, "value": None})
+        with anyio.fail_after(10):
+            result = await run.result()
+    assert result.stop_reason == "completed", result.error  # losers are not failures
+    assert [r.prompt for r in provider.requests] == ["a", "c", "e"]
+    answered = {e[0]: e for e in runtime.settled if e[0] != "spent"}
+    assert set(answered) == {1, 2, 4}
+    for entry in answered.values():
+        assert entry[1:3] == [True, None] and entry[3]["kind"] == "cancelled"
+        assert "first()" in entry[3]["message"]
+    order = [(type(e).__name__, e.seq, getattr(e, "outcome", None)) for e in events
+             if isinstance(e, (AgentStarted, AgentEnded))]
+    assert ("AgentEnded", 2, "cancelled") in order  # admitted, so started: and ended
+    assert ("AgentEnded", 1, "cancelled") in order
+    assert not [o for o in order if o[1] == 4]  # the queued call never started
+    # 1 ended while its cancel was served: before e (the host's seq 5) started
+    assert order.index(("AgentEnded", 1, "cancelled")) < order.index(("AgentStarted", 5, None))
+
+
+async def test_a_malformed_cancel_message_is_a_fault() -> None:
+    result, runtime = await _drive(FunctionProvider(), [_cancel("1")],
+                                   end={"ok": True, "value": 1})
+    assert result.stop_reason == "error"
+    assert "cancel" in (result.error or "")
+    assert runtime.stopped

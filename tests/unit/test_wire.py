@@ -51,7 +51,8 @@ def test_the_javascript_names_the_one_definition() -> None:
     assert "dsh_workflow/_engines/script/wire.py" in (RUNTIME_JS / "boundary.js").read_text("utf-8")
 
 
-@pytest.mark.parametrize("kind", [HookKind.AGENT, HookKind.WORKFLOW, HookKind.NUMBERS])
+@pytest.mark.parametrize("kind", [HookKind.AGENT, HookKind.WORKFLOW, HookKind.NUMBERS,
+                                  HookKind.CANCEL])
 def test_the_javascript_posts_each_hook_kind(kind: HookKind) -> None:
     assert f'\'["{kind}",\'' in _JS
 

@@ -87,7 +87,8 @@ class RunJournal:
         self._args = args
         self.resumed_from = resumed_from
         self._replays: dict[str, deque[JournalEntry]] = {}
-        self._numbers: dict[str, list[float]] = {"clock": [], "random": []}
+        # "race": first()'s winners by ordinal (None where a race recorded none)
+        self._numbers: dict[str, list[float | None]] = {"clock": [], "random": [], "race": []}
         self._early_events: list[Mapping[str, Any]] | None = []  # posted before begin()
         self.began = False
         #: Seqs of the earlier run whose answers are not replayed (they run live again).
@@ -106,6 +107,11 @@ class RunJournal:
             for entry in await self.store.journal(self.resumed_from):
                 if entry.kind == "agent":
                     self._replays.setdefault(entry.key, deque()).append(entry)
+                elif entry.kind == "race" and entry.number is not None:
+                    races = self._numbers["race"]
+                    if entry.seq <= MAX_RECORDED_NUMBERS:
+                        races.extend([None] * (entry.seq - len(races)))
+                        races[entry.seq - 1] = entry.number
                 elif entry.number is not None:
                     self._numbers[entry.kind].append(entry.number)
         _UNSETTLED.add((self.store.path, self.run_id))
@@ -131,7 +137,8 @@ class RunJournal:
         _UNSETTLED.discard((self.store.path, self.run_id))
 
     def numbers_text(self) -> str:
-        """The recorded clock and random values, as the runtime's replay input (JSON)."""
+        """The recorded clock and random values and race winners, as the runtime's replay
+        input (JSON)."""
         return json.dumps(self._numbers, allow_nan=False)
 
     def replay(self, key: str) -> JournalEntry | None:
@@ -154,8 +161,9 @@ class RunJournal:
         await self.store.commit_journal(entries)
 
     def post_numbers(self, kind: str, first: int, values: Sequence[float]) -> None:
-        """Journal clock or random values the script received (queued; committed, in order,
-        no later than the next :meth:`commit`)."""
+        """Journal clock or random values the script received, or a ``first()`` winner
+        (``race``: ``first`` is the race's ordinal) (queued; committed, in order, no later than
+        the next :meth:`commit`)."""
         end = min(first + len(values), MAX_RECORDED_NUMBERS + 1)
         if kind not in self._numbers or first < 1 or first >= end:
             return

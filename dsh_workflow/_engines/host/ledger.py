@@ -51,6 +51,7 @@ class ChildCall:
     fatal: str | None = None  # the run's end when its provider is unavailable
     fatal_code: WorkflowErrorCode = WorkflowErrorCode.AGENT_FAILED  # that end's code
     uncounted: str | None = None  # why the dollar budget cannot count its usage
+    scope: anyio.CancelScope | None = field(default=None, repr=False)  # while its child runs
 
 
 class CallLedger:
@@ -136,7 +137,10 @@ class CallLedger:
             outcome = call.outcome or "cancelled"
             failure = None
             if outcome != "completed":
-                failure = self._failed(call, outcome, counted=not closed)
+                # A child the script cancelled (first()'s losers) did not fail: the failure
+                # ceiling does not count it.
+                failure = self._failed(call, outcome,
+                                       counted=not closed and outcome != "cancelled")
             self._events.emit(AgentEnded(
                 run=self._info, seq=call.seq, label=call.request.label, phase=call.request.phase,
                 outcome=outcome, usage=call.usage, error=failure))

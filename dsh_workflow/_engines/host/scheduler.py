@@ -204,11 +204,21 @@ class ChildScheduler:
     async def _run_call(self, call: ChildCall) -> None:
         journaled = False
         try:
-            call.reply, call.outcome = await self._run_child(call)
+            with anyio.CancelScope() as scope:
+                call.scope = scope
+                reply = await self._run_child(call)
+            call.scope = None
+            if scope.cancelled_caught:
+                return  # the script cancelled it (cancel()), which ended and answered it
+            call.reply, call.outcome = reply
             self._drop_too_deep(call)
-            if call.throw and call.outcome != "completed" and call.reply[1] is True \
+            if call.outcome != "completed" and call.reply[1] is True \
                     and call.failure is not None:
-                call.reply = agent_failure(call.call_id, call.failure.model_dump(mode="json"))
+                # A failed child's null carries its reason (settle() reports it), or with
+                # failure: "throw" rejects with it.
+                reason = call.failure.model_dump(mode="json")
+                call.reply = agent_failure(call.call_id, reason) if call.throw \
+                    else answer(call.call_id, None, reason)
             call.spent = self._spend.count(call.last_usage) or call.spent
             if call.uncounted is not None:
                 self._uncounted(call, call.uncounted)
@@ -457,6 +467,28 @@ class ChildScheduler:
             depth = self._config.max_value_depth
             call.failure = AgentFailure.of(
                 "invalid", f"/: the answer is nested deeper than max_value_depth={depth}")
+
+    def cancel(self, call: ChildCall, failure: AgentFailure) -> None:
+        """End ``call`` now at the script's request (``first()``'s losers): it answers
+        ``null`` with ``failure`` (kind ``cancelled``) and, if it started, ends ``cancelled``
+        before this returns; a waiting call never starts, a running child's task is cancelled
+        (its worker frees the slot). A call already answered, or held for the journal's
+        commit, is left alone."""
+        calls = self._calls
+        if call not in calls.live or call.reply is not None or call.replay is not None:
+            return
+        call.failure, call.outcome = failure, "cancelled"
+        call.reply = answer(call.call_id, None, failure.model_dump(mode="json"))
+        if call in self._queue:
+            self._queue.remove(call)
+        elif call in self._ready:
+            self._ready.remove(call)
+            self._running -= 1
+            while self._queue and self._running < self._config.max_concurrent_agents:
+                self.admit(self._queue.popleft())
+        elif call.scope is not None:
+            call.scope.cancel()
+        calls.end(call)
 
     # ---- stopping ---------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Hook serving: where the script's hook calls (``agent``, ``workflow``, ``phase``, ``log``,
-``numbers``) are checked and answered, in call order.
+``numbers``, ``cancel``) are checked and answered, in call order.
 
 The host trusts nothing the runtime sends: every message's shape is checked here (a malformed
 one is a protocol fault that ends the run), and the caps the runtime enforces are enforced
@@ -24,6 +24,7 @@ from ..._config import EngineConfig
 from ..._depth import deeper_than
 from ..._errors import WorkflowError, WorkflowErrorCode
 from ..._events import AgentReplayed, EventHub, LogEmitted, PhaseStarted, RunInfo
+from ..._failure import AgentFailure
 from ..._library import WorkflowLibrary
 from ..._schema_limits import SchemaLimits
 from ..._subagent import SubagentRequest
@@ -49,6 +50,12 @@ SERVE_SLICE = 256
 _MALFORMED = "the script runtime sent a malformed message"
 _AGENT, _WORKFLOW, _NUMBERS = HookKind.AGENT.value, HookKind.WORKFLOW.value, \
     HookKind.NUMBERS.value
+_CANCEL = HookKind.CANCEL.value
+#: The kinds of journaled numbers: Date.now(), Math.random(), first()'s winners.
+_NUMBER_KINDS = ("clock", "random", "race")
+#: Why a call first() cancelled did not complete (its AgentEnded.error).
+_LOST_RACE = "first() cancelled it: another thunk won the race"
+
 _NARRATION = (HookKind.PHASE.value, HookKind.LOG.value)
 _PHASE = HookKind.PHASE.value
 
@@ -138,10 +145,13 @@ class HookServer:
             elif kind == _WORKFLOW and len(message) == 4 and type(message[1]) is int:
                 self._on_workflow(message[1], message[2], message[3])
             elif (kind == _NUMBERS and len(message) == 4 and self._journal is not None
-                  and message[1] in ("clock", "random") and type(message[2]) is int
+                  and message[1] in _NUMBER_KINDS and type(message[2]) is int
                   and isinstance(message[3], list)
                   and all(type(v) in (int, float) for v in message[3])):
                 self._journal.post_numbers(message[1], message[2], message[3])
+            elif (kind == _CANCEL and len(message) == 2 and isinstance(message[1], list)
+                  and all(type(v) is int for v in message[1])):
+                self._cancel(message[1])
             else:
                 self._fault(Fault(f"the script runtime sent an unknown message {kind!r}",
                                   overrides=True))
@@ -295,6 +305,15 @@ class HookServer:
                 journal.calls.opened(request, None)
         self._scheduler.offer(call)
         return True
+
+    def _cancel(self, call_ids: list[int]) -> None:
+        """End the calls ``first()`` lost with (``["cancel", ids]``), before any later message
+        is served: each answers null, and a started child ends ``cancelled``. Ids of calls
+        already answered (or never accepted) are ignored."""
+        wanted = set(call_ids)
+        for call in sorted((c for c in self._calls.live if c.call_id in wanted),
+                           key=lambda c: c.seq):
+            self._scheduler.cancel(call, AgentFailure.of("cancelled", _LOST_RACE))
 
     def _replay_or_run(self, call: ChildCall, earlier: JournalEntry, *, valid: bool) -> None:
         """Answer ``call`` from the earlier run's entry if it passed the checks a live answer

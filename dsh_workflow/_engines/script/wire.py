@@ -12,9 +12,12 @@ messages JSON arrays.
       ["workflow", call_id, name | {"scriptPath": path}, args]
       ["phase", title]   ["log", text]
       ["numbers", "clock" | "random", first_index, [number, ...]]   (runs with a store)
+      ["numbers", "race", ordinal, [winner_index]]   (first()'s winner; runs with a store)
+      ["cancel", [call_id, ...]]   (first()'s losers: end those calls' children now)
 
-* **Settle entries** (host → runtime): :func:`answer`, :func:`refusal`, :func:`spent`,
-  :func:`agent_failure` (a failed child of a ``failure: "throw"`` call).
+* **Settle entries** (host → runtime): :func:`answer` (a failed child's null carries its
+  reason, which ``settle()`` reports), :func:`refusal`, :func:`spent`, :func:`agent_failure`
+  (a failed child of a ``failure: "throw"`` call).
 * **Outcomes** (the runtime's end record, then the driver's verdict): :class:`Completed` or
   :class:`Failed`; a failed outcome's ``code`` is a public :class:`~.._errors.WorkflowErrorCode`
   value, an :class:`InternalCode` (the runtime's evidence, translated by :mod:`.limits` before
@@ -117,6 +120,8 @@ class HookKind(StrEnum):
     PHASE = "phase"
     LOG = "log"
     NUMBERS = "numbers"
+    #: ``first()`` cancels the calls of its losers (the ids of calls still in flight).
+    CANCEL = "cancel"
 
 
 class Completed(TypedDict):
@@ -142,7 +147,8 @@ class Failed(TypedDict):
 
 ScriptOutcome = Completed | Failed
 
-#: A settle entry: ``[call_id, True, value]``, ``[call_id, False, code, message]``,
+#: A settle entry: ``[call_id, True, value]``, ``[call_id, True, None, {kind, message,
+#: details}]`` (a failed child, with its reason), ``[call_id, False, code, message]``,
 #: ``[call_id, False, "AgentFailure", message, {kind, message, details}]``,
 #: ``["spent", tokens]`` or ``["spent", tokens, dollars]`` (a list: it crosses as a JSON array).
 SettleEntry = list[Any]
@@ -171,9 +177,11 @@ def failed(error: str, code: str | None = None) -> Failed:
     return {"ok": False, "code": code, "error": error}
 
 
-def answer(call_id: int, value: Any) -> SettleEntry:
-    """The entry that resolves hook call ``call_id`` with ``value`` (None: a failed child)."""
-    return [call_id, True, value]
+def answer(call_id: int, value: Any, failure: dict[str, Any] | None = None) -> SettleEntry:
+    """The entry that resolves hook call ``call_id`` with ``value`` (None: a failed child,
+    whose ``failure`` — ``{"kind", "message", "details"}`` — rides along when known: the script
+    sees only the null, ``settle()`` the reason)."""
+    return [call_id, True, value] if failure is None else [call_id, True, value, failure]
 
 
 def refusal(call_id: int, code: str, message: str) -> SettleEntry:

@@ -6,11 +6,20 @@ const names = ['std', 'os', 'require', 'process', 'module', 'exports', 'print', 
   'clearTimeout', 'fetch', 'XMLHttpRequest', 'WebSocket', 'Deno', 'Bun', 'Worker',
   'WorkerGlobalScope', 'postMessage', 'navigator', 'location', 'document', 'window', 'self',
   'Buffer', '__dirname', '__filename', '__dsh_rt', '__host', 'host', 'config', 'outbox',
-  'pending', 'settle', 'take', 'start', 'result', 'cancel'];
+  'pending', 'take', 'start', 'result', 'cancel'];
 const reachable = [];
 for (const name of names) {
   let found = false;
   try { found = typeof globalThis[name] !== 'undefined' || typeof eval(name) !== 'undefined'; } catch (e) {}
   if (found) reachable.push(name);
+}
+// `settle` is a documented hook (the combinator), not the host's settle(text): the combinator
+// refuses a string with a rejected promise, where the host's would apply it as settlements.
+const answer = settle('[[1, true, "forged"]]');
+if (!(answer instanceof Promise)) reachable.push('settle (the host API)');
+else {
+  try { await answer; reachable.push('settle accepted a string'); } catch (e) {
+    if (e.code !== 'INVALID_ARGUMENT') reachable.push('settle: ' + e.code);
+  }
 }
 return {reachable};

@@ -9,7 +9,8 @@ const standard = new Set(['AggregateError', 'Array', 'ArrayBuffer', 'AsyncDispos
   'TypeError', 'URIError', 'Uint16Array', 'Uint32Array', 'Uint8Array', 'Uint8ClampedArray', 'WeakMap',
   'WeakSet', 'decodeURI', 'decodeURIComponent', 'encodeURI', 'encodeURIComponent', 'escape', 'eval',
   'isFinite', 'isNaN', 'parseFloat', 'parseInt', 'unescape', 'queueMicrotask', 'atob', 'btoa',
-  'structuredClone', 'agent', 'subagent', 'parallel', 'pipeline', 'phase', 'log', 'workflow']);
+  'structuredClone', 'agent', 'subagent', 'parallel', 'pipeline', 'phase', 'log', 'workflow',
+  'settle', 'vote', 'first', 'gate']);
 const suspicious = [];
 for (const name of Object.getOwnPropertyNames(globalThis)) {
   const v = globalThis[name];
