@@ -52,6 +52,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from .._depth import loads_bounded
 from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .command import CommandProvider
 from .structured import parse_structured_reply
@@ -104,6 +105,7 @@ def _answered(request: SubagentRequest, text: str, usage: Usage | None) -> Subag
     value, violations = parse_structured_reply(text, request.schema)
     if violations:
         return SubagentResult(stop_reason="error", text=text, usage=usage,
+                              error_kind="invalid_answer",
                               error="the answer does not satisfy the schema: "
                                     + "; ".join(violations))
     return SubagentResult(stop_reason="completed", text=text, structured=value, usage=usage)
@@ -208,7 +210,7 @@ def _claude_result(stdout: bytearray) -> dict[str, Any] | None:
     text = stdout.decode("utf-8", errors="replace").strip()
     for candidate in (text, *reversed(text.splitlines())):
         try:
-            value = json.loads(candidate)
+            value = loads_bounded(candidate)
         except ValueError:
             continue
         if isinstance(value, dict) and value.get("type") == "result":
@@ -265,7 +267,7 @@ class CodexProvider(_AgentCliProvider):
         seen = False
         for line in stdout.decode("utf-8", errors="replace").splitlines():
             try:
-                event = json.loads(line)
+                event = loads_bounded(line)
             except ValueError:
                 continue
             if not isinstance(event, dict):

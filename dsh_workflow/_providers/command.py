@@ -290,6 +290,7 @@ class CommandProvider:
         if violations:
             return SubagentResult(
                 stop_reason="error",
+                error_kind="invalid_answer",
                 text=text,
                 error="command output does not satisfy the schema: " + "; ".join(violations)
                 + f" (the output began: {text.strip()[:200]!r})",

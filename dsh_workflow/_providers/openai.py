@@ -75,6 +75,7 @@ from typing import Any, Self
 import anyio
 import httpx
 
+from .._depth import loads_bounded
 from .._failure import ProviderUnavailable, redact
 from .._prices import priced_async
 from .._subagent import ProviderInfo, SubagentRequest, SubagentResult, Usage
@@ -292,6 +293,7 @@ class OpenAIProvider:
         if answer.violations:
             return SubagentResult(
                 stop_reason="error",
+                error_kind="invalid_answer",
                 text=answer.text,
                 error=redact(still_invalid(answer.violations)
                              + f" (the last answer began: {answer.text.strip()[:200]!r})",
@@ -409,7 +411,7 @@ class OpenAIProvider:
 
     def _decode(self, response: httpx.Response) -> dict[str, Any]:
         try:
-            data = response.json()
+            data = loads_bounded(response.content)
         except ValueError:
             raise _CallFailed(f"the response from {self._url} is not JSON: {response.text[:200]!r}") from None
         if not isinstance(data, dict):
@@ -427,7 +429,7 @@ def _server_message_of(body: str) -> str | None:
     """The error message of a JSON error body: OpenAI's ``{"error": {"message": ...}}``, a
     ``{"error": "..."}`` or ``{"message": ...}``; else the body's start (None when empty)."""
     try:
-        data = json.loads(body)
+        data = loads_bounded(body)
     except ValueError:
         data = None
     if isinstance(data, dict):

@@ -23,7 +23,7 @@ from ..._config import EngineConfig
 from ..._depth import deeper_than
 from ..._errors import WorkflowErrorCode
 from ..._events import AgentOutcome, AgentStarted, EventHub, RunInfo
-from ..._failure import AgentFailure, ProviderUnavailable
+from ..._failure import AgentFailure, FailureKind, ProviderUnavailable
 from ..._schema_limits import SchemaLimits
 from ..._subagent import SubagentProvider, SubagentResult
 from ..script.wire import SettleEntry, agent_failure, answer, refusal
@@ -263,7 +263,9 @@ class ChildScheduler:
             # The fatal error the script sees is the reason, redacted and bounded likewise.
             return refusal(call.call_id, _AGENT_FAILED, call.failure.message), "failed"
         if result.stop_reason != "completed":
-            call.failure = AgentFailure.of("provider", result.error or (
+            # An answer the provider could not accept (its schema, its nesting) is ``invalid``.
+            kind: FailureKind = "invalid" if result.error_kind == "invalid_answer" else "provider"
+            call.failure = AgentFailure.of(kind, result.error or (
                 f"the provider ended the child with stop_reason {result.stop_reason!r} and "
                 "gave no error text"))
             return answer(call.call_id, None), "failed"
