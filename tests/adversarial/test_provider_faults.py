@@ -11,7 +11,8 @@ script and the events see, on every engine and both async backends:
 * a provider that ignores cancellation for a while (a shielded sleep) neither delays
   ``dispose()`` beyond ``dispose_grace_s`` nor produces a second ``AgentEnded`` when it
   finally returns;
-* a provider that returns the wrong type, huge text, text with NUL and lone surrogates, a
+* a provider that returns the wrong type, huge text, text with NUL and lone surrogates (the
+  script sees them; a returned one becomes U+FFFD with a warning), a
   structured value violating the schema or one that is not JSON data (a set, NaN, a cycle,
   nesting deeper than Python's JSON recursion) never crashes anything: the script gets the
   value, ``null`` (outcome ``failed``) or a clear error naming the bound.
@@ -322,7 +323,10 @@ async def test_text_with_nul_and_lone_surrogates_crosses_intact(make_engine: Eng
     text = "a\x00b\ud800c\u2028d\U0001f600"
     async with harness(make_engine, FunctionProvider(lambda request: text)) as h:
         result = await h.run("const t = await agent('x'); return [t, t.length]")
-        assert result.value == [text, 9]  # the emoji is two UTF-16 code units in JavaScript
+        # the script sees the text intact (the emoji is two UTF-16 code units in JavaScript);
+        # the value leaving the run is text UTF-8 can hold, with a warning (SPEC §24)
+        assert result.value == [text.replace("\ud800", "\ufffd"), 9]
+        assert result.warnings == ("return value[0]: a lone surrogate became U+FFFD",)
 
 
 @pytest.mark.parametrize("structured", [

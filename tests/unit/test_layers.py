@@ -16,7 +16,7 @@ PACKAGE = Path(dsh_workflow.__file__).resolve().parent
 #: The core: the seam's data types and the rules every layer shares (no I/O of its own).
 CORE = {"_errors", "_meta", "_config", "_depth", "_subagent", "_result", "_request", "_events",
         "_run", "_tally", "_script", "_metafile", "_schema", "_schema_limits", "_patterns",
-        "_schema_instance", "_agents", "_library", "_loop", "_failure", "_prices"}
+        "_schema_instance", "_agents", "_library", "_loop", "_failure", "_prices", "_text"}
 
 #: layer -> the layers it may import besides itself (the core may import only the core).
 ALLOWED: dict[str, set[str]] = {
