@@ -5,13 +5,18 @@ escaped (``\\x1b``), never as the raw ESC byte."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
 from dsh_workflow import (
@@ -169,3 +174,37 @@ def test_runs_show_logs_and_show_agent_of_hostile_stored_text(
             assert "broke \ufffd" in out  # the failure kept its record and its reason
         if argv == ["logs", "old"]:
             assert "x \ufffd\\x1b[2K\\x0dcompleted" in out
+
+
+def test_the_viewer_serves_hostile_stored_text(tmp_path: Path, stored: tuple[Path, str]) -> None:
+    """Every page and answer of `ui` about such runs is 200 and valid UTF-8 (U+FFFD)."""
+    path, run_id = stored
+    viewer = subprocess.Popen([sys.executable, "-m", "dsh_workflow", "ui", "--store", str(path),
+                               "--port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, env={k: v for k, v in env().items()
+                                              if k != "DSH_WORKFLOW_TOKEN"})
+    try:
+        assert viewer.stderr is not None
+        found = re.match(r"viewer: (http://127\.0\.0\.1:\d+)/\?token=(\S+)  ",
+                         viewer.stderr.readline())
+        assert found is not None
+        with httpx.Client(base_url=found.group(1), timeout=30) as client:
+            entered = client.get("/", params={"token": urllib.parse.unquote(found.group(2))})
+            assert entered.status_code == 200
+            paths = ["/", "/runs-table", f"/runs/{run_id}", "/runs/old",
+                     f"/api/runs/{run_id}/calls/1", f"/api/runs/{run_id}/calls/2",
+                     f"/api/runs/{run_id}/calls/1/texts/text",
+                     *(f"/api/runs/old/text/{part}" for part in ("value", "result", "meta")),
+                     "/api/runs/old/stream", f"/api/runs/{run_id}/stream"]
+            for where in paths:
+                with client.stream("GET", where) as response:
+                    assert response.status_code == 200, where
+                    body = b"".join(itertools.islice(response.iter_bytes(), 50))
+                    body.decode("utf-8")  # valid UTF-8 (a raw surrogate cannot be encoded)
+                    if where.endswith(("/calls/1", "/texts/text")):
+                        assert "answer \ufffd" in body.decode("utf-8")
+    finally:
+        viewer.send_signal(signal.SIGINT)
+        viewer.wait(timeout=15)
+        assert viewer.stderr is not None
+        viewer.stderr.close()
