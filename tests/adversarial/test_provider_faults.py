@@ -392,6 +392,26 @@ async def test_ordinary_failure_is_null(make_engine: EngineFactory) -> None:
         assert h.outcomes(run) == ["failed", "failed"]
 
 
+async def test_a_lone_surrogate_in_a_failure_fails_only_that_child(
+        make_engine: EngineFactory) -> None:
+    """Half an emoji in a provider's error text, and in the script's labels, phases and logs:
+    the child fails with the reason shown as U+FFFD; nothing becomes an engine fault."""
+    provider = FunctionProvider(lambda request: SubagentResult(
+        stop_reason="error", error="broke \ud83d here") if "bad" in request.prompt
+        else "fine \ud83d")
+    async with harness(make_engine, provider) as h:
+        run = h.start("phase('p \\ud83d'); log('l \\ud83d');\n"
+                      "return [await agent('bad', {label: 'x \\udc00'}), await agent('ok')]")
+        result = await h.result(run)
+        assert result.stop_reason == "completed", result.error
+        assert result.value == [None, "fine \ufffd"] and result.agents_failed == 1
+        ended = [e for e in h.events if isinstance(e, AgentEnded) and e.run.id == run.id]
+        assert ended[0].error is not None and ended[0].error.message == "broke \ufffd here"
+        assert ended[0].label == "x \ufffd"
+        texts = [getattr(e, "message", None) or getattr(e, "title", None) for e in h.events]
+        assert "p \ufffd" in texts and "l \ufffd" in texts
+
+
 class RaisesWhenCancelled:
     """Turns its cancellation into an ordinary exception (a common provider bug)."""
 

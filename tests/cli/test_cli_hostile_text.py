@@ -114,6 +114,26 @@ def test_run_of_a_hostile_script_completes_escaped_and_valid(tmp_path: Path, eng
         json.loads(line)
 
 
+def test_the_live_panel_shows_hostile_text_escaped(tmp_path: Path) -> None:
+    """The live panel (rich, forced as on a terminal) draws with escape sequences of its own;
+    the script's name, phase, log lines and labels in it are escaped."""
+    script = tmp_path / "panel.js"
+    script.write_text(
+        "export const meta = {name: 'panel" + TITLE.encode("unicode_escape").decode()
+        + "', description: 'd'};\n"
+        f"phase({json.dumps(TITLE)}); log({json.dumps(FORGED + C1)});\n"
+        f"await agent('x', {{label: {json.dumps(CLIPBOARD)}}});\nreturn 1;\n")
+    done = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", script, "--no-store"],
+                          cwd=tmp_path, capture_output=True, timeout=120,
+                          env={**env(), "FORCE_COLOR": "1", "TERM": "xterm", "COLUMNS": "160"})
+    assert done.returncode == 0, done.stderr
+    err = done.stderr.decode("utf-8")
+    assert "\x1b[" in err  # the panel's own drawing
+    # (a carriage return may be the panel's own; the forged one shows as \x0d below)
+    assert "\x1b]" not in err and "\x07" not in err and "\x9b" not in err
+    assert "panel\\x1b]0;pwned\\x07" in err and "\\x1b[2K\\x0dcompleted\\u009b31m" in err
+
+
 # ---- a stored run with hostile text -------------------------------------------------------------
 
 
