@@ -17,8 +17,6 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel
-
 from .._text import LONE_SURROGATE, escape_controls, valid_text
 
 if TYPE_CHECKING:
@@ -131,6 +129,8 @@ def terminal_streams() -> Iterator[None]:
 def for_terminal(value: _T) -> _T:
     """``value`` (an event, a model, text, data) with every string in it passed through
     :func:`escape_controls`; unchanged parts are shared, an unchanged value is returned itself."""
+    from pydantic import BaseModel  # not at import: `--help` loads no heavy package
+
     if isinstance(value, str):
         return escape_controls(value)  # type: ignore[return-value]  # str in, str out
     if isinstance(value, BaseModel):
