@@ -6,7 +6,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ._depth import STACK_BYTES_PER_LEVEL
+from ._depth import MAX_VALUE_DEPTH_CEILING, STACK_BYTES_PER_LEVEL
 
 __all__ = ["EngineConfig", "RetryPolicy"]
 
@@ -108,7 +108,7 @@ class EngineConfig(BaseModel):
         default_factory=RetryPolicy, description="Retries of children whose provider was rate "
         "limited, overloaded, failed on the server or the network (RetryPolicy).")
     max_value_depth: int = Field(
-        256, ge=8, le=512, description="Deepest nesting of a value leaving the script "
+        256, ge=8, le=MAX_VALUE_DEPTH_CEILING, description="Deepest nesting of a value leaving the script "
         "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")
     max_schema_chars: int = Field(
         100_000, ge=1_000, description="Longest agent() schema, in characters of its canonical "

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from ._subagent import ErrorKind
+from ._text import valid_text
 
 __all__ = [
     "MAX_DETAILS",
@@ -163,17 +164,18 @@ class AgentFailure(BaseModel):
             del data["cause"]
         return data
 
-    @field_validator("message")
+    @field_validator("message", mode="before")
     @classmethod
-    def _redacted_message(cls, value: str) -> str:
-        return bounded(redact(value))
+    def _redacted_message(cls, value: object) -> object:
+        # before pydantic's own check, which refuses a lone surrogate (valid_text: U+FFFD)
+        return bounded(redact(valid_text(value))) if isinstance(value, str) else value
 
     @field_validator("details", mode="before")
     @classmethod
     def _redacted_details(cls, value: object) -> object:
         if isinstance(value, (list, tuple)):
-            return tuple(bounded(redact(item), _MAX_DETAIL_CHARS) if isinstance(item, str)
-                         else item for item in value[:MAX_DETAILS])
+            return tuple(bounded(redact(valid_text(item)), _MAX_DETAIL_CHARS)
+                         if isinstance(item, str) else item for item in value[:MAX_DETAILS])
         return value
 
     @classmethod
@@ -181,8 +183,9 @@ class AgentFailure(BaseModel):
            secrets: Iterable[str | None] = (), cause: ErrorKind | None = None) -> AgentFailure:
         """A failure with ``message`` redacted (also of ``secrets``) and bounded, and at most
         5 ``details``."""
-        listed = [bounded(redact(d, secrets), _MAX_DETAIL_CHARS) for d in list(details)[:MAX_DETAILS]]
-        return cls(kind=kind, message=bounded(redact(message or kind, secrets)),
+        listed = [bounded(redact(valid_text(d), secrets), _MAX_DETAIL_CHARS)
+                  for d in list(details)[:MAX_DETAILS]]
+        return cls(kind=kind, message=bounded(redact(valid_text(message or kind), secrets)),
                    details=tuple(listed), cause=cause)
 
     def summary(self) -> str:

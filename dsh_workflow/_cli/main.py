@@ -29,7 +29,7 @@ from dsh_workflow import __version__
 from . import control, library, mcp, run, runs, ui, worker
 from .commands import Handler, Register
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
-from .output import error_line
+from .output import error_line, terminal_streams
 
 __all__ = ["COMMANDS", "EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "CliError",
            "build_parser", "main"]
@@ -65,7 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``dsh-workflow`` and ``python -m dsh_workflow``; returns the exit code."""
+    """Entry point of ``dsh-workflow`` and ``python -m dsh_workflow``; returns the exit code.
+    Everything it writes to the terminal is escaped (``output.terminal_streams``)."""
+    with terminal_streams():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         ns = build_parser().parse_args(argv)
         handler: Handler = ns.handler

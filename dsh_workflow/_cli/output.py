@@ -1,19 +1,33 @@
 """What ``dsh-workflow`` writes: the one JSON document on stdout (UTF-8, whatever the locale)
-and ``Error: <message>`` / ``warning: <message>`` lines on stderr."""
+and ``Error: <message>`` / ``warning: <message>`` lines on stderr.
+
+The output boundary (docs/cli.md, "Hostile text"): everything the command line writes to its
+terminal passes :func:`dsh_workflow._text.escape_controls` once — :func:`write_stdout`, the
+``Error:``/``warning:`` lines, and, while :func:`terminal_streams` is in force (``main()``),
+every other write to ``sys.stdout`` and ``sys.stderr``. Text UTF-8 cannot hold becomes U+FFFD;
+on stdout a ``warning:`` line says so. The live panel draws through the real stream (its own
+escape sequences are its drawing) and escapes what it shows with :func:`for_terminal`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from dsh_workflow._events import AgentEnded
+
+from .._text import LONE_SURROGATE, escape_controls, valid_text
 
 if TYPE_CHECKING:
     from dsh_workflow import WorkflowEvent, WorkflowResult
 
-__all__ = ["ChildFailures", "error_line", "print_result", "result_document", "warning_line", "write_stdout"]
+__all__ = ["ChildFailures", "error_line", "for_terminal", "print_result", "result_document",
+           "terminal_streams", "unescaped", "warning_line", "write_stdout"]
+
+_T = TypeVar("_T")
 
 
 class ChildFailures:
@@ -85,6 +99,13 @@ def print_result(result: WorkflowResult, run_id: str, *, as_json: bool,
 
 
 def write_stdout(text: str) -> None:
+    """Write ``text`` (a JSON document or the lines of a command) to stdout as UTF-8, its
+    controls escaped (valid inside JSON strings too); a lone surrogate becomes U+FFFD and a
+    ``warning:`` line on stderr says so."""
+    valid = valid_text(text)
+    if valid is not text:
+        warning_line(f"standard output: {LONE_SURROGATE}")
+    text = escape_controls(valid)
     buffer = getattr(sys.stdout, "buffer", None)
     sys.stdout.flush()
     if buffer is None:
@@ -98,10 +119,71 @@ def write_stdout(text: str) -> None:
 def warning_line(message: str) -> None:
     """One ``warning: <message>`` line on stderr (a lossy step of the return value's
     conversion to JSON, docs/scripts.md "The return value")."""
-    sys.stderr.write(f"warning: {message}\n")
+    sys.stderr.write(f"warning: {escape_controls(message)}\n")
     sys.stderr.flush()
 
 
 def error_line(message: str) -> None:
-    sys.stderr.write(f"Error: {message}\n")
+    sys.stderr.write(f"Error: {escape_controls(message)}\n")
     sys.stderr.flush()
+
+
+class _Escaping:
+    """A text stream whose writes pass :func:`escape_controls`; the rest is the wrapped one's."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.unescaped = stream
+
+    def write(self, text: str) -> int:
+        self.unescaped.write(escape_controls(text))
+        return len(text)
+
+    def writelines(self, lines: Iterator[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.unescaped, name)
+
+
+def unescaped(stream: IO[str]) -> IO[str]:
+    """The real stream under ``stream`` (for a writer that draws with escape sequences of its
+    own and escapes its text itself)."""
+    return stream.unescaped if isinstance(stream, _Escaping) else stream
+
+
+@contextlib.contextmanager
+def terminal_streams() -> Iterator[None]:
+    """While in force, every write to ``sys.stdout`` and ``sys.stderr`` is escaped for a
+    terminal; the streams are put back afterwards."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout = _Escaping(unescaped(saved[0]))
+    sys.stderr = _Escaping(unescaped(saved[1]))
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def for_terminal(value: _T) -> _T:
+    """``value`` (an event, a model, text, data) with every string in it passed through
+    :func:`escape_controls`; unchanged parts are shared, an unchanged value is returned itself."""
+    from pydantic import BaseModel  # not at import: `--help` loads no heavy package
+
+    if isinstance(value, str):
+        return escape_controls(value)  # type: ignore[return-value]  # str in, str out
+    if isinstance(value, BaseModel):
+        updates = {name: made for name in type(value).model_fields
+                   if (made := for_terminal(getattr(value, name))) is not getattr(value, name)}
+        return value.model_copy(update=updates) if updates else value
+    if isinstance(value, (list, tuple)):
+        items = [for_terminal(item) for item in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        return type(value)(items)
+    if isinstance(value, dict):
+        pairs = [(key, item, for_terminal(key), for_terminal(item)) for key, item in value.items()]
+        if all(new_key is key and new is item for key, item, new_key, new in pairs):
+            return value
+        return {new_key: new for _, _, new_key, new in pairs}  # type: ignore[return-value]  # a dict in, a dict out
+    return value

@@ -45,6 +45,9 @@ from dsh_workflow import (
 from dsh_workflow._failure import failure_reason, group_failures
 from dsh_workflow._prices import cost_text, format_usd
 from dsh_workflow._tally import RunTally
+from dsh_workflow._text import escape_controls, valid_text
+
+from .output import for_terminal, unescaped
 
 if TYPE_CHECKING:  # rich loads only for the live panel (start-up time of plain runs)
     from rich.console import Console, RenderableType
@@ -332,6 +335,7 @@ class RichProgress(Progress):
         self.stopped = False
 
     def __call__(self, event: WorkflowEvent) -> None:
+        event = for_terminal(event)  # the panel draws on the real stream: escape what it shows
         self.tally.record(event)
         self.failures.record(event)
         if isinstance(event, AgentRetried):
@@ -356,13 +360,13 @@ class RichProgress(Progress):
         from rich.text import Text
 
         # Never broken by rich: a note may be an address to copy (``viewer: URL``).
-        self.console.print(Text(text, style="yellow"), soft_wrap=True)
+        self.console.print(Text(escape_controls(text), style="yellow"), soft_wrap=True)
         self.tick()
 
     def info(self, text: str) -> None:
         from rich.text import Text
 
-        self.console.print(Text(text, style="dim"))
+        self.console.print(Text(escape_controls(text), style="dim"))
         self.tick()
 
     def finish(self) -> None:
@@ -457,7 +461,7 @@ class EventLog:
                                   **event.model_dump(mode="json")}
         if not isinstance(event, WorkflowStarted):
             record["run"] = {"id": event.run.id}  # the meta is on the run's first line
-        self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.file.write(valid_text(json.dumps(record, ensure_ascii=False)) + "\n")
         self.file.flush()
 
     def close(self) -> None:
@@ -484,7 +488,7 @@ def make_progress(stream: IO[str], *, quiet: bool, budget: int | None = None,
     else:
         from rich.console import Console
 
-        console = Console(file=stream, stderr=True)
+        console = Console(file=unescaped(stream), stderr=True)
         if console.is_terminal and not console.is_dumb_terminal:
             progress = RichProgress(console, budget=budget)
         else:

@@ -61,6 +61,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import JsonValue
 
+from .._depth import loads_bounded
 from .._failure import argv_secrets, redact_argv
 from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .command import CommandProvider
@@ -403,7 +404,7 @@ def _claude_result(stdout: bytearray) -> dict[str, Any] | None:
     text = stdout.decode("utf-8", errors="replace").strip()
     for candidate in (text, *reversed(text.splitlines())):
         try:
-            value = json.loads(candidate)
+            value = loads_bounded(candidate)
         except ValueError:
             continue
         if isinstance(value, dict) and value.get("type") == "result":
@@ -482,7 +483,7 @@ class CodexProvider(_AgentCliProvider):
         seen = False
         for line in stdout.decode("utf-8", errors="replace").splitlines():
             try:
-                event = json.loads(line)
+                event = loads_bounded(line)
             except ValueError:
                 continue
             if not isinstance(event, dict):

@@ -80,6 +80,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
+from .._depth import loads_bounded
 from .._failure import argv_secrets, redact
 from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
 from .structured import parse_with_one_repair, still_invalid
@@ -425,7 +426,7 @@ class OpenAIProvider:
 
     def _decode(self, response: httpx.Response) -> dict[str, Any]:
         try:
-            data = response.json()
+            data = loads_bounded(response.content)
         except ValueError:
             raise _CallFailed(f"the response from {self._url} is not JSON: {response.text[:200]!r}") from None
         if not isinstance(data, dict):
@@ -455,7 +456,7 @@ def _server_message_of(body: str) -> str | None:
     """The error message of a JSON error body: OpenAI's ``{"error": {"message": ...}}``, a
     ``{"error": "..."}`` or ``{"message": ...}``; else the body's start (None when empty)."""
     try:
-        data = json.loads(body)
+        data = loads_bounded(body)
     except ValueError:
         data = None
     if isinstance(data, dict):

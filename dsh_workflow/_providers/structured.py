@@ -17,7 +17,6 @@ Contract:
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from .._depth import TooDeep, loads_bounded
 from .._schema import value_violations
 
 __all__ = ["StructuredReply", "parse_structured_reply", "parse_with_one_repair",
@@ -40,15 +40,19 @@ def parse_structured_reply(text: str, schema: dict[str, Any]) -> tuple[Any, list
     """Parse ``text`` as one JSON value and validate it against ``schema``.
 
     Surrounding whitespace and one Markdown code fence (```` ```json ... ``` ````) are tolerated;
-    ``NaN``/``Infinity`` are not JSON. Returns ``(value, violations)``: an empty list means the
-    value is valid; otherwise ``value`` is ``None`` when the text was not JSON at all. Never raises.
+    ``NaN``/``Infinity`` are not JSON, nor is a value nested deeper than
+    :data:`~dsh_workflow._depth.MAX_VALUE_DEPTH_CEILING` levels (``/: the answer is nested
+    deeper than ...``). Returns ``(value, violations)``: an empty list means the value is valid;
+    otherwise ``value`` is ``None`` when the text was not JSON at all. Never raises.
     """
     body = text.strip()
     fenced = _FENCE.match(body)
     if fenced:
         body = fenced.group(1).strip()
     try:
-        value = json.loads(body, parse_constant=_reject_constant)
+        value = loads_bounded(body, parse_constant=_reject_constant)
+    except TooDeep as exc:
+        return None, [f"/: the answer is {exc.reason}"]
     except ValueError as exc:
         return None, [f"the reply is not valid JSON: {exc}"]
     return value, value_violations(schema, value)

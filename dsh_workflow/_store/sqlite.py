@@ -65,7 +65,8 @@ class SQLiteRunStore:
 
     ``path`` is the database file (created if missing; its folder must exist); beside it SQLite
     keeps ``<path>-wal`` and ``<path>-shm``, and the store keeps ``<path>-owners/`` (one lock
-    file per process that owns running runs). All of them are owner-only (``0o600`` files, a
+    file per process that owns running runs; beside the real file when ``path`` is a symlink, so
+    every way to reach one file shares its owners). All of them are owner-only (``0o600`` files, a
     ``0o700`` folder) whatever the umask: see ``files.py``. Several processes on one machine may use
     the same file at once; network file systems are not supported (their locks are unreliable),
     and the platform must have POSIX ``flock`` (Linux, macOS).
@@ -97,7 +98,11 @@ class SQLiteRunStore:
         self._synchronous = synchronous
         self._busy_timeout_s = float(busy_timeout_s)
         self._timeout_s = float(timeout_s)
-        self._owner = OwnerLock(self._path)
+        # The owner locks and the liveness checks key on the file's real path, so a store opened
+        # through a symlink sees the same owners as one opened directly (a live run never reads
+        # ``interrupted`` for want of its lock file).
+        real = os.path.realpath(self._path)
+        self._owner = OwnerLock(real)
         self._file = StoreFile(self._path, synchronous=synchronous,
                                busy_timeout_s=self._busy_timeout_s)
         self._events = EventRows()
@@ -110,7 +115,7 @@ class SQLiteRunStore:
                               busy_timeout_s=self._busy_timeout_s, timeout_s=self._timeout_s)
         self._readers = Readers(self._path, self._file.connect,
                                 busy_timeout_s=self._busy_timeout_s, timeout_s=self._timeout_s)
-        self._liveness = Liveness(self._path, self._owner, self._mark_interrupted)
+        self._liveness = Liveness(real, self._owner, self._mark_interrupted)
         self._deferred: RunStoreError | None = None
         self._handle: tuple[object, LoopHandle] | None = None
         self._open_tick: Tick | None = None

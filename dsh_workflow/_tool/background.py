@@ -21,6 +21,10 @@ way out and it waits there until taken; with ``on_complete``, only the latest
 (WARNING, ``dsh_workflow.tool``) and changes nothing else. Every run is disposed once
 delivered, a run still going when the tool's block ends is cancelled and disposed, and nothing
 outlives the engine.
+
+Retention: a delivered run's status is kept as its final data (a few hundred bytes, not the
+live tally) for the latest ``kept_statuses`` delivered runs only (:data:`KEPT_STATUSES` by
+default); an older one is dropped, and ``status()`` no longer knows it.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from .._events import WorkflowEnded, WorkflowEvent
 from .._run import WorkflowRun
 from .._tally import RunTally
 
-__all__ = ["BackgroundRuns", "BackgroundStatus", "OnComplete"]
+__all__ = ["KEPT_STATUSES", "BackgroundRuns", "BackgroundStatus", "OnComplete"]
 
 OnComplete = Callable[[Any], "Awaitable[object] | object"]
 #: ``WorkflowEngine.start_soon``: run a task in the engine's task group; False when it cannot.
@@ -48,8 +52,8 @@ StartSoon = Callable[..., bool]
 
 logger = logging.getLogger("dsh_workflow.tool")
 
-#: Statuses of delivered runs kept for ``status(run_id)``.
-_KEPT_STATUSES = 256
+#: How many delivered runs' statuses a tool keeps by default for ``status(run_id)`` (the latest).
+KEPT_STATUSES = 100
 #: How long an async ``on_complete`` may take, shielded from the closing of the tool or engine.
 ON_COMPLETE_GRACE_S = 30.0
 
@@ -94,13 +98,16 @@ class BackgroundRuns:
     """The background runs of one tool (see the module docstring)."""
 
     def __init__(self, *, max_runs: int, describe: Callable[[WorkflowRun, Any], Awaitable[Any]],
-                 on_complete: OnComplete | None, start_soon: StartSoon | None = None) -> None:
+                 on_complete: OnComplete | None, start_soon: StartSoon | None = None,
+                 kept_statuses: int = KEPT_STATUSES) -> None:
         self.max_runs = max_runs
+        self.kept_statuses = kept_statuses
         self._describe = describe
         self._on_complete = on_complete
         self._start_soon = start_soon
         self._runs: dict[str, _Tracked] = {}
-        self._finished: dict[str, BackgroundStatus] = {}  # statuses of delivered runs (the latest)
+        # final status data of delivered runs, oldest first, at most kept_statuses of them
+        self._finished: dict[str, dict[str, Any]] = {}
         # completions not yet taken through completions(); with on_complete they have been
         # delivered already, so only the latest few are kept for a later iterator
         self._delivered: deque[Any] = deque(maxlen=None if on_complete is None else max_runs)
@@ -157,9 +164,13 @@ class BackgroundRuns:
         self._runs.pop(run.id, None)
         return False
 
-    def status(self, run_id: str) -> BackgroundStatus | None:
+    def status(self, run_id: str) -> dict[str, Any] | None:
+        """The status data of ``run_id`` (:meth:`BackgroundStatus.as_data`); None when this tool
+        never started it, or it was delivered and its status is no longer kept."""
         tracked = self._runs.get(run_id)
-        return tracked.status if tracked is not None else self._finished.get(run_id)
+        if tracked is not None:
+            return tracked.status.as_data()
+        return self._finished.get(run_id)
 
     def cancel(self, run_id: str) -> bool:
         tracked = self._runs.get(run_id)
@@ -214,8 +225,8 @@ class BackgroundRuns:
             completion = await self._describe(tracked.run, result)
         self._delivered.append(completion)
         self._runs.pop(run_id, None)
-        self._finished[run_id] = tracked.status
-        while len(self._finished) > _KEPT_STATUSES:
+        self._finished[run_id] = tracked.status.as_data()
+        while len(self._finished) > self.kept_statuses:
             self._finished.pop(next(iter(self._finished)))
         self._wake()
         if self._on_complete is not None:

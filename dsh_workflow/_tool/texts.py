@@ -351,8 +351,10 @@ def background_not_entered_text() -> str:
             "on_complete=...) as tool:`) or iterate `tool.completions()`; nothing was run")
 
 
-def unknown_run_text(run_id: str) -> str:
-    return f"Error: no background workflow run {run_id!r}"
+def unknown_run_text(run_id: str, kept: int) -> str:
+    return (f"Error: no background workflow run {run_id!r} is known: this tool never started it, "
+            f"or it ended and its status is no longer kept (only the latest {kept} ended runs' "
+            "statuses are kept)")
 
 
 def status_text(status: dict[str, Any]) -> str:

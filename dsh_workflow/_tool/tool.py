@@ -27,7 +27,7 @@ from .._request import WorkflowStartRequest
 from .._result import WorkflowResult
 from .._run import WorkflowEngine, WorkflowRun
 from . import texts
-from .background import BackgroundRuns, OnComplete
+from .background import KEPT_STATUSES, BackgroundRuns, OnComplete
 from .failures import FailureLog, failures_data, failures_line
 
 __all__ = ["DurableToolArgs", "ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs",
@@ -214,12 +214,15 @@ class WorkflowTool:
     for in the engine's task group (:meth:`WorkflowEngine.start_soon`), so ``on_complete`` is
     still called for each; over an engine that cannot, ``execute`` refuses with a text saying
     how to enter the tool rather than lose a completion. An ``on_complete`` that raises is
-    logged on ``dsh_workflow.tool`` and changes nothing else.
+    logged on ``dsh_workflow.tool`` and changes nothing else. The statuses of only the latest
+    ``kept_background_statuses`` (an int >= 1) ended runs are kept; ``status`` of an older one
+    says it is no longer kept.
     """
 
     def __init__(self, engine: WorkflowEngine, *, tool_name: str = "workflow",
                  max_result_chars: int = 50_000, background: bool = False,
-                 on_complete: OnComplete | None = None, max_background_runs: int = 4) -> None:
+                 on_complete: OnComplete | None = None, max_background_runs: int = 4,
+                 kept_background_statuses: int = KEPT_STATUSES) -> None:
         check_tool_settings(tool_name, max_result_chars)
         self._engine = engine
         self._name = tool_name
@@ -234,11 +237,17 @@ class WorkflowTool:
                     or max_background_runs < 1:
                 raise ValueError("max_background_runs must be an int >= 1, got "
                                  f"{max_background_runs!r}")
+            if isinstance(kept_background_statuses, bool) \
+                    or not isinstance(kept_background_statuses, int) \
+                    or kept_background_statuses < 1:
+                raise ValueError("kept_background_statuses must be an int >= 1, got "
+                                 f"{kept_background_statuses!r}")
             if on_complete is not None and not callable(on_complete):
                 raise TypeError("on_complete must be callable")
             self._background = BackgroundRuns(max_runs=max_background_runs,
                                               describe=self._completion, on_complete=on_complete,
-                                              start_soon=getattr(engine, "start_soon", None))
+                                              start_soon=getattr(engine, "start_soon", None),
+                                              kept_statuses=kept_background_statuses)
             self._unsubscribe = engine.events.subscribe(self._background.on_event)
 
     async def __aenter__(self) -> Self:
@@ -356,17 +365,18 @@ class WorkflowTool:
     def status(self, run_id: str) -> ToolResult:
         """The live status of a background run (phase, agents, tokens, elapsed)."""
         background = self._require_background()
-        status = background.status(run_id)
-        if status is None:
-            return ToolResult(text=texts.unknown_run_text(run_id), is_error=True)
-        data = status.as_data()
+        data = background.status(run_id)
+        if data is None:
+            return ToolResult(text=texts.unknown_run_text(run_id, background.kept_statuses),
+                              is_error=True)
         return ToolResult(text=texts.status_text(data), data=data)
 
     def cancel(self, run_id: str) -> ToolResult:
         """Cancel a background run; its completion then arrives as cancelled."""
         background = self._require_background()
         if background.status(run_id) is None:
-            return ToolResult(text=texts.unknown_run_text(run_id), is_error=True)
+            return ToolResult(text=texts.unknown_run_text(run_id, background.kept_statuses),
+                              is_error=True)
         cancelled = background.cancel(run_id)
         return ToolResult(text=texts.cancel_text(run_id, cancelled),
                           data={"run_id": run_id, "cancelled": cancelled})

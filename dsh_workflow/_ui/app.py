@@ -45,6 +45,7 @@ from importlib import resources
 from typing import Any, cast, get_args
 
 import anyio
+from markupsafe import Markup
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -57,6 +58,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from .._store import RunRecord, RunStatus, RunStoreError, SQLiteRunStore
+from .._text import valid_text
 from .auth import ViewerGuard
 from .calls import call_routes
 from .control import cancel_routes
@@ -86,6 +88,17 @@ _HERE = resources.files(__package__)
 STATUSES: tuple[str, ...] = get_args(RunStatus)
 _TEMPLATES = Jinja2Templates(directory=str(_HERE / "templates"))
 _TEMPLATES.env.globals.update(format_time=format_time, format_duration=format_duration)
+
+
+def _valid_output(value: Any) -> Any:
+    """Every ``{{ ... }}`` of a page: a stored text UTF-8 cannot hold shows U+FFFD (a page is
+    UTF-8; a lone surrogate would fail the whole response)."""
+    if isinstance(value, Markup):
+        return Markup(valid_text(value))
+    return valid_text(value) if isinstance(value, str) else value
+
+
+_TEMPLATES.env.finalize = _valid_output
 #: The largest ``after`` / ``offset``: SQLite's integer range.
 MAX_INTEGER = 2**63 - 1
 _WHOLE = re.compile(r"-?[0-9]{1,20}")
@@ -190,7 +203,7 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
             if record.status not in ("running", "interrupted"):  # it will not change
                 texts.clear()  # keep one: bounded memory
                 texts[(run_id, part)] = text
-        chunk = text_chunk(text, offset, CHUNK_CHARS)
+        chunk = valid_text(text_chunk(text, offset, CHUNK_CHARS))
         return Response(chunk, media_type="text/plain; charset=utf-8",
                         headers={"X-Total-Chars": str(len(text)),
                                  "X-Next-Offset": str(min(offset, len(text)) + len(chunk))})

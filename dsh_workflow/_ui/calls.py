@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._store import CallRecord, SQLiteRunStore
+from .._text import valid_data
 
 __all__ = ["DETAIL_CHARS", "TEXT_NAMES", "call_payload", "call_routes", "text_chunk"]
 
@@ -106,7 +107,7 @@ def call_routes(store: SQLiteRunStore) -> list[Route]:
         payload = call_payload(call)
         if payload["outcome"] is None and status != "running":
             payload["outcome"] = "interrupted"  # its run ended without the call's end
-        return JSONResponse(payload)
+        return JSONResponse(valid_data(payload, "agent")[0])
 
     async def more(request: Request) -> Response:
         name = request.path_params["name"]
@@ -121,7 +122,7 @@ def call_routes(store: SQLiteRunStore) -> list[Route]:
         text = _texts((await _call(request))[0]).get(name)
         if text is None:
             raise HTTPException(404, f"this call has no {name}")
-        return JSONResponse(text_chunk(text, min(offset, len(text))))
+        return JSONResponse(valid_data(text_chunk(text, min(offset, len(text))), name)[0])
 
     return [Route("/api/runs/{run_id}/calls/{seq}", detail),
             Route("/api/runs/{run_id}/calls/{seq}/texts/{name}", more)]

@@ -25,6 +25,7 @@ import anyio
 from sse_starlette import ServerSentEvent
 
 from .._store import RunStore, RunStoreError, StoredEvent
+from .._text import valid_text
 from .summary import run_payload
 
 __all__ = ["BATCH", "POLL_S", "event_stream"]
@@ -39,13 +40,13 @@ def _compact(event: StoredEvent) -> dict[str, Any]:
 
 
 def _message(events: list[StoredEvent]) -> ServerSentEvent:
-    body = json.dumps([_compact(event) for event in events], ensure_ascii=False,
-                      separators=(",", ":"))
+    body = valid_text(json.dumps([_compact(event) for event in events], ensure_ascii=False,
+                                 separators=(",", ":")))
     return ServerSentEvent(data=body, event="events", id=str(events[-1].seq))
 
 
 def _end_message(record: Any, with_result: bool) -> str:
-    return json.dumps(run_payload(record, with_result=with_result), ensure_ascii=False)
+    return valid_text(json.dumps(run_payload(record, with_result=with_result), ensure_ascii=False))
 
 
 def _broken(problem: str) -> ServerSentEvent:
@@ -55,7 +56,7 @@ def _broken(problem: str) -> ServerSentEvent:
         "status": "broken", "row": {"duration": "-"}, "ended_at": None,
         "error": {"code": "broken run", "message": problem},
         "value": None, "result": None, "warnings": []}
-    return ServerSentEvent(data=json.dumps(payload, ensure_ascii=False), event="end")
+    return ServerSentEvent(data=valid_text(json.dumps(payload, ensure_ascii=False)), event="end")
 
 
 async def event_stream(store: RunStore, run_id: str, *, after: int = 0,

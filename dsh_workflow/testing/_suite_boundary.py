@@ -14,14 +14,18 @@ from ._suite_base import ConformanceBase, assert_run_error
 __all__ = ["BoundarySuite"]
 
 TRICKY_TEXT = "naïve ✓ \x00 nul, \ud800 lone surrogate, 😀 astral, \u2028 separator"
+#: What leaves the script (and reaches a provider) of it: text UTF-8 can hold (SPEC §24).
+VALID_TEXT = TRICKY_TEXT.replace("\ud800", "\ufffd")
 
 
 class BoundarySuite(ConformanceBase):
     """``args`` in, the return value out: JSON data only, copied, exact.
 
     Checks: ``args`` is a deep copy (script mutation never reaches the caller), absent args
-    leave ``args`` undefined, scalars pass through, text crosses exactly (NUL, lone surrogates,
-    astral characters); on the way out the value is JSON as ``JSON.stringify`` makes it: an
+    leave ``args`` undefined, scalars pass through, text crosses exactly into the script (NUL,
+    lone surrogates, astral characters) and leaves it as text UTF-8 can hold (a lone surrogate
+    in a prompt or the return value becomes U+FFFD, with a warning naming where in the value);
+    on the way out the value is JSON as ``JSON.stringify`` makes it: an
     ``undefined`` property is dropped and a top-level ``undefined`` is ``None`` (no warning),
     functions and symbols are dropped from objects and null in arrays, NaN/Infinity become
     null, ``toJSON`` is honoured (a Date is its ISO string), a Map, Set or Promise becomes
@@ -73,11 +77,15 @@ class BoundarySuite(ConformanceBase):
     async def test_args_round_trip_exactly(self) -> None:
         args = {"text": TRICKY_TEXT, "big": 2**53, "float": 0.1, "neg": -5, "deep": [[[{}]]],
                 "empty": {}, "none": None, "__proto__": {"polluted": 1}}
-        script = "return {args, clean: ({}).polluted === undefined, own: Object.keys(args)}"
+        script = ("return {args, clean: ({}).polluted === undefined, own: Object.keys(args), "
+                  "exact: args.text.includes('\\ud800')}")
         async with self.open() as h:
-            value = (await h.run(script, args=args)).value
-            assert value["args"] == args
+            result = await h.run(script, args=args)
+            value = result.value
+            assert value["args"] == {**args, "text": VALID_TEXT}
             assert value["clean"] is True and "__proto__" in value["own"]
+            assert value["exact"] is True  # the script saw the lone surrogate itself
+            assert "return value.args.text: a lone surrogate became U+FFFD" in result.warnings
 
     # ---- return value ---------------------------------------------------------------------
 
@@ -87,10 +95,10 @@ class BoundarySuite(ConformanceBase):
         script = "const t = await agent(args.t); return {t, length: t.length, mine: args.t}"
         async with self.open(provider) as h:
             result = await h.run(script, args={"t": TRICKY_TEXT})
-            assert provider.requests[0].prompt == TRICKY_TEXT
-            assert result.value == {"t": TRICKY_TEXT + "|", "length": len(
+            assert provider.requests[0].prompt == VALID_TEXT
+            assert result.value == {"t": VALID_TEXT + "|", "length": len(
                 (TRICKY_TEXT + "|").encode("utf-16-le", "surrogatepass")) // 2,
-                "mine": TRICKY_TEXT}
+                "mine": VALID_TEXT}
 
     @pytest.mark.anyio
     async def test_value_undefined_properties_are_dropped(self) -> None:

@@ -11,7 +11,8 @@ script and the events see, on every engine and both async backends:
 * a provider that ignores cancellation for a while (a shielded sleep) neither delays
   ``dispose()`` beyond ``dispose_grace_s`` nor produces a second ``AgentEnded`` when it
   finally returns;
-* a provider that returns the wrong type, huge text, text with NUL and lone surrogates, a
+* a provider that returns the wrong type, huge text, text with NUL and lone surrogates (the
+  script sees them; a returned one becomes U+FFFD with a warning), a
   structured value violating the schema or one that is not JSON data (a set, NaN, a cycle,
   nesting deeper than Python's JSON recursion) never crashes anything: the script gets the
   value, ``null`` (outcome ``failed``) or a clear error naming the bound.
@@ -322,7 +323,10 @@ async def test_text_with_nul_and_lone_surrogates_crosses_intact(make_engine: Eng
     text = "a\x00b\ud800c\u2028d\U0001f600"
     async with harness(make_engine, FunctionProvider(lambda request: text)) as h:
         result = await h.run("const t = await agent('x'); return [t, t.length]")
-        assert result.value == [text, 9]  # the emoji is two UTF-16 code units in JavaScript
+        # the script sees the text intact (the emoji is two UTF-16 code units in JavaScript);
+        # the value leaving the run is text UTF-8 can hold, with a warning (SPEC §24)
+        assert result.value == [text.replace("\ud800", "\ufffd"), 9]
+        assert result.warnings == ("return value[0]: a lone surrogate became U+FFFD",)
 
 
 @pytest.mark.parametrize("structured", [
@@ -386,6 +390,26 @@ async def test_ordinary_failure_is_null(make_engine: EngineFactory) -> None:
         result = await h.result(run)
         assert result.value == [None, None]
         assert h.outcomes(run) == ["failed", "failed"]
+
+
+async def test_a_lone_surrogate_in_a_failure_fails_only_that_child(
+        make_engine: EngineFactory) -> None:
+    """Half an emoji in a provider's error text, and in the script's labels, phases and logs:
+    the child fails with the reason shown as U+FFFD; nothing becomes an engine fault."""
+    provider = FunctionProvider(lambda request: SubagentResult(
+        stop_reason="error", error="broke \ud83d here") if "bad" in request.prompt
+        else "fine \ud83d")
+    async with harness(make_engine, provider) as h:
+        run = h.start("phase('p \\ud83d'); log('l \\ud83d');\n"
+                      "return [await agent('bad', {label: 'x \\udc00'}), await agent('ok')]")
+        result = await h.result(run)
+        assert result.stop_reason == "completed", result.error
+        assert result.value == [None, "fine \ufffd"] and result.agents_failed == 1
+        ended = [e for e in h.events if isinstance(e, AgentEnded) and e.run.id == run.id]
+        assert ended[0].error is not None and ended[0].error.message == "broke \ufffd here"
+        assert ended[0].label == "x \ufffd"
+        texts = [getattr(e, "message", None) or getattr(e, "title", None) for e in h.events]
+        assert "p \ufffd" in texts and "l \ufffd" in texts
 
 
 class RaisesWhenCancelled:

@@ -362,6 +362,40 @@ async def test_a_live_owner_in_another_process_keeps_its_run_running(db: str) ->
             assert time.monotonic() - start < 3
 
 
+@pytest.mark.parametrize("link", ["file", "folder"])
+async def test_a_store_read_through_a_symlink_keeps_a_live_run_running(
+        tmp_path: Path, db: str, link: str) -> None:
+    """A run live in another process, its store read through a symlink (to the file or to its
+    folder) by a third process (`runs`) and by this one: it stays `running`, in the file too."""
+    if link == "file":
+        linked = tmp_path / "linked.sqlite3"
+        linked.symlink_to(db)
+    else:
+        (tmp_path / "alias").symlink_to(tmp_path, target_is_directory=True)
+        linked = tmp_path / "alias" / "runs.sqlite3"
+    process = await _start("hold", db, "held")
+    lines = _Lines()
+    async with process, anyio.create_task_group() as tg:
+        tg.start_soon(lines.read, process)
+        with anyio.fail_after(30):
+            await lines.ready.wait()
+        listed = await anyio.run_process(
+            [sys.executable, "-m", "dsh_workflow", "runs", "--store", str(linked)], check=False)
+        assert listed.returncode == 0, listed.stderr.decode()
+        assert "held" in listed.stdout.decode() and "running" in listed.stdout.decode()
+        assert "interrupted" not in listed.stdout.decode()
+        async with SQLiteRunStore(linked) as store:
+            assert (await store.get_run("held")).status == "running"  # type: ignore[union-attr]  # None fails the test anyway
+        async with SQLiteRunStore(db) as store:  # nothing was marked in the file
+            assert (await store.get_run("held")).status == "running"  # type: ignore[union-attr]  # None fails the test anyway
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        with anyio.fail_after(30):
+            await process.wait()
+    async with SQLiteRunStore(linked) as store:  # a dead owner still reads interrupted
+        assert (await store.get_run("held")).status == "interrupted"  # type: ignore[union-attr]  # None fails the test anyway
+
+
 async def test_kill_9_at_random_moments_loses_nothing_the_script_received(db: str) -> None:
     """Children commit journal entries non-stop and print each seq once its commit returned;
     each is killed with SIGKILL at a random moment. Afterwards the store opens cleanly, the run

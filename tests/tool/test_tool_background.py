@@ -10,9 +10,17 @@ import anyio
 import pytest
 from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
 
-from dsh_workflow import CommandProvider, EngineConfig, ToolResult, WorkflowTool
+from dsh_workflow import (
+    CommandProvider,
+    EchoProvider,
+    EngineConfig,
+    QuickJSEngine,
+    ToolResult,
+    WorkflowTool,
+)
 from dsh_workflow._subagent import provider_description
 from dsh_workflow._tool import texts
+from dsh_workflow._tool.background import KEPT_STATUSES
 from dsh_workflow.testing import GatedProvider
 
 META = {"name": "bg", "description": "a background workflow"}
@@ -189,3 +197,35 @@ async def test_the_status_text_shows_spend_of_unknown_cost_as_unpriced(make_engi
                     assert f"; cost: {cost};" in status.text and "$0.0000" not in status.text
                 unpriced = 0 if cost is None else 1
                 assert (completion.data or {}).get("agents_unpriced", 0) == unpriced
+
+@pytest.mark.anyio
+async def test_only_the_latest_ended_runs_statuses_are_kept(make_engine: Any) -> None:
+    """Many runs through one long-lived tool: the statuses kept are the newest ``kept``, the
+    older ones answer a clear error (not a crash), and the tool's memory stays bounded."""
+    kept, runs = 5, 13
+    async with make_engine(EngineConfig(), EchoProvider()) as engine:
+        async with WorkflowTool(engine, background=True, max_background_runs=1,
+                                kept_background_statuses=kept) as tool:
+            ids: list[str] = []
+            completions = tool.completions()
+            for n in range(runs):
+                ids.append(run_id_of(await tool.execute(call(f"return {n}"))))
+                with anyio.fail_after(10):
+                    await completions.__anext__()
+            for run_id in ids[-kept:]:
+                data = tool.status(run_id).data
+                assert data is not None and data["state"] == "completed"
+            for run_id in ids[:-kept]:
+                dropped = await tool.call("workflow_status", {"runId": run_id})
+                assert dropped.is_error and run_id in dropped.text
+                assert "no longer kept" in dropped.text and f"latest {kept}" in dropped.text
+                assert tool.cancel(run_id).is_error
+            assert len(tool._background._finished) == kept  # type: ignore[union-attr]  # background is set
+
+
+def test_the_kept_statuses_are_bounded_by_default_and_checked() -> None:
+    engine = QuickJSEngine(EngineConfig(), provider=EchoProvider())
+    assert KEPT_STATUSES == 100
+    for wrong in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="kept_background_statuses"):
+            WorkflowTool(engine, background=True, kept_background_statuses=wrong)  # type: ignore[arg-type]  # deliberately wrong

@@ -20,7 +20,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..._config import EngineConfig
-from ..._depth import deeper_than
+from ..._depth import MAX_VALUE_DEPTH_CEILING, deeper_than, text_deeper_than
 from ..._errors import WorkflowErrorCode
 from ..._events import AgentOutcome, AgentRetried, AgentStarted, EventHub, RunInfo
 from ..._failure import AgentFailure, ProviderUnavailable, bounded, redact
@@ -441,7 +441,11 @@ class ChildScheduler:
         engine's own validator details for its parsed value (``structured``), or a detail
         saying the answer is not JSON when it parsed none."""
         said = (result.error or "").strip()
-        if result.structured is None:
+        if result.structured is None and result.text \
+                and text_deeper_than(result.text, MAX_VALUE_DEPTH_CEILING):
+            problems = [f"/: the answer is nested deeper than {MAX_VALUE_DEPTH_CEILING} levels "
+                        "(more than any max_value_depth allows)"]
+        elif result.structured is None:
             began = f": it began {result.text.strip()[:120]!r}" if result.text else ""
             problems = [f"/: the answer is not JSON{began}"]
         else:

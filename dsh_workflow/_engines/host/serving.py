@@ -28,6 +28,7 @@ from ..._failure import AgentFailure
 from ..._library import WorkflowLibrary
 from ..._schema_limits import SchemaLimits
 from ..._subagent import SubagentRequest
+from ..._text import json_may_hold_surrogates, valid_data
 from ..script.wire import HookKind, answer, refusal
 from .agent_options import default_label, parse_agent_options
 from .budget import Spend
@@ -112,7 +113,15 @@ class HookServer:
         if not isinstance(messages, list):
             self._fault(Fault(_MALFORMED, overrides=True))
             return None
-        return messages
+        listed: list[Any] = messages
+        if json_may_hold_surrogates(text):
+            # A prompt, label, title or log line from JavaScript may hold half an emoji; every
+            # event, record and request made from it must be text UTF-8 can hold.
+            listed, notes = valid_data(listed, "script output")
+            if notes:
+                logger.warning("dsh-workflow: %s: text from the script held a lone surrogate; "
+                               "it became U+FFFD (%s)", self._id, notes[0])
+        return listed
 
     def serve_slice(self, messages: list[Any], start: int) -> int:
         """Serve ``messages`` in order from ``start``, at most ``SERVE_SLICE`` of them (so a

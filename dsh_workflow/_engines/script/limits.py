@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import quickjs
 
 from ..._errors import WorkflowErrorCode
+from ..._text import json_may_hold_surrogates, valid_data
 from .wire import Failed, InternalCode, LimitKind, ScriptOutcome, failed
 
 if TYPE_CHECKING:  # the sandbox child imports this module without pydantic
@@ -139,6 +140,19 @@ def stalled() -> Failed:
         "never called)", InternalCode.STALLED.value)
 
 
+def _valid_outcome(outcome: dict[Any, Any]) -> dict[Any, Any]:
+    """``outcome`` with text UTF-8 cannot hold made U+FFFD: in a returned value with a warning
+    per place (``return value.items[2]: a lone surrogate became U+FFFD``), elsewhere (an
+    error's text) silently, as the error shows it."""
+    fixed: dict[Any, Any] = {key: valid_data(item, key)[0] for key, item in outcome.items()
+                             if key != "value"}
+    if "value" in outcome:
+        fixed["value"], notes = valid_data(outcome["value"], "return value")
+        if notes:
+            fixed["warnings"] = [*(fixed.get("warnings") or []), *notes]
+    return fixed
+
+
 def translate_end(text: str, limits: RuntimeLimits, *, sliced: Callable[[], bool],
                   near_memory: Callable[[], bool]) -> ScriptOutcome:
     """The run's outcome from the runtime's end record (see ``thrownRecord`` in hooks.js).
@@ -155,6 +169,8 @@ def translate_end(text: str, limits: RuntimeLimits, *, sliced: Callable[[], bool
         outcome = None
     if not isinstance(outcome, dict):
         return engine_failure("it recorded a malformed result")
+    if json_may_hold_surrogates(text):
+        outcome = _valid_outcome(outcome)
     if outcome.get("ok") is True:
         return outcome  # type: ignore[return-value]  # JSON checked as a success
     code = outcome.get("code")
