@@ -16,6 +16,7 @@ from typing import Any
 
 from dsh_workflow import RunRecord, StoredEvent
 from dsh_workflow._prices import cost_text, format_usd
+from dsh_workflow._result import stored_code
 
 from .progress import ended_line, format_elapsed, summary_text
 
@@ -225,8 +226,9 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
         lines.append(f"when to use: {meta['whenToUse']}")
     phases = meta.get("phases") or []
     if isinstance(phases, list) and phases:
-        lines.append("phases:      " + ", ".join(str(p.get("title", "")) for p in phases
-                                                 if isinstance(p, Mapping)))
+        lines.append("phases:      " + ", ".join(
+            p if isinstance(p, str) else str(p.get("title", "")) for p in phases
+            if isinstance(p, Mapping | str)))
     duration = _duration(record)
     lines += [f"status:      {record.status}",
               f"started:     {format_time(record.created_at)}",
@@ -248,6 +250,9 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
         lines.append("result:\n" + json.dumps(result.get("value"), indent=2, ensure_ascii=False))
     else:
         lines.append(f"error:       {result.get('error')}")
+        code = stored_code(result)
+        if code is not None:
+            lines.append(f"error code:  {code.value}")
     lines.append("")
     priced = any(row.cost_usd is not None for row in rows)
     if rows:  # a COST column when some agent's cost is known
