@@ -89,8 +89,9 @@ class WorkflowResult(BaseModel):
 
     ``warnings`` name each lossy step of turning the return value into JSON as
     ``JSON.stringify`` does (``return value.items[2]: undefined became null``), bounded: at
-    most 20 plus one ``... and N more`` line. Empty when nothing was lost (always, unless the
-    run completed).
+    most 20 plus one ``... and N more`` line. Before them, whatever the run's end, one line per
+    key of the meta the engine keeps but does not use and per phase given as a bare title
+    (``meta.examples is not a recognized field: kept, not used``). Empty when there is neither.
 
     ``agents_failed`` counts started children whose outcome was neither ``completed`` nor
     ``cancelled`` (docs/scripts.md, "Truthful outcomes"): each one's reason is its

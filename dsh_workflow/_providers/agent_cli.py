@@ -7,7 +7,7 @@ Both run the agent CLI once per child, in its non-interactive mode, with everyth
 :class:`ClaudeCodeProvider` follows **Claude Code 2.1**'s headless print mode
 (:data:`CLAUDE_CODE_VERSION`): ``claude -p --output-format json`` with the prompt on stdin, and
 
-- ``--model M`` (the call's model, else the preset's), ``--effort low|medium|high|max`` (the
+- ``--model M`` (the call's model, else the preset's), ``--effort low|medium|high|xhigh|max`` (the
   call's ``effort`` as given), ``--append-system-prompt TEXT`` (the agent definition's system
   prompt, appended so Claude Code keeps its own tool instructions) and ``--allowedTools A,B``
   (the definition's tool allowlist, when it restricts tools); then the preset's ``extra_args``;
@@ -24,7 +24,7 @@ defines it in ``codex-rs/exec/src/cli.rs`` and ``exec_events.rs`` (openai/codex,
 stdin, and
 
 - ``-m M`` (the call's model, else the preset's), ``-c model_reasoning_effort="..."`` (``low``,
-  ``medium``, ``high``; ``max`` → ``xhigh``), ``-c developer_instructions="..."`` (the agent
+  ``medium``, ``high``, ``xhigh``; ``max`` → ``xhigh``), ``-c developer_instructions="..."`` (the agent
   definition's system prompt) and ``--sandbox read-only`` when the definition's tool allowlist
   has no tool that writes (``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit``, ``Bash``) or
   ``--sandbox workspace-write`` when it has one (Codex has no per-tool allowlist; without a
@@ -67,7 +67,7 @@ CODEX_VERSION = "openai/codex main of December 2026"
 _ENV_NAMES = ("PATH", "HOME", "USER", "LANG", "TMPDIR")
 _ENV_PREFIXES = ("ANTHROPIC_", "CLAUDE_", "CODEX_", "OPENAI_")
 _WRITING_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "Bash"})
-_CODEX_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+_CODEX_EFFORT = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
 _TAIL = 2000
 
 

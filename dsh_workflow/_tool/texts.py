@@ -52,7 +52,7 @@ Globals:
 prompt (give it everything it needs), and resolves to its final text. opts: label (display \
 name, any string, need not be unique; default: the prompt's first line, up to 48 characters), \
 phase (progress group, display only; default: the current phase(title)), schema, model, \
-provider, effort ("low"|"medium"|"high"|"max"), \
+provider, effort ("low"|"medium"|"high"|"xhigh"|"max"), \
 agentType (an agent definition, e.g. "general-purpose"), isolation ("worktree": its own git \
 worktree), failure ("null", the default, or "throw"); any other key is a fatal error. With \
 schema the child is given the schema and asked to answer in it; agent() resolves to the \

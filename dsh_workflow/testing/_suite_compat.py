@@ -58,7 +58,7 @@ class CompatSuite(ConformanceBase):
         assert request.label == "L"
 
     @pytest.mark.anyio
-    @pytest.mark.parametrize("effort", ["low", "medium", "high", "max"])
+    @pytest.mark.parametrize("effort", ["low", "medium", "high", "xhigh", "max"])
     async def test_compat_every_effort_is_accepted(self, effort: str) -> None:
         provider = FunctionProvider()
         async with self.open(provider) as h:

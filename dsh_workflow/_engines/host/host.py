@@ -31,7 +31,7 @@ from ..._config import EngineConfig
 from ..._errors import WorkflowErrorCode
 from ..._events import EventHub, RunInfo, WorkflowEnded
 from ..._library import WorkflowLibrary
-from ..._meta import WorkflowMeta
+from ..._meta import WorkflowMeta, meta_warnings
 from ..._result import WorkflowResult
 from ..._run import WorkflowRun
 from ..._schema_limits import SchemaLimits
@@ -417,7 +417,8 @@ class HostedRun(WorkflowRun):
                               failed=self._calls.failed,
                               replayed=self._hooks.replayed, usage=self._spend.usage(),
                               text=self._text, config=self._config,
-                              unpriced=self._spend.unpriced)
+                              unpriced=self._spend.unpriced,
+                              meta_notes=meta_warnings(self.meta))
         self._result = result
         self._state = _SETTLED
         if self._journal is not None:

@@ -145,11 +145,15 @@ def _unbounded_result(cause: StopCause | None, started: int, text: ScriptText,
 
 def final_result(cause: StopCause | None, *, started: int, replayed: int, usage: Usage | None,
                  text: ScriptText, config: EngineConfig, failed: int = 0,
-                 unpriced: int = 0) -> WorkflowResult:
+                 unpriced: int = 0, meta_notes: tuple[str, ...] = ()) -> WorkflowResult:
     """The run's one result for its stop cause: ``started`` children (``failed`` of them did
     not complete), ``replayed`` from the journal, ``usage`` reported (None: none),
-    ``unpriced`` children whose cost is unknown; an error is cut at ``max_error_chars``."""
+    ``unpriced`` children whose cost is unknown; an error is cut at ``max_error_chars``.
+    ``meta_notes`` (what the meta holds that the engine does not use) come first in its
+    ``warnings``, whatever the run's end."""
     result = _unbounded_result(cause, started, text, config)
+    if meta_notes:
+        result = result.model_copy(update={"warnings": (*meta_notes, *result.warnings)})
     if failed:
         result = result.model_copy(update={"agents_failed": failed})
     if usage is not None:
