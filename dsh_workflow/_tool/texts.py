@@ -229,25 +229,35 @@ def system_prompt_section(tool_name: str) -> str:
     return _SYSTEM_PROMPT.format(name=tool_name)
 
 
-def render_value(value: Any, max_chars: int) -> str:
+def render_value(value: Any, max_chars: int, rest: str | None = None) -> str:
     """``value`` as 2-space-indented JSON, non-ASCII kept, cut after ``max_chars`` characters.
 
-    A cut text is followed by a new line ``… [truncated: <omitted> more characters]``.
+    A cut text is followed by a new line ``… [truncated: <omitted> more characters]``, or,
+    given ``rest`` (how to read them: :func:`rest_hint`), ``… [truncated: <omitted> more
+    characters; <rest>]``.
     """
     text = json.dumps(value, indent=2, ensure_ascii=False)
     if len(text) <= max_chars:
         return text
-    return f"{text[:max_chars]}\n… [truncated: {len(text) - max_chars} more characters]"
+    more = f"{len(text) - max_chars} more characters"
+    return f"{text[:max_chars]}\n… [truncated: {more}{'' if rest is None else '; ' + rest}]"
+
+
+def rest_hint(result_tool: str, run_id: str, offset: int) -> str:
+    """How a cut result's rest is read: the ``<name>_result`` call that returns the next page."""
+    call = json.dumps({"runId": run_id, "offset": offset}, ensure_ascii=False)
+    return f"read them with {result_tool}({call}); a pointer such as \"/findings/3\" reads one part"
 
 
 def success_text(name: str, agents_started: int, value: Any, max_chars: int,
-                 warnings: Sequence[str] = ()) -> str:
-    """``workflow "<name>" completed (<n> agent|agents).``, ``Return value:``, the value; then,
-    when converting the value to JSON lost something, ``Warnings:`` and one ``- <warning>``
-    line each (already bounded by the engine)."""
+                 warnings: Sequence[str] = (), rest: str | None = None) -> str:
+    """``workflow "<name>" completed (<n> agent|agents).``, ``Return value:``, the value (cut
+    as :func:`render_value` cuts it, ``rest`` saying how to read the rest); then, when
+    converting the value to JSON lost something, ``Warnings:`` and one ``- <warning>`` line
+    each (already bounded by the engine)."""
     noun = "agent" if agents_started == 1 else "agents"
     text = (f'workflow "{name}" completed ({agents_started} {noun}).\n'
-            f"Return value:\n{render_value(value, max_chars)}")
+            f"Return value:\n{render_value(value, max_chars, rest)}")
     if warnings:
         text += "\nWarnings:\n" + "\n".join(f"- {warning}" for warning in warnings)
     return text
@@ -301,6 +311,51 @@ def background_description(name: str) -> str:
     """The description of a background tool: the contract plus how background runs work."""
     return DESCRIPTION + BACKGROUND_NOTE.format(name=name, status=name + "_status",
                                                 cancel=name + "_cancel")
+
+
+# ---- whole results (docs/embedding.md, "Whole results") --------------------------------
+
+RESULT_DESCRIPTION = (
+    "Read a finished workflow run's return value when the workflow result was cut: the part at "
+    "`pointer` (a JSON pointer such as \"/findings/3\"; default: the whole value), as JSON "
+    "indented by 2, from character `offset` (default 0) for `limit` characters (default and "
+    "most: {limit}). The reply says where the next page starts.")
+
+
+def result_description(max_result_chars: int) -> str:
+    return RESULT_DESCRIPTION.format(limit=max_result_chars)
+
+
+def result_schema(max_result_chars: int) -> dict[str, Any]:
+    """The input schema of the ``<name>_result`` companion tool."""
+    return {"type": "object",
+            "properties": {
+                "runId": {"type": "string", "description": "The run id of the cut result."},
+                "pointer": {"type": "string",
+                            "description": "Optional JSON pointer (RFC 6901) to one part, e.g. "
+                                           "\"/findings/3\"; \"\" or absent: the whole value."},
+                "offset": {"type": "integer", "minimum": 0,
+                           "description": "Optional: the first character to return."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": max_result_chars,
+                          "description": "Optional: how many characters to return."}},
+            "required": ["runId"], "additionalProperties": False}
+
+
+def result_page_text(result_tool: str, page: Any) -> str:
+    """A page of a result's part, then one line saying which characters it holds and how to
+    read the next page (or that it is the last)."""
+    where = f"at {page.pointer!r}" if page.pointer else "of the return value"
+    line = f"[characters {page.offset}-{page.end} of {page.total} {where}"
+    following = page.next_offset
+    if following is None:
+        return f"{page.text}\n{line}; the end]"
+    call = {"runId": page.run_id, **({"pointer": page.pointer} if page.pointer else {}),
+            "offset": following, "limit": page.limit}
+    return f"{page.text}\n{line}; next: {result_tool}({json.dumps(call, ensure_ascii=False)})]"
+
+
+def no_result_text(run_id: str, why: str) -> str:
+    return f"Error: no return value to read for run {run_id!r}: {why}"
 
 
 def run_id_schema() -> dict[str, Any]:

@@ -175,6 +175,11 @@ async def test_truncation_boundary_exact_length_has_no_notice() -> None:
     assert result.text == _header() + rendered
 
 
+#: How a cut text says to read the rest (docs/embedding.md, "Whole results").
+REST = ('read them with workflow_result({{"runId": "run-1", "offset": {offset}}}); a pointer '
+        'such as "/findings/3" reads one part')
+
+
 @pytest.mark.anyio
 async def test_warnings_follow_the_value_even_when_it_is_cut() -> None:
     value = {"blob": "x" * 100}
@@ -184,7 +189,8 @@ async def test_warnings_follow_the_value_even_when_it_is_cut() -> None:
     tool = WorkflowTool(FakeEngine(result_in), max_result_chars=10)
     result = await tool.execute(call())
     assert result.text == (_header() + rendered[:10]
-                           + f"\n… [truncated: {len(rendered) - 10} more characters]"
+                           + f"\n… [truncated: {len(rendered) - 10} more characters; "
+                           + REST.format(offset=10) + "]"
                            + "\nWarnings:\n- return value.a: NaN became null\n- ... and 3 more")
     assert result.data is not None
     assert result.data["warnings"] == ["return value.a: NaN became null", "... and 3 more"]
@@ -199,8 +205,8 @@ async def test_truncation_one_character_over() -> None:
     rendered = json.dumps(value, indent=2)
     tool = WorkflowTool(FakeEngine(completed(value)), max_result_chars=len(rendered) - 1)
     result = await tool.execute(call())
-    assert result.text == (_header() + rendered[:-1]
-                           + "\n… [truncated: 1 more characters]")
+    assert result.text == (_header() + rendered[:-1] + "\n… [truncated: 1 more characters; "
+                           + REST.format(offset=len(rendered) - 1) + "]")
     assert result.data == {"run_id": "run-1", "agents_started": 0,
                            "usage": {"input_tokens": 0, "output_tokens": 0}, "result": value,
                            "agents_failed": 0}
@@ -213,7 +219,8 @@ async def test_truncation_counts_characters_not_bytes() -> None:
     assert (await exact.execute(call())).text == _header() + '"ééé🎉"'
     cut = WorkflowTool(FakeEngine(completed(value)), max_result_chars=4)
     assert (await cut.execute(call())).text == (_header() + '"éé\u00e9'
-                                                + "\n… [truncated: 2 more characters]")
+                                                + "\n… [truncated: 2 more characters; "
+                                                + REST.format(offset=4) + "]")
 
 
 @pytest.mark.anyio
@@ -222,8 +229,9 @@ async def test_large_value_is_cut_but_data_keeps_it_whole() -> None:
     tool = WorkflowTool(FakeEngine(completed(value, agents=3)), max_result_chars=40)
     result = await tool.execute(call())
     omitted = len(json.dumps(value, indent=2)) - 40
-    assert result.text.endswith(f"\n… [truncated: {omitted} more characters]")
-    assert len(result.text) < 200
+    assert result.text.endswith(f"\n… [truncated: {omitted} more characters; "
+                                + REST.format(offset=40) + "]")
+    assert len(result.text) < 200 + len(REST)  # the value is cut; the hint is bounded
     assert result.data is not None and result.data["result"] == value
 
 
