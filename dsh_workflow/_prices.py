@@ -96,6 +96,8 @@ def _library_cost(usage: Usage, model: str) -> float | None:
 
 
 _MILLION = 1_000_000
+#: The call size a price per million tokens is worked out from (below every tier's threshold).
+_QUOTED_TOKENS = 10_000
 
 
 def _linear_rates(model: str) -> tuple[float, float, float, float, float] | None:
@@ -130,6 +132,22 @@ def _linear_rates(model: str) -> tuple[float, float, float, float, float] | None
             return None
         per.append((cost - fixed) / _MILLION)
     return fixed, per[0], per[1], per[2], per[3]
+
+
+def million_token_prices(model: str | None) -> tuple[float, float] | None:
+    """``model``'s price in US dollars per million uncached input tokens and per million
+    output tokens, from the price data (the same calculation as :func:`cost_usd`), at the rate
+    of a call of ordinary size (a model priced in tiers by prompt size is quoted at its first
+    tier); None when the model is unknown there (or None)."""
+    base = cost_usd(Usage(), model)
+    if base is None:
+        return None
+    read = cost_usd(Usage(input_tokens=_QUOTED_TOKENS), model)
+    written = cost_usd(Usage(output_tokens=_QUOTED_TOKENS), model)
+    if read is None or written is None:
+        return None
+    scale = _MILLION / _QUOTED_TOKENS
+    return (read - base) * scale, (written - base) * scale
 
 
 def priced(usage: Usage | None, model: str | None) -> Usage | None:

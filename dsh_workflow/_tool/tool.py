@@ -297,7 +297,7 @@ class WorkflowTool:
         text = texts.tool_description(getattr(engine, "config", None),
                                       getattr(engine, "provider", None),
                                       getattr(engine, "library", None), self._max_result_chars,
-                                      durable=self.durable)
+                                      durable=self.durable, agents=getattr(engine, "agents", None))
         if self._background is not None:
             text = text + texts.BACKGROUND_NOTE.format(
                 name=self._name, status=self._name + "_status", cancel=self._name + "_cancel")

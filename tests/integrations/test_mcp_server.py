@@ -33,7 +33,12 @@ from mcp import (  # noqa: E402 - imported once importorskip has found it
 )
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402 - likewise
 
-from dsh_workflow import EchoProvider, QuickJSEngine, WorkflowTool  # noqa: E402 - after the skip
+from dsh_workflow import (  # noqa: E402 - after the skip
+    AgentRegistry,
+    EchoProvider,
+    QuickJSEngine,
+    WorkflowTool,
+)
 
 pytestmark = [
     pytest.mark.anyio,
@@ -149,7 +154,8 @@ def _reply(text: str) -> types.CreateMessageResult:
 
 
 async def test_lists_the_workflow_tool_with_the_tools_own_texts(connect: Any) -> None:
-    reference = WorkflowTool(QuickJSEngine(provider=EchoProvider()))
+    reference = WorkflowTool(QuickJSEngine(provider=EchoProvider(),
+                                           agents=AgentRegistry.default()))
     async with connect() as session:
         listed = (await session.list_tools()).tools
     assert [tool.name for tool in listed] == ["workflow", "workflow_result"]

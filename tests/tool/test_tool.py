@@ -488,14 +488,18 @@ def test_system_prompt_section_names_the_configured_tool() -> None:
 #: model-facing tool" (SPEC §21: error codes, fatal, providers, phase, repair, limits, saved workflows, labels,
 #: failure: "throw", {concurrency}), and the bound it keeps now: it is sent with every request.
 DESCRIPTION_CHARS_BEFORE = 3982
-DESCRIPTION_CHARS_MAX = 5450
+#: Its length after them (the third release), and after the fourth release's answers (SPEC §26:
+#: fatal or null, AgentFailure's details, the pipeline rule, catching in a thunk, SCRIPT_ERROR,
+#: the exact language level, Date/RegExp/performance, string phases, script paths, xhigh).
+DESCRIPTION_CHARS_RELEASE3 = 5346
+DESCRIPTION_CHARS_MAX = 5850
 
 
 def test_description_stays_tight() -> None:
     description = WorkflowTool(FakeEngine()).description
     assert description == texts.DESCRIPTION  # an engine without a config adds nothing
     assert 2500 <= len(description) <= DESCRIPTION_CHARS_MAX
-    assert len(description) - DESCRIPTION_CHARS_BEFORE <= 1400  # what the answers cost
+    assert len(description) - DESCRIPTION_CHARS_RELEASE3 <= 480  # what the new answers cost
 
 
 @pytest.mark.parametrize(("question", "answers"), [
@@ -532,6 +536,26 @@ def test_description_stays_tight() -> None:
     pytest.param("return value conversion", [
         "made JSON as JSON.stringify does", "listed under Warnings",
         "BigInt and cycles are errors"], id="return-value"),
+    pytest.param("are provider faults fatal or null", [
+        'A provider reporting a failed child gives that null (kind "provider"); only a provider '
+        "that breaks (raises) is fatal AGENT_FAILED"], id="fatal-or-null"),
+    pytest.param("what an AgentFailure holds", [
+        'details: up to 5 validator messages with their JSON paths for "invalid", else []'],
+        id="agent-failure"),
+    pytest.param("what a stage gets after a null", [
+        "A stage that returns null passes null on (the next stage runs: check prev)"],
+        id="pipeline-null"),
+    pytest.param("does a try/catch inside a thunk catch a fatal error", [
+        "a try/catch inside a thunk catches it too"], id="catch-in-thunk"),
+    pytest.param("the script's own error", ["as any uncaught error does (SCRIPT_ERROR)"],
+                 id="script-error"),
+    pytest.param("the language level, Date and RegExp", [
+        "QuickJS-ng, ES2023 and later built-ins", "Date (the constructor too), Date.now(), "
+        "performance.now() and RegExp (named groups, lookbehind, flags dgimsuvy) work"],
+        id="language"),
+    pytest.param("meta as Claude Code writes it, script paths, effort", [
+        'phases?: [{title, detail?} or "title"]', '"xhigh"',
+        "a path from the project root, else from the calling script's folder"], id="compat"),
 ])
 def test_description_answers_each_question(question: str, answers: list[str]) -> None:
     description = WorkflowTool(FakeEngine()).description
@@ -620,6 +644,49 @@ def test_description_lists_exactly_the_failure_kinds_and_the_catchable_codes() -
                  "ITEM_CAP", "BUDGET_EXCEEDED", "AGENT_FAILED", "CANCELLED"):
         assert code in WorkflowErrorCode.__members__, code
         assert code in texts.DESCRIPTION, code
+
+
+def test_the_engine_section_answers_agent_types_time_limits_prices_and_the_cut() -> None:
+    """SPEC §26: the agent types (as Claude Code's Agent tool lists them), the per-child time
+    limit (or none), each route's model and price per million tokens from the price data, and
+    what happens past the cut."""
+    from dsh_workflow import (
+        AgentDefinition,
+        AgentRegistry,
+        EchoProvider,
+        EngineConfig,
+        OpenAIProvider,
+        RoutingProvider,
+    )
+
+    agents = AgentRegistry.from_definitions([AgentDefinition(
+        name="reviewer", description="Reviews code for bugs.", tools=("Read", "Grep"))])
+    routes = RoutingProvider({
+        "cheap": OpenAIProvider(model="gpt-4o-mini", base_url="http://127.0.0.1:9", api_key="k"),
+        "offline": EchoProvider()}, default="cheap")
+    section = texts.engine_section(EngineConfig(), routes, None, 50_000, agents=agents)
+    assert "the result text is cut at 50000 characters (the cut says how to read the rest)" \
+        in section
+    assert "no time limit per agent" in section
+    lines = section.splitlines()
+    cheap = next(line for line in lines if line.startswith("- cheap: "))
+    assert cheap.endswith("; gpt-4o-mini: $0.15/$0.6 per million input/output tokens")
+    assert "re-asked once" in cheap  # whether the route repairs an invalid answer
+    assert "$" not in next(line for line in lines if line.startswith("- offline: "))
+    start = lines.index("Agent types for opts.agentType and the tools they have access to:")
+    assert lines[start + 1:start + 3] == [
+        "- general-purpose: General-purpose agent for researching complex questions and "
+        "executing multi-step tasks (built in; no system prompt of its own). (Tools: *)",
+        "- reviewer: Reviews code for bugs. (Tools: Read, Grep)"]
+    timed = texts.engine_section(EngineConfig(agent_timeout_s=90), EchoProvider(), None)
+    assert "an agent that takes over 90 s gives null" in timed and "no time limit" not in timed
+
+
+def test_the_tool_lists_its_engines_agent_types() -> None:
+    from dsh_workflow import AgentRegistry, EchoProvider, QuickJSEngine
+
+    tool = WorkflowTool(QuickJSEngine(provider=EchoProvider(), agents=AgentRegistry()))
+    assert "- general-purpose: General-purpose agent" in tool.description
 
 
 def test_the_engine_section_names_both_budgets_and_the_description_the_dollar_hooks() -> None:

@@ -5,8 +5,8 @@ Contract of :func:`create_server`:
 - **One tool.** ``tools/list`` offers one tool whose name, description and input schema are
   the tool layer's texts (:func:`~dsh_workflow._tool.texts.tool_description`,
   :func:`~dsh_workflow._tool.texts.tool_input_schema`) for the engine ``make_engine`` builds —
-  its ``config``, ``library`` and, with ``durable``, a run store: pass what ``make_engine``
-  uses (the defaults match ``QuickJSEngine(provider=...)``). No engine is built for the
+  its ``config``, ``library``, ``agents`` and, with ``durable``, a run store: pass what
+  ``make_engine`` uses (the defaults match ``QuickJSEngine(provider=...)``). No engine is built for the
   listing. The children are described by ``described_provider`` (anything with the providers'
   ``description``, and ``routes`` for a routing one; the real provider is made per call, so
   pass one like it), by default the offline :class:`~dsh_workflow.EchoProvider`.
@@ -51,6 +51,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
+from ..._agents import AgentRegistry
 from ..._config import EngineConfig
 from ..._library import SavedWorkflow, WorkflowLibrary
 from ..._providers.echo import EchoProvider
@@ -105,7 +106,8 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
                   saved_workflows: SavedWorkflows | None = None,
                   progress_interval_s: float = DEFAULT_INTERVAL_S,
                   config: EngineConfig | None = None, library: WorkflowLibrary | None = None,
-                  durable: bool = False, described_provider: object = None) -> Server[Any]:
+                  durable: bool = False, described_provider: object = None,
+                  agents: AgentRegistry | None = None) -> Server[Any]:
     """An MCP server offering the ``workflow`` tool (see the module docstring)."""
     check_tool_settings(tool_name, max_result_chars)
     engine_config = config if config is not None else EngineConfig()
@@ -116,7 +118,7 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         description = texts.tool_description(engine_config, children, library, max_result_chars,
-                                             durable=durable)
+                                             durable=durable, agents=agents)
         return types.ListToolsResult(tools=[
             types.Tool(name=tool_name, description=description,
                        input_schema=texts.tool_input_schema(durable=durable)),
