@@ -110,6 +110,11 @@ def _judged(value: Any) -> None:
     assert value["verdict"].startswith("echo: Verify the top-ranked issue")
 
 
+def _timed(value: Any) -> None:
+    assert value == {"checks": ["lint", "types", "unit tests"], "allTimed": True,
+                     "totalMs": True, "month": 2}
+
+
 DESIGN_ARGS = {"variants": [{"name": "A", "prompt": "Brutalist"}, {"name": "B", "prompt": "Soft"}],
                "routing": {"variant-builder": {"model": "opus", "effort": "high"}},
                "operatorModel": "sonnet"}
@@ -132,6 +137,7 @@ CASES: dict[str, tuple[list[str], Callable[[Any], None]]] = {
     "changelog-writer": (["--args", "v1.2.0..HEAD"], _changelog),
     "migration-batches": ([], _batches),
     "review-judge-verify": ([], _judged),
+    "timed-fanout": ([], _timed),
 }
 
 #: What ``check`` and ``run`` warn about in a corpus file (SPEC §26: Claude Code runs these,
