@@ -101,7 +101,9 @@ def _child_cost(usage: object) -> float | None:
 
 def run_summary(record: RunRecord) -> dict[str, Any]:
     """One run as a ``runs --json`` entry (no script, args or result: see ``show``). A
-    ``broken`` run has ``problem``, what is wrong with its stored row."""
+    ``broken`` run has ``problem``, what is wrong with its stored row; a run that ended without
+    completing has its ``error_code``."""
+    code = stored_code(record.result) if record.result else None
     return {"id": record.id, "name": record.meta.get("name"), "status": record.status,
             "agents": record.agents, "agents_failed": record.agents_failed,
             "replayed": record.replayed,
@@ -109,7 +111,8 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
             "created_at": record.created_at,
             "ended_at": record.ended_at, "duration_s": _duration(record),
             "resumed_from": record.resumed_from,
-            **({"problem": record.problem} if record.problem is not None else {})}
+            **({"problem": record.problem} if record.problem is not None else {}),
+            **({"error_code": code.value} if code is not None else {})}
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]],

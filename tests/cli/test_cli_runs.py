@@ -182,6 +182,8 @@ def test_runs_lists_newest_first(tmp_path: Path, history: dict[str, Any]) -> Non
     assert first[history["again"]]["resumed_from"] == history["ok"]
     assert first[history["ok"]]["tokens"] > 0 and first[history["again"]]["tokens"] == 0
     assert first[history["bad"]]["status"] == "error"
+    assert first[history["bad"]]["error_code"] == "SCRIPT_ERROR"
+    assert "error_code" not in first[history["ok"]]
     assert all(run["name"] == "durable-cli" and run["duration_s"] >= 0 for run in listed)
     assert [r["id"] for r in runs_json(tmp_path, store, "--status", "error")] == [history["bad"]]
     assert [r["id"] for r in runs_json(tmp_path, store, "--limit", "1")] == [history["again"]]
