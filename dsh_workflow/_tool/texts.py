@@ -290,9 +290,14 @@ def cancelled_text(error: str | None) -> str:
     return "Error: workflow run was cancelled" + (f" ({error})" if error else "")
 
 
-def failed_text(error: str | None) -> str:
-    """The text of a run that ended in error."""
-    return f"Error: workflow run failed: {error or 'unknown error'}"
+def failed_text(error: str | None, code: str | None = None) -> str:
+    """The text of a run that ended in error: its error, which always names its code — a text
+    that starts with no ``CODE:`` (the script's own error, ``SCRIPT_ERROR``; the engine
+    failing) gets ``code`` in front."""
+    text = error or "unknown error"
+    if code is not None and not text.startswith(f"{code}:"):
+        text = f"{code}: {text}"
+    return f"Error: workflow run failed: {text}"
 
 
 def abnormal_text(stop_reason: object) -> str:

@@ -565,7 +565,8 @@ class WorkflowTool:
         if result.stop_reason == "cancelled":
             text = texts.cancelled_text(result.error)
         elif result.stop_reason == "error":
-            text = texts.failed_text(result.error)
+            text = texts.failed_text(result.error, None if result.error_code is None
+                                     else result.error_code.value)
         else:
             text = texts.abnormal_text(result.stop_reason)
         return ToolResult(text=text, is_error=True, data=data)

@@ -245,10 +245,12 @@ async def test_large_value_is_cut_but_data_keeps_it_whole() -> None:
     (WorkflowResult(stop_reason="cancelled", error="", agents_started=2),
      "Error: workflow run was cancelled"),
     (WorkflowResult(stop_reason="error", error="script threw: boom", agents_started=2),
-     "Error: workflow run failed: script threw: boom"),
+     "Error: workflow run failed: SCRIPT_ERROR: script threw: boom"),
     (WorkflowResult(stop_reason="error", error="", agents_started=2),
-     "Error: workflow run failed: unknown error"),
-], ids=["cancelled-reason", "cancelled-bare", "failed", "failed-unknown"])
+     "Error: workflow run failed: SCRIPT_ERROR: unknown error"),
+    (WorkflowResult(stop_reason="error", error="TIMEOUT: late", agents_started=2),
+     "Error: workflow run failed: TIMEOUT: late"),
+], ids=["cancelled-reason", "cancelled-bare", "failed", "failed-unknown", "failed-prefixed"])
 async def test_run_failures_are_error_results_and_the_run_is_disposed(
         outcome: WorkflowResult, text: str) -> None:
     engine = FakeEngine(outcome)
@@ -415,7 +417,7 @@ async def test_concurrent_calls_get_their_own_runs() -> None:
         by_name["first"].settle(completed("a", agents=1))
         by_name["second"].settle(WorkflowResult(stop_reason="error", error="boom"))
     assert results["first"].text.startswith('workflow "first" completed (1 agent).')
-    assert results["second"].text == "Error: workflow run failed: boom"
+    assert results["second"].text == "Error: workflow run failed: SCRIPT_ERROR: boom"
     assert [run.dispose_calls for run in engine.runs] == [1, 1]
 
 
