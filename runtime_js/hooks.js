@@ -828,8 +828,10 @@ function defineGlobal(name, value) {
   _defineProperty(globalThis, name, { value: value, writable: true, enumerable: false, configurable: true });
 }
 
+// performance.now(): the run's clock (see "One clock" below).
+const performanceNow = function now() { return clockNow(); };
 for (const fn of [agent, phase, log, parallel, pipeline, budgetSpentFn, budgetRemainingFn,
-  budgetSpentUsdFn,
+  budgetSpentUsdFn, performanceNow,
   workflow, nestedWorkflow]) _freeze(fn);
 defineGlobal('agent', agent);
 defineGlobal('subagent', agent);
@@ -850,8 +852,6 @@ defineGlobal('budget', makeBudget());
 // One clock: QuickJS's own `performance` reads the host's monotonic clock unjournaled and
 // shows the host's clock in `timeOrigin`. This one reads the run's clock (journaled in a
 // durable run, as Date.now()), with timeOrigin 0 so that timeOrigin + now() is Date.now().
-const performanceNow = function now() { return clockNow(); };
-_freeze(performanceNow);
 const performanceObject = _create(_ObjectPrototype);
 _defineProperty(performanceObject, 'now', { value: performanceNow, enumerable: true });
 _defineProperty(performanceObject, 'timeOrigin', { value: 0, enumerable: true });
