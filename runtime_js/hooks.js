@@ -828,10 +828,8 @@ function defineGlobal(name, value) {
   _defineProperty(globalThis, name, { value: value, writable: true, enumerable: false, configurable: true });
 }
 
-// performance.now(): the run's clock (see "One clock" below).
-const performanceNow = function now() { return clockNow(); };
 for (const fn of [agent, phase, log, parallel, pipeline, budgetSpentFn, budgetRemainingFn,
-  budgetSpentUsdFn, performanceNow,
+  budgetSpentUsdFn,
   workflow, nestedWorkflow]) _freeze(fn);
 defineGlobal('agent', agent);
 defineGlobal('subagent', agent);
@@ -849,21 +847,16 @@ defineGlobal('console', _freeze({
 }));
 defineGlobal('args', undefined);
 defineGlobal('budget', makeBudget());
-// One clock: QuickJS's own `performance` reads the host's monotonic clock unjournaled and
-// shows the host's clock in `timeOrigin`. This one reads the run's clock (journaled in a
-// durable run, as Date.now()), with timeOrigin 0 so that timeOrigin + now() is Date.now().
-const performanceObject = _create(_ObjectPrototype);
-_defineProperty(performanceObject, 'now', { value: performanceNow, enumerable: true });
-_defineProperty(performanceObject, 'timeOrigin', { value: 0, enumerable: true });
-defineGlobal('performance', _freeze(performanceObject));
-for (const name of ['WeakRef', 'FinalizationRegistry', 'Atomics', 'SharedArrayBuffer']) {
+// One clock: QuickJS's own `performance` reads the host's clock unjournaled (and shows it in
+// timeOrigin), so it is absent; Date is the script's one clock.
+for (const name of ['WeakRef', 'FinalizationRegistry', 'Atomics', 'SharedArrayBuffer',
+  'performance']) {
   delete globalThis[name];
 }
 
 // ---- replayable clock and randomness (durable runs) ----------------------------------------
 //
-// In a run with a store, Date.now(), new Date() without arguments, Date(), performance.now() and
-// Math.random()
+// In a run with a store, Date.now(), new Date() without arguments, Date() and Math.random()
 // hand out values the host journals, and a resumed run gets the recorded values back in the
 // same order until they run out (then live ones). Without a store nothing here is installed.
 
@@ -888,10 +881,6 @@ function nextNumber(kind, live) {
 }
 
 function liveNow() { return _apply(_dateNow, _Date, []); }
-// The run's clock: journaled once installReplayableNumbers ran (a durable run), else live.
-function clockNow() {
-  return numberStates.clock !== undefined ? nextNumber('clock', liveNow) : liveNow();
-}
 function liveRandom() { return _apply(_mathRandom, Math, []); }
 
 function installReplayableNumbers(recorded) {

@@ -104,9 +104,9 @@ the cap and its value.
 
 JavaScript: QuickJS-ng, ES2023 and later built-ins (Promise.allSettled, \
 Array.prototype.at/findLast/toSorted, Object.groupBy, Set methods, iterator helpers, \
-replaceAll, Math.random()...). Date (the constructor too), Date.now(), performance.now() and \
+replaceAll, Math.random()...). Date (the constructor too), Date.now() and \
 RegExp (named groups, lookbehind, flags dgimsuvy) work. Sandbox: no timers (setTimeout), \
-structuredClone, Intl, TextEncoder, URL, fetch, filesystem, network, modules/import/require or \
+performance, structuredClone, Intl, TextEncoder, URL, fetch, filesystem, network, modules/import/require or \
 host objects. Awaiting a promise that nothing will ever settle ends the run with an error at \
 once.
 

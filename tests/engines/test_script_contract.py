@@ -1,5 +1,5 @@
 """The script contract's fourth edition (SPEC §26), on both engines and both backends: one
-clock and no host value on ``globalThis``; the script's own error has its code
+clock (no ``performance``) and no host value on ``globalThis``; the script's own error has its code
 ``SCRIPT_ERROR``; unknown meta keys and string phases run, warned about in the result; an ES
 ``import`` is named at start."""
 
@@ -34,24 +34,13 @@ async def _run(factory: Any, script: str, meta: dict[str, Any] = META) -> Workfl
 @pytest.mark.anyio
 @pytest.mark.parametrize("factory", ENGINES)
 async def test_no_host_value_is_enumerable_on_globalThis(factory: Any) -> None:
+    """One clock (SPEC §26): QuickJS's performance (the host's clock, unjournaled) is absent;
+    no global is enumerable, so returning globalThis shows nothing."""
     result = await _run(factory, """
         return {keys: Object.keys(globalThis), whole: globalThis,
-                performance: Object.getOwnPropertyNames(performance).sort(),
-                origin: performance.timeOrigin, now: typeof performance.now(),
-                enumerable: Object.getOwnPropertyDescriptor(globalThis, 'performance').enumerable};""")
+                performance: typeof performance, own: 'performance' in globalThis};""")
     assert result.stop_reason == "completed", result
-    assert result.value == {"keys": [], "whole": {}, "performance": ["now", "timeOrigin"],
-                            "origin": 0, "now": "number", "enumerable": False}
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("factory", ENGINES)
-async def test_performance_now_reads_the_run_clock(factory: Any) -> None:
-    """timeOrigin + now() is Date.now(): the same clock, never the host's monotonic one."""
-    result = await _run(factory, """
-        const before = Date.now(); const p = performance.now(); const after = Date.now();
-        return before <= p && p <= after;""")
-    assert result.value is True, result
+    assert result.value == {"keys": [], "whole": {}, "performance": "undefined", "own": False}
 
 
 @pytest.mark.anyio

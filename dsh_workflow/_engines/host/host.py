@@ -418,7 +418,8 @@ class HostedRun(WorkflowRun):
                               replayed=self._hooks.replayed, usage=self._spend.usage(),
                               text=self._text, config=self._config,
                               unpriced=self._spend.unpriced,
-                              meta_notes=meta_warnings(self.meta))
+                              meta_notes=meta_warnings(self.meta)
+                              if isinstance(self.meta, WorkflowMeta) else ())
         self._result = result
         self._state = _SETTLED
         if self._journal is not None:

@@ -4,15 +4,15 @@ export const meta = {
   phases: [{ title: 'Check' }, { title: 'Report' }],
 };
 
-const started = performance.now();
+const started = Date.now();
 const checks = ['lint', 'types', 'unit tests'];
 
 phase('Check');
 const results = await parallel(
   checks.map((name) => async () => {
-    const t0 = performance.now();
+    const t0 = Date.now();
     const verdict = await agent(`Run the ${name} check and say pass or fail.`, { label: name, effort: 'low' });
-    return { name, verdict, ms: Math.round(performance.now() - t0) };
+    return { name, verdict, ms: Math.round(Date.now() - t0) };
   }),
 );
 
@@ -22,6 +22,6 @@ const pattern = /^(?<year>\d{4})-(?<month>\d{2})/u;
 return {
   checks: results.map((r) => r.name),
   allTimed: results.every((r) => Number.isFinite(r.ms) && r.ms >= 0),
-  totalMs: Math.round(performance.now() - started) >= 0,
+  totalMs: Math.round(Date.now() - started) >= 0,
   month: pattern.exec(stamp).groups.month.length,
 };
