@@ -18,6 +18,7 @@ code                      raised when                                           
 ``ITEM_CAP``              ``parallel``/``pipeline`` got more items than allowed        hook
 ``AGENT_FAILED``          the provider raised (an infrastructure fault)                hook
 ``RESULT_UNSERIALIZABLE`` the script's return value is not JSON data                   result
+``SCRIPT_ERROR``          the script's own uncaught error, or a stall                 result
 ``RESOURCE_LIMIT``        memory, stack, CPU slice or another size bound exceeded      result
 ``TIMEOUT``               the run's wall-clock limit passed                            result
 ``CANCELLED``             any hook called after the run was cancelled                  hook
@@ -28,28 +29,30 @@ code                      raised when                                           
 **The code of a result.** A run that did not complete carries one of these codes as
 ``WorkflowResult.error_code``: the code of the error that ended it, which its text starts with
 as ``CODE: …``. Four ends have a text with no code prefix (the texts are kept as they were);
-their code is fixed here, in one place, because the set of codes is the closed public set
-above (docs/embedding.md; no member is added for a result alone):
+their code is fixed here, in one place:
 
 ==============================================  ==========================  ===================
 how the run ended (text without a prefix)       ``error_code``              why
 ==============================================  ==========================  ===================
 cancelled (``workflow run cancelled: …``),       ``CANCELLED``               what the code means
 also by the engine shutting down
-the script's own uncaught error, a throw of      ``RESULT_UNSERIALIZABLE``   no JSON result: the
-``null``/``undefined`` or of something that                                  script's fault, as
-cannot be rendered, or a stall (an ``await``                                 for a bad return
-nothing will ever settle)                                                    value
+the script's own uncaught error, a throw of      ``SCRIPT_ERROR``            the script's fault,
+``null``/``undefined`` or of something that                                  its own code
+cannot be rendered, or a stall (an ``await``
+nothing will ever settle)
 the engine itself failed: its runtime could      ``AGENT_FAILED``            an infrastructure
 not start or broke, the sandbox process died,                                fault, not the
 hung or broke the protocol, the run store                                    script's: retrying
 failed, or a bug in the host                                                 may help
 ==============================================  ==========================  ===================
 
-So ``CANCELLED`` is every cancelled run's code, ``RESULT_UNSERIALIZABLE`` without its prefix in
-the text means "the script failed by itself", and ``AGENT_FAILED`` without its prefix means "the
-engine failed". :data:`SCRIPT_FAILED` and :data:`ENGINE_FAILED` name the last two for the code
-that sets or reads them.
+So ``CANCELLED`` is every cancelled run's code, ``SCRIPT_ERROR`` means "the script failed by
+itself" (``RESULT_UNSERIALIZABLE`` stays for a value JSON cannot hold: a BigInt, a cycle),
+and ``AGENT_FAILED`` without its prefix means "the engine failed". :data:`SCRIPT_FAILED` and
+:data:`ENGINE_FAILED` name the last two for the code that sets or reads them. Runs stored by
+releases before ``SCRIPT_ERROR`` existed carry ``RESULT_UNSERIALIZABLE`` with an unprefixed
+text for the script's own error; reading them gives ``SCRIPT_ERROR``
+(``dsh_workflow._result.stored_code``).
 """
 
 from __future__ import annotations
@@ -75,11 +78,12 @@ class WorkflowErrorCode(StrEnum):
     TIMEOUT = "TIMEOUT"
     CANCELLED = "CANCELLED"
     BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    SCRIPT_ERROR = "SCRIPT_ERROR"
 
 
 #: The code of a result whose run failed by the script's own doing, its text unprefixed (the
 #: script's uncaught error, or a stall): see the module docstring.
-SCRIPT_FAILED = WorkflowErrorCode.RESULT_UNSERIALIZABLE
+SCRIPT_FAILED = WorkflowErrorCode.SCRIPT_ERROR
 #: The code of a result whose run failed because the engine did, its text unprefixed.
 ENGINE_FAILED = WorkflowErrorCode.AGENT_FAILED
 

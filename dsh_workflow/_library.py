@@ -121,15 +121,21 @@ def read_workflow_file(path: Path) -> SavedWorkflow:
 class WorkflowLibrary:
     """Saved workflows found by ``meta.name`` in ``paths``, searched in order (first hit wins).
 
-    ``base_dir`` is where ``workflow({scriptPath})`` resolves relative paths (default: the first
-    folder); a script path must name a ``.js`` file inside ``base_dir`` or one of ``paths``.
+    ``workflow({scriptPath})`` resolves a relative path against ``project_root`` first (the
+    folder the run started in, as Claude Code does: default the current directory when the
+    library is made), then against ``base_dir`` (the calling script's folder; default: the
+    first folder); either way it must name a ``.js`` file inside ``base_dir`` or one of
+    ``paths``.
     """
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]], *,
-                 base_dir: str | os.PathLike[str] | None = None) -> None:
+                 base_dir: str | os.PathLike[str] | None = None,
+                 project_root: str | os.PathLike[str] | None = None) -> None:
         self.paths = [Path(p).expanduser() for p in paths]
         self.base_dir = Path(base_dir).expanduser() if base_dir is not None else (
             self.paths[0] if self.paths else Path.cwd())
+        self.project_root = Path(project_root).expanduser() if project_root is not None \
+            else Path.cwd()
         self._by_name: dict[str, SavedWorkflow] = {}
         self._problems: list[LibraryProblem] = []
         self.reload()
@@ -148,8 +154,9 @@ class WorkflowLibrary:
     def default(cls, extra: Sequence[str | os.PathLike[str]] = (), *,
                 cwd: str | os.PathLike[str] | None = None,
                 base_dir: str | os.PathLike[str] | None = None) -> WorkflowLibrary:
-        """The default search path, after the ``extra`` folders."""
-        return cls([*extra, *cls.default_paths(cwd)], base_dir=base_dir)
+        """The default search path, after the ``extra`` folders; ``cwd`` (default: the current
+        directory) is also the project root script paths resolve against first."""
+        return cls([*extra, *cls.default_paths(cwd)], base_dir=base_dir, project_root=cwd)
 
     def reload(self) -> None:
         """Read every folder again."""
@@ -194,24 +201,27 @@ class WorkflowLibrary:
         return name in self._by_name
 
     def resolve_script_path(self, script_path: str) -> SavedWorkflow:
-        """The workflow file ``script_path`` names (relative to :attr:`base_dir`); raises
-        ``ValueError`` when it is unusable. The reason never quotes the file's content, and a
-        path that does not exist, one outside the allowed folders (after symlinks) and one
-        that is not a ``.js`` file all get one text, so a script cannot learn which host paths
-        exist."""
+        """The workflow file ``script_path`` names (a relative one against
+        :attr:`project_root`, else against :attr:`base_dir`); raises ``ValueError`` when it is
+        unusable. The reason never quotes the file's content, and a path that does not exist,
+        one outside the allowed folders (after symlinks) and one that is not a ``.js`` file all
+        get one text, so a script cannot learn which host paths exist."""
         refused = ValueError(f"{script_path!r} is not a .js file inside the workflow folders")
-        candidate = Path(script_path)
-        if not candidate.is_absolute():
-            candidate = self.base_dir / candidate
+        given = Path(script_path)
+        bases = [Path()] if given.is_absolute() else [self.project_root, self.base_dir]
         try:
-            resolved = candidate.resolve(strict=True)
             roots = [root.resolve() for root in [self.base_dir, *self.paths] if root.exists()]
         except (OSError, RuntimeError):
             raise refused from None
-        if resolved.suffix != ".js" or not any(resolved.is_relative_to(r) for r in roots) \
-                or not resolved.is_file():
-            raise refused
-        return read_workflow_file(resolved)
+        for base in bases:
+            try:
+                resolved = (base / given).resolve(strict=True)
+            except (OSError, RuntimeError):
+                continue
+            if resolved.suffix == ".js" and any(resolved.is_relative_to(r) for r in roots) \
+                    and resolved.is_file():
+                return read_workflow_file(resolved)
+        raise refused
 
     def describe_names(self) -> str:
         """``a, b, c`` or ``none`` — for error messages."""

@@ -143,6 +143,8 @@ def _library_cost(usage: Usage, model: str) -> float | None:
 
 
 _MILLION = 1_000_000
+#: The call size a price per million tokens is worked out from (below every tier's threshold).
+_QUOTED_TOKENS = 10_000
 
 
 def _linear_rates(model: str) -> tuple[float, float, float, float, float] | None:
@@ -211,6 +213,23 @@ def _shown(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return repr(value)[:40]
+
+
+def million_token_prices(model: str | None,
+                         prices: ModelPrices | None = None) -> tuple[float, float] | None:
+    """``model``'s price in US dollars per million uncached input tokens and per million
+    output tokens, from the price data (the same calculation as :func:`cost_usd`, ``prices`` winning), at the rate
+    of a call of ordinary size (a model priced in tiers by prompt size is quoted at its first
+    tier); None when the model is unknown there (or None)."""
+    base = cost_usd(Usage(), model, prices)
+    if base is None:
+        return None
+    read = cost_usd(Usage(input_tokens=_QUOTED_TOKENS), model, prices)
+    written = cost_usd(Usage(output_tokens=_QUOTED_TOKENS), model, prices)
+    if read is None or written is None:
+        return None
+    scale = _MILLION / _QUOTED_TOKENS
+    return (read - base) * scale, (written - base) * scale
 
 
 def priced(usage: Usage | None, model: str | None,

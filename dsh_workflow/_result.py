@@ -44,21 +44,30 @@ def _derived_code(stop_reason: object, error: object) -> WorkflowErrorCode | Non
 def stored_code(data: Mapping[str, Any]) -> WorkflowErrorCode | None:
     """The code of a result stored as JSON data (``WorkflowResult.model_dump``): its
     ``error_code`` when it carries a known one, else derived as for a result built without
-    one (a row written before results carried their code)."""
+    one (a row written before results carried their code). A row written before
+    ``SCRIPT_ERROR`` existed holds ``RESULT_UNSERIALIZABLE`` with an unprefixed text for the
+    script's own error: that reads as ``SCRIPT_ERROR``."""
     try:
-        return WorkflowErrorCode(data["error_code"])
+        code = WorkflowErrorCode(data["error_code"])
     except (KeyError, ValueError, TypeError):  # TypeError: stored data holding no code at all
         return _derived_code(data.get("stop_reason"), data.get("error"))
+    error = data.get("error")
+    if (code == WorkflowErrorCode.RESULT_UNSERIALIZABLE and isinstance(error, str)
+            and code_in_text(error) is None):
+        return SCRIPT_FAILED
+    return code
 
 
 def with_error_code(data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` (a stored result) with its ``error_code``: itself when it has the key or is no
-    failed result; else a copy with the derived code (rows written before results carried
-    their code)."""
-    if "error_code" in data or not isinstance(data.get("error"), str):
+    """``data`` (a stored result) with its ``error_code`` as :func:`stored_code` reads it:
+    itself when it is no failed result or already holds that code; else a copy with it (rows
+    written before results carried their code, or before ``SCRIPT_ERROR`` existed)."""
+    if not isinstance(data.get("error"), str):
         return data
     code = stored_code(data)
-    return data if code is None else {**data, "error_code": code.value}
+    if code is None or data.get("error_code") == code.value:
+        return data
+    return {**data, "error_code": code.value}
 
 
 class WorkflowResult(BaseModel):
@@ -80,8 +89,9 @@ class WorkflowResult(BaseModel):
 
     ``warnings`` name each lossy step of turning the return value into JSON as
     ``JSON.stringify`` does (``return value.items[2]: undefined became null``), bounded: at
-    most 20 plus one ``... and N more`` line. Empty when nothing was lost (always, unless the
-    run completed).
+    most 20 plus one ``... and N more`` line. Before them, whatever the run's end, one line per
+    key of the meta the engine keeps but does not use and per phase given as a bare title
+    (``meta.examples is not a recognized field: kept, not used``). Empty when there is neither.
 
     ``agents_failed`` counts started children whose outcome was neither ``completed`` nor
     ``cancelled`` (docs/scripts.md, "Truthful outcomes"): each one's reason is its

@@ -21,7 +21,7 @@ import quickjs
 
 from ._errors import WorkflowError, WorkflowErrorCode
 
-__all__ = ["RUN_FOOTER", "check_body", "map_position", "run_header"]
+__all__ = ["RUN_FOOTER", "check_body", "import_error", "map_position", "run_header"]
 
 _SENTINEL = "__dsh_workflow_parsed__"
 _CHECK_NAME = "__dsh_workflow_body__"
@@ -46,6 +46,25 @@ def run_header(body: str) -> str:
 
 _EXPORT_META = re.compile(r"export\s+const\s+meta\b")
 _POSITION = re.compile(r"<input>:(\d+):(\d+)")
+#: A static ES ``import`` statement at the start of a line: ``import x from "m"``,
+#: ``import {a, b} from 'm'``, ``import * as m from "m"``, ``import "m"``. Looked for only in a
+#: body that does not parse, so a prompt quoting one in a string is never taken for one.
+_IMPORT = re.compile(r"^[ \t]*import(?=[\s{*'\"])[^\n(]{0,200}", re.MULTILINE)
+
+
+def import_error(body: str) -> WorkflowError | None:
+    """The error naming the body's first static ``import`` statement, or None without one
+    (meant for a body that does not parse: see :data:`_IMPORT`)."""
+    found = _IMPORT.search(body)
+    if found is None:
+        return None
+    line = body.count("\n", 0, found.start()) + 1
+    statement = found.group(0).strip()
+    return WorkflowError(
+        WorkflowErrorCode.SCRIPT_PARSE,
+        f"workflow script uses an ES `import` statement, which is not supported (line {line}: "
+        f"`{statement}`): a script is one self-contained body without modules; put what it "
+        "imports into the script itself")
 
 
 def _skip_leading_comments(body: str) -> int:
@@ -133,7 +152,8 @@ def check_body(body: str) -> None:
     """Prove ``body`` is exactly one async function body, running none of it.
 
     Raises ``WorkflowError(SCRIPT_PARSE)`` for a body that is not a string, still carries an
-    ``export const meta`` statement, does not parse (with the script's own line and column), or
+    ``export const meta`` statement, does not parse (with the script's own line and column; a
+    body with a static ES ``import`` statement gets an error naming that statement instead), or
     closes the wrapper it is compiled in. A body that passed lately passes again without being
     compiled (only an exact ``str``: a subclass could answer the lookup with its own ``__eq__``).
     """
@@ -165,7 +185,7 @@ def check_body(body: str) -> None:
         except quickjs.JSException as exc:
             message = str(exc)
             if not message.startswith(_SENTINEL):
-                raise _parse_error(message, body) from None
+                raise import_error(body) or _parse_error(message, body) from None
         exact = ctx.eval(
             f"typeof {_CHECK_NAME} === 'function' && "
             f"Function.prototype.toString.call({_CHECK_NAME}) === "

@@ -29,8 +29,8 @@ __all__ = [
     "provider_info",
 ]
 
-Effort = Literal["low", "medium", "high", "max"]
-"""How hard a child should think (Claude Code's ``effort`` option)."""
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+"""How hard a child should think (Claude Code's ``effort`` option and its levels)."""
 
 ErrorKind = Literal["auth", "not_found", "rate_limited", "overloaded", "limit", "server",
                     "network", "bad_request", "invalid_answer", "timeout", "other"]

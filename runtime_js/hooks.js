@@ -1312,7 +1312,10 @@ defineGlobal('console', _freeze({
 }));
 defineGlobal('args', undefined);
 defineGlobal('budget', makeBudget());
-for (const name of ['WeakRef', 'FinalizationRegistry', 'Atomics', 'SharedArrayBuffer']) {
+// One clock: QuickJS's own `performance` reads the host's clock unjournaled (and shows it in
+// timeOrigin), so it is absent; Date is the script's one clock.
+for (const name of ['WeakRef', 'FinalizationRegistry', 'Atomics', 'SharedArrayBuffer',
+  'performance']) {
   delete globalThis[name];
 }
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from dsh_workflow import RunRecord, StoredEvent
 from dsh_workflow._prices import UNPRICED, cost_text, format_usd
+from dsh_workflow._result import stored_code
 
 from .progress import ended_line, format_elapsed, kind_reason, retried_line, summary_text
 
@@ -105,7 +106,9 @@ def _child_cost(usage: object) -> float | None:
 
 def run_summary(record: RunRecord) -> dict[str, Any]:
     """One run as a ``runs --json`` entry (no script, args or result: see ``show``). A
-    ``broken`` run has ``problem``, what is wrong with its stored row."""
+    ``broken`` run has ``problem``, what is wrong with its stored row; a run that ended without
+    completing has its ``error_code``."""
+    code = stored_code(record.result) if record.result else None
     return {"id": record.id, "name": record.meta.get("name"), "status": record.status,
             "agents": record.agents, "agents_failed": record.agents_failed,
             "agents_cancelled": record.agents_cancelled,
@@ -114,7 +117,8 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
             "created_at": record.created_at,
             "ended_at": record.ended_at, "duration_s": _duration(record),
             "resumed_from": record.resumed_from,
-            **({"problem": record.problem} if record.problem is not None else {})}
+            **({"problem": record.problem} if record.problem is not None else {}),
+            **({"error_code": code.value} if code is not None else {})}
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
@@ -233,8 +237,9 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
         lines.append(f"when to use: {meta['whenToUse']}")
     phases = meta.get("phases") or []
     if isinstance(phases, list) and phases:
-        lines.append("phases:      " + ", ".join(str(p.get("title", "")) for p in phases
-                                                 if isinstance(p, Mapping)))
+        lines.append("phases:      " + ", ".join(
+            p if isinstance(p, str) else str(p.get("title", "")) for p in phases
+            if isinstance(p, Mapping | str)))
     duration = _duration(record)
     lines += [f"status:      {record.status}",
               f"started:     {format_time(record.created_at)}",
@@ -257,6 +262,9 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
         lines.append("result:\n" + json.dumps(result.get("value"), indent=2, ensure_ascii=False))
     else:
         lines.append(f"error:       {result.get('error')}")
+        code = stored_code(result)
+        if code is not None:
+            lines.append(f"error code:  {code.value}")
     lines.append("")
     priced = any(row.cost_usd is not None for row in rows)
     if rows:  # a COST column when some agent's cost is known

@@ -9,7 +9,8 @@ Contract:
 - ``run NAME`` runs the saved workflow ``NAME`` when ``NAME`` is not a file; a ``NAME`` that is
   neither is a usage error naming the closest saved names and listing the saved workflows;
 - ``run`` gives its engine the library, so a script's ``workflow(name, args)`` finds saved
-  workflows, and ``workflow({scriptPath})`` resolves relative to the running script's folder;
+  workflows, and ``workflow({scriptPath})`` resolves relative to the current directory (the project
+  root), then to the running script's folder;
 - ``save RUN_ID [--name N] [--to DIR] [--store PATH] [--force]`` writes a recorded run's script
   and meta as ``DIR/<name>.js`` (default ``.dsh-workflow/workflows/``), refusing to overwrite a
   file unless ``--force``; exit 2 for an unknown run.

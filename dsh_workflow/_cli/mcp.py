@@ -219,7 +219,7 @@ def _build_server(ns: argparse.Namespace, setup: EngineSetup, store: RunStore | 
     return create_server(lambda child_provider: setup.make_engine(child_provider, store), provider,
                          saved_workflows=setup.library, config=setup.config,
                          library=setup.library, durable=store is not None,
-                         described_provider=described, calls=calls)
+                         described_provider=described, calls=calls, agents=setup.agents)
 
 
 async def _serve_stdio(server: Any, handshake_only: bool) -> None:

@@ -19,7 +19,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._metafile import MetaFileError, split_meta
 from .errors import CliError
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (s
     )
 
 __all__ = ["NO_META", "Plan", "add_run_options", "args_value", "meta_option_value",
-           "plan_options", "plan_run", "script_parts", "script_source"]
+           "no_meta_error", "plan_options", "plan_run", "script_parts", "script_source"]
 
 NO_META = ("no meta: add `export const meta = {name, description}` at the top of the file or "
            "pass --meta")
@@ -142,13 +142,31 @@ def script_source(path: str, meta_option: str | None,
 def script_parts(path: str, meta_option: str | None,
                  fallback_meta: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
     """The meta (``--meta`` winning over the file's literal, then ``fallback_meta``) and the
-    body of the script file; no meta at all is a usage error."""
+    body of the script file; no meta at all is a usage error, which names what is wrong with
+    the body first when it does not parse (an ES ``import`` above the meta hides the meta)."""
     meta, body = script_source(path, meta_option, fallback_meta)
     if meta is None:
-        raise CliError(NO_META)
+        no_meta_error(path, body)
     if not isinstance(meta, dict):
         raise CliError("--meta must be a JSON object like {\"name\": ..., \"description\": ...}")
     return meta, body
+
+
+def no_meta_error(path: str, body: str) -> NoReturn:
+    """Raise the usage error of a script file without meta: the body's own parse error first
+    when it has one (its syntax error is worth more than "no meta"), alone when it is an ES
+    ``import`` statement (one above the meta is why the meta was not found), else
+    :data:`NO_META`."""
+    from dsh_workflow import WorkflowError
+    from dsh_workflow._script import check_body, import_error
+
+    try:
+        check_body(body)
+    except WorkflowError as exc:
+        if import_error(body) is not None:
+            raise CliError(f"{path}: {exc}") from None
+        raise CliError(f"{path}: {exc}; and {NO_META}") from None
+    raise CliError(NO_META)
 
 
 def meta_option_value(text: str) -> Any:

@@ -83,20 +83,16 @@ def command_run(ns: argparse.Namespace) -> int:
 
 def command_check(ns: argparse.Namespace) -> int:
     from dsh_workflow import WorkflowError
-    from dsh_workflow._meta import parse_meta
+    from dsh_workflow._meta import meta_warnings, parse_meta
     from dsh_workflow._script import check_body
 
     from .lint import lint
     from .options import load_agents
-    from .plan import NO_META, script_source
+    from .plan import no_meta_error, script_source
 
     meta, body = script_source(ns.script, ns.meta)
-    if meta is None:  # the body is still checked: its syntax error is worth more than "no meta"
-        try:
-            check_body(body)
-        except WorkflowError as exc:
-            raise CliError(f"{ns.script}: {exc}; and {NO_META}") from None
-        raise CliError(NO_META)
+    if meta is None:
+        no_meta_error(ns.script, body)
     if not isinstance(meta, dict):
         raise CliError("--meta must be a JSON object like {\"name\": ..., \"description\": ...}")
     try:
@@ -104,8 +100,11 @@ def command_check(ns: argparse.Namespace) -> int:
         check_body(body)
     except WorkflowError as exc:
         raise CliError(f"{ns.script}: {exc}") from None
-    warnings = lint(body, agents=load_agents(ns.agents))
-    for warning in warnings:
+    noted_meta = meta_warnings(checked)
+    for note in noted_meta:
+        sys.stderr.write(f"{ns.script}: warning: {note}\n")
+    warnings = [*noted_meta, *lint(body, agents=load_agents(ns.agents))]
+    for warning in warnings[len(noted_meta):]:
         sys.stderr.write(f"{ns.script}:{warning}\n")
     sys.stderr.flush()
     noted = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""

@@ -8,6 +8,8 @@ Contract:
   replayed, failed, cancelled, tokens, started, duration (``--json``: one JSON array); a run that is
   running or interrupted has no recorded totals yet, so its counts come from its stored
   events, as the viewer counts them;
+- ``show RUN_ID --result [--pointer P]`` prints the run's whole return value (or its part at
+  the JSON pointer ``P``) as JSON indented by 2, as the tool's text renders it.
 - ``show RUN_ID [--json]`` prints meta, status, times, the result (value or error) and a
   per-agent table (seq, label, phase, outcome, tokens, replayed, reason) built from the stored
   events (the reason of each child that did not complete);
@@ -82,6 +84,10 @@ def register(commands: Subcommands) -> None:
                       help="one agent() call: what it was asked and what it answered")
     show.add_argument("--full", action="store_true",
                       help="with --agent: print long texts whole instead of folded")
+    show.add_argument("--result", action="store_true",
+                      help="print the run's whole return value as JSON (indented by 2)")
+    show.add_argument("--pointer", metavar="POINTER",
+                      help="with --result: only the part at this JSON pointer, e.g. /findings/3")
     add_store_option(show)
     show.set_defaults(handler=command_show)
 
@@ -208,6 +214,10 @@ def command_runs(ns: argparse.Namespace) -> int:
 
 
 def command_show(ns: argparse.Namespace) -> int:
+    if ns.pointer is not None and not ns.result:
+        raise CliError("--pointer needs --result")
+    if ns.result:
+        return _show_result(ns)
     if ns.agent is not None:
         from .calls import show_call
 
@@ -229,6 +239,30 @@ def command_show(ns: argparse.Namespace) -> int:
         write_stdout(json.dumps(run_document(record, rows), indent=2, ensure_ascii=False) + "\n")
     else:
         write_stdout(show_text(record, rows) + "\n")
+    return EXIT_OK
+
+
+def _show_result(ns: argparse.Namespace) -> int:
+    """``show RUN_ID --result [--pointer P]``: the return value (or its part at ``P``) as the
+    tool's text renders it, whole; a run without one, or a pointer naming nothing, is a usage
+    error saying why."""
+    from dsh_workflow._tool.results import PartError, rendered, resolve_pointer
+
+    async def reader(store: SQLiteRunStore) -> RunRecord:
+        return await _record(store, ns, ns.run_id)
+
+    record = _read(ns, reader, None)
+    if record is None:
+        raise _unknown(ns, ns.run_id)
+    result = record.result
+    if result is None or result.get("stop_reason") != "completed":
+        why = record.status if result is None else result.get("stop_reason")
+        raise CliError(f"run {record.id} has no return value: it did not complete ({why})")
+    try:
+        part = resolve_pointer(result.get("value"), ns.pointer or "")
+    except PartError as exc:
+        raise CliError(f"run {record.id}: {exc}") from None
+    write_stdout(rendered(part) + "\n")
     return EXIT_OK
 
 

@@ -7,12 +7,13 @@ Both run the agent CLI once per child, in its non-interactive mode, with everyth
 :class:`ClaudeCodeProvider` follows **Claude Code 2.1**'s headless print mode
 (:data:`CLAUDE_CODE_VERSION`): ``claude -p --output-format json`` with the prompt on stdin, and
 
-- ``--model=M`` (the call's model, else the preset's), ``--effort=low|medium|high|max`` (the
-  call's ``effort`` as given), ``--append-system-prompt=TEXT`` (the agent definition's system
-  prompt, appended so Claude Code keeps its own tool instructions) and ``--allowedTools=A,B``
-  (the definition's tool allowlist, when it restricts tools); then the preset's ``extra_args``.
-  Each value is joined to its flag, so a script's value that begins with ``-`` stays that
-  flag's value (the CLI then refuses it as it would any unknown model), never an option;
+- ``--model=M`` (the call's model, else the preset's), ``--effort=low|medium|high|xhigh|max``
+  (the call's ``effort`` as given), ``--append-system-prompt=TEXT`` (the agent definition's
+  system prompt, appended so Claude Code keeps its own tool instructions) and
+  ``--allowedTools=A,B`` (the definition's tool allowlist, when it restricts tools); then the
+  preset's ``extra_args``. Each value is joined to its flag, so a script's value that begins
+  with ``-`` stays that flag's value (the CLI then refuses it as it would any unknown model),
+  never an option;
 - the answer, usage and cost come from the one JSON object it prints (``type: "result"``):
   ``result`` is the text, ``is_error: true`` or a ``subtype`` other than ``success`` is a failed
   child, ``usage`` gives the tokens (``input_tokens`` here counts every input token: Claude's
@@ -28,11 +29,12 @@ defines it in ``codex-rs/exec/src/cli.rs`` and ``exec_events.rs`` (openai/codex,
 stdin, and
 
 - ``--model=M`` (the call's model, else the preset's), ``--config=model_reasoning_effort="..."``
-  (``low``, ``medium``, ``high``; ``max`` → ``xhigh``), ``--config=developer_instructions="..."``
-  (the agent definition's system prompt, a TOML basic string escaped by :func:`toml_string`)
-  and ``--sandbox=read-only`` when the definition's tool allowlist has no tool that writes
-  (``Edit``, ``Write``, ``MultiEdit``, ``NotebookEdit``, ``Bash``) or
-  ``--sandbox=workspace-write`` when it has one (Codex has no per-tool allowlist; without a
+  (``low``, ``medium``, ``high``, ``xhigh``; ``max`` → ``xhigh``),
+  ``--config=developer_instructions="..."`` (the agent definition's system prompt, a TOML
+  basic string escaped by :func:`toml_string`) and ``--sandbox=read-only`` when the
+  definition's tool allowlist has no tool that writes (``Edit``, ``Write``, ``MultiEdit``,
+  ``NotebookEdit``, ``Bash``) or ``--sandbox=workspace-write`` when it has one (Codex has no
+  per-tool allowlist; without a
   definition that restricts tools, Codex's own configuration decides); then ``extra_args``;
 - the answer is the last ``agent_message`` item of its JSON Lines events, the usage sums the
   ``turn.completed`` events' ``usage`` (``input_tokens`` includes ``cached_input_tokens``, the
@@ -78,7 +80,7 @@ CODEX_VERSION = "openai/codex main of December 2026"
 _ENV_NAMES = ("PATH", "HOME", "USER", "LANG", "TMPDIR")
 _ENV_PREFIXES = ("ANTHROPIC_", "CLAUDE_", "CODEX_", "OPENAI_")
 _WRITING_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit", "Bash"})
-_CODEX_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+_CODEX_EFFORT = {"low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "xhigh"}
 _TAIL = 2000
 
 

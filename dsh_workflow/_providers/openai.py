@@ -28,7 +28,7 @@ Contract of :class:`OpenAIProvider`:
   and a user message quoting the violations); still invalid is an ordinary failure (the
   parse-and-repair loop is :mod:`.structured`'s, shared with MCP sampling).
 - **Effort.** ``request.effort`` is sent as ``reasoning_effort``: ``low``, ``medium`` and
-  ``high`` as they are, ``max`` as ``high`` (the highest value the API accepts). When the
+  ``high`` as they are, ``xhigh`` and ``max`` as ``high`` (the highest value the API accepts). When the
   endpoint rejects it — HTTP 400 (or 422) whose body names ``reasoning_effort`` — the request is
   retried once without it, and the provider stops sending it for that model (as the request's
   model string) for the rest of its life.
@@ -94,7 +94,8 @@ _EFFORT_PARAMETER = "reasoning_effort"
 _LIMIT_PARAMETER = "max_tokens"
 _NEW_LIMIT_PARAMETER = "max_completion_tokens"
 _LONGEST_RETRY_AFTER_S = 366 * 86400.0  # a longer Retry-After is read as a year: still a limit
-_REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "high"}
+_REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high",
+                     "max": "high"}
 
 
 class _CallFailed(Exception):

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .._prices import million_token_prices
 from .._subagent import provider_description, provider_info
 
 __all__ = [
@@ -47,16 +48,16 @@ others cancelled; null when all fail (failure: "throw": their last error).
 - gate((feedback, attempt) => ..., v => ({ok, feedback}), {attempts}) -> {ok, value, attempts, \
 feedback}."""
 
-DESCRIPTION = """\
+_CONTRACT = """\
 Run a JavaScript script that orchestrates many subagents (reviewing many files, migrations, \
-research from several angles, adversarial checking). The call returns when the script ends.
+research from several angles, adversarial checking).
 
 Parameters:
 - meta: JSON data, never code: {name: short kebab-case, description: one line, whenToUse?, \
-phases?: [{title, detail?, provider?, model?}]}. Never write `export const meta` in the script.
-- script: plain JavaScript (not TypeScript: no type annotations), run as the body of an async \
+phases?: [{title, detail?} or "title"]}. Never write `export const meta` in the script.
+- script: plain JavaScript (not TypeScript), run as the body of an async \
 function: top-level await works; end with `return <value>`. The value is the tool result, made \
-JSON as JSON.stringify does (no return gives null); each lossy step (NaN or undefined in an \
+JSON as JSON.stringify does (no return gives null); each lossy step (undefined in an \
 array becoming null, an un-awaited Promise becoming {}) is listed under Warnings. BigInt and \
 cycles are errors.
 - args: optional JSON object, the script's global `args`. Wrap a list: {"items": [...]}.
@@ -66,53 +67,58 @@ Globals:
 prompt (give it everything it needs), and resolves to its final text. opts: label (display \
 name, any string, need not be unique; default: the prompt's first line, up to 48 characters), \
 phase (progress group, display only; default: the current phase(title)), schema, model, \
-provider, effort ("low"|"medium"|"high"|"max"), \
-agentType (an agent definition, e.g. "general-purpose"), isolation ("worktree": its own git \
-worktree), failure ("null", the default, or "throw"); any other key is a fatal error. With \
-schema the child is given the schema and asked to answer in it; agent() resolves to the \
-validated object. The schema: JSON Schema 2020-12, root type "object", self-contained (local \
-$defs/$ref only); every keyword is enforced (pattern, format, minimum, enum...). The host does \
-not re-ask a child whose answer is invalid (a provider may repair once: see its line below). \
-agent() resolves null when the child fails, its structured value is missing or invalid, or it \
-times out: use .filter(Boolean), retry once, or fall back. With failure: "throw" it rejects \
-instead with a non-fatal {name: "AgentFailure", kind: "provider"|"invalid"|"missing"|"timeout"|\
-"cancelled", message, details}.
+provider, effort ("low"|"medium"|"high"|"xhigh"|"max"), agentType (an agent type, e.g. \
+"general-purpose"), isolation ("worktree": its own git worktree), failure ("null", the \
+default, or "throw"); any other key is a fatal error. With schema the child is given the \
+schema and asked to answer in it; agent() resolves to the validated object. The schema: JSON Schema 2020-12, root \
+type "object", self-contained (local $defs/$ref only); every keyword is enforced (pattern, \
+format, minimum, enum...). The host does not re-ask a child whose answer is invalid (a \
+provider may repair once: see its line below). agent() resolves null when the child fails, its \
+structured value is missing or invalid, or it times out: use .filter(Boolean), retry once, or \
+fall back. With failure: "throw" it rejects instead with a non-fatal {name: "AgentFailure", \
+kind: "provider"|"invalid"|"missing"|"timeout"|"cancelled", message, details} (details: up to \
+5 validator messages with their JSON paths for "invalid", else []). A provider reporting a \
+failed child gives that null (kind "provider"); only a provider that breaks (raises) is fatal \
+AGENT_FAILED.
 - parallel(thunks): runs zero-argument functions concurrently and waits for all \
 (a barrier); a thunk that throws gives null in its slot.
 - pipeline(items, ...stages): each item runs its own chain, \
 stage(prev, item, index), where prev is the previous stage's result (the item itself for the \
-first stage). No barrier between stages, so prefer it for multi-stage work. A stage that throws \
-makes its item null and skips the item's remaining stages.
+first stage). No barrier between stages, so prefer it for multi-stage work. A stage that \
+returns null passes null on (the next stage runs: check prev); one that throws makes its item \
+null and skips the item's remaining stages.
 - parallel(thunks, {concurrency: N}), pipeline(items, ...stages, {concurrency: N}): at most N \
-items in flight (a whole number >= 1; the engine's own cap still applies).
+items in flight (a whole number >= 1; the engine's cap still applies).
 - phase(title) marks progress; log(message) and console.log/info/warn/error narrate.
-- workflow(name, args?) or workflow({scriptPath}, args?): runs a saved workflow inline with \
-`args` as its own args (its agents share this run's caps and budget) and resolves to its \
-return value; calls may run inside parallel; one level only. A saved workflow that throws \
-makes workflow() throw fatal AGENT_FAILED (workflow("name") failed: ...); its fatal errors keep \
-their code.
+- workflow(name, args?) or workflow({scriptPath}, args?) (a path from the project root, else \
+from the calling script's folder): runs a saved workflow inline with `args` as its own args \
+(its agents share this run's caps and budget) and resolves to its return value; calls may run \
+inside parallel; one level only. A saved workflow that throws makes workflow() throw fatal \
+AGENT_FAILED (workflow("name") failed: ...); its fatal errors keep their code.
 - budget: tokens (input + output): budget.total (null: unlimited), budget.spent(), \
 budget.remaining() (Infinity when unlimited: never return it raw); dollars: budget.totalUsd \
 (null: unset), budget.spentUsd(). Once spent reaches a total, every later agent() call throws \
-fatal BUDGET_EXCEEDED; running children finish.
+fatal BUDGET_EXCEEDED; running children finish."""
 
-{combinators}
-
+_RULES = """\
 Errors: hook misuse (bad arguments, unknown options, an invalid schema), a tripped cap, the \
 budget and cancellation throw {name: "WorkflowError", code, fatal: true, message}; test \
 e.code === "BUDGET_EXCEEDED" etc. Codes: INVALID_ARGUMENT, \
 UNSUPPORTED_OPTION, UNSUPPORTED_SCHEMA, AGENT_CAP, ITEM_CAP, BUDGET_EXCEEDED, AGENT_FAILED \
 (a provider fault, a failed saved workflow), RESULT_UNSERIALIZABLE, CANCELLED. Fatal means \
 parallel and pipeline never turn it into null: it rejects the whole call. The script may still \
-catch it and return what it has; uncaught, it fails the run. Caps: agents running at once \
+catch it and return what it has (a try/catch inside a thunk catches it too); uncaught, it \
+fails the run, as any uncaught error does (SCRIPT_ERROR). Caps: agents running at once \
 (extra calls queue), total agents per run, items per parallel/pipeline call; the error names \
 the cap and its value.
 
-JavaScript: ES2023 built-ins (Promise.allSettled, Array.prototype.at/findLast/toSorted, \
-Object.groupBy, replaceAll, Date.now(), Math.random()...). Sandbox: no timers (setTimeout), structuredClone, Intl, \
-TextEncoder, URL, fetch, filesystem, network, modules/import/require or host objects. Agents do \
-the work; the script only coordinates. Awaiting a promise that nothing will ever settle ends \
-the run with an error at once.
+JavaScript: QuickJS-ng, ES2023 and later built-ins (Promise.allSettled, \
+Array.prototype.at/findLast/toSorted, Object.groupBy, Set methods, iterator helpers, \
+replaceAll, Math.random()...). Date (the constructor too), Date.now() and \
+RegExp (named groups, lookbehind, flags dgimsuvy) work. Sandbox: no timers (setTimeout), \
+performance, structuredClone, Intl, TextEncoder, URL, fetch, filesystem, network, modules/import/require or \
+host objects. Awaiting a promise that nothing will ever settle ends the run with an error at \
+once.
 
 Options and workflow() args must be JSON data: undefined properties are dropped, as \
 JSON.stringify does; functions, Date, Map, Set, class instances, NaN/Infinity, BigInt and \
@@ -125,8 +131,11 @@ const found = await pipeline(args.files,
     properties: {bugs: {type: "array", items: {type: "string"}}}, required: ["bugs"]}}),
   (r, f) => r && r.bugs.length ? agent(`Verify in ${f}: ${JSON.stringify(r.bugs)}`) : null,
   {concurrency: 4});
-return {files: args.files.length, confirmed: found.filter(Boolean)};""".replace(
-    "{combinators}", COMBINATORS)
+return {files: args.files.length, confirmed: found.filter(Boolean)};"""
+
+#: The authoring contract: the globals, the combinators' paragraph (when there is one), then
+#: errors, the language and the example.
+DESCRIPTION = "\n\n".join(part for part in (_CONTRACT, COMBINATORS, _RULES) if part)
 
 _SYSTEM_PROMPT = (
     "The {name} tool runs a JavaScript script you write that orchestrates many subagents "
@@ -222,12 +231,13 @@ def durable_input_schema() -> dict[str, Any]:
 
 
 def tool_description(config: Any, provider: Any, library: Any, max_result_chars: int, *,
-                     durable: bool) -> str:
+                     durable: bool, agents: Any = None) -> str:
     """The tool's description (without the background note) for an engine with ``config``,
-    ``provider`` and ``library``: :data:`DESCRIPTION`, the :func:`engine_section` when there is
-    one, and the resume note when the engine has a run store (``durable``)."""
+    ``provider``, ``library`` and agent registry ``agents``: :data:`DESCRIPTION`, the
+    :func:`engine_section` when there is one, and the resume note when the engine has a run
+    store (``durable``)."""
     text = DESCRIPTION
-    section = engine_section(config, provider, library, max_result_chars)
+    section = engine_section(config, provider, library, max_result_chars, agents=agents)
     if section:
         text = f"{text}\n\n{section}"
     if durable:
@@ -246,25 +256,35 @@ def system_prompt_section(tool_name: str) -> str:
     return _SYSTEM_PROMPT.format(name=tool_name)
 
 
-def render_value(value: Any, max_chars: int) -> str:
+def render_value(value: Any, max_chars: int, rest: str | None = None) -> str:
     """``value`` as 2-space-indented JSON, non-ASCII kept, cut after ``max_chars`` characters.
 
-    A cut text is followed by a new line ``… [truncated: <omitted> more characters]``.
+    A cut text is followed by a new line ``… [truncated: <omitted> more characters]``, or,
+    given ``rest`` (how to read them: :func:`rest_hint`), ``… [truncated: <omitted> more
+    characters; <rest>]``.
     """
     text = json.dumps(value, indent=2, ensure_ascii=False)
     if len(text) <= max_chars:
         return text
-    return f"{text[:max_chars]}\n… [truncated: {len(text) - max_chars} more characters]"
+    more = f"{len(text) - max_chars} more characters"
+    return f"{text[:max_chars]}\n… [truncated: {more}{'' if rest is None else '; ' + rest}]"
+
+
+def rest_hint(result_tool: str, run_id: str, offset: int) -> str:
+    """How a cut result's rest is read: the ``<name>_result`` call that returns the next page."""
+    call = json.dumps({"runId": run_id, "offset": offset}, ensure_ascii=False)
+    return f"read them with {result_tool}({call}); a pointer such as \"/findings/3\" reads one part"
 
 
 def success_text(name: str, agents_started: int, value: Any, max_chars: int,
-                 warnings: Sequence[str] = ()) -> str:
-    """``workflow "<name>" completed (<n> agent|agents).``, ``Return value:``, the value; then,
-    when converting the value to JSON lost something, ``Warnings:`` and one ``- <warning>``
-    line each (already bounded by the engine)."""
+                 warnings: Sequence[str] = (), rest: str | None = None) -> str:
+    """``workflow "<name>" completed (<n> agent|agents).``, ``Return value:``, the value (cut
+    as :func:`render_value` cuts it, ``rest`` saying how to read the rest); then, when
+    converting the value to JSON lost something, ``Warnings:`` and one ``- <warning>`` line
+    each (already bounded by the engine)."""
     noun = "agent" if agents_started == 1 else "agents"
     text = (f'workflow "{name}" completed ({agents_started} {noun}).\n'
-            f"Return value:\n{render_value(value, max_chars)}")
+            f"Return value:\n{render_value(value, max_chars, rest)}")
     if warnings:
         text += "\nWarnings:\n" + "\n".join(f"- {warning}" for warning in warnings)
     return text
@@ -280,9 +300,14 @@ def cancelled_text(error: str | None) -> str:
     return "Error: workflow run was cancelled" + (f" ({error})" if error else "")
 
 
-def failed_text(error: str | None) -> str:
-    """The text of a run that ended in error."""
-    return f"Error: workflow run failed: {error or 'unknown error'}"
+def failed_text(error: str | None, code: str | None = None) -> str:
+    """The text of a run that ended in error: its error, which always names its code — a text
+    that starts with no ``CODE:`` (the script's own error, ``SCRIPT_ERROR``; the engine
+    failing) gets ``code`` in front."""
+    text = error or "unknown error"
+    if code is not None and not text.startswith(f"{code}:"):
+        text = f"{code}: {text}"
+    return f"Error: workflow run failed: {text}"
 
 
 def abnormal_text(stop_reason: object) -> str:
@@ -318,6 +343,51 @@ def background_description(name: str) -> str:
     """The description of a background tool: the contract plus how background runs work."""
     return DESCRIPTION + BACKGROUND_NOTE.format(name=name, status=name + "_status",
                                                 cancel=name + "_cancel")
+
+
+# ---- whole results (docs/embedding.md, "Whole results") --------------------------------
+
+RESULT_DESCRIPTION = (
+    "Read a finished workflow run's return value when the workflow result was cut: the part at "
+    "`pointer` (a JSON pointer such as \"/findings/3\"; default: the whole value), as JSON "
+    "indented by 2, from character `offset` (default 0) for `limit` characters (default and "
+    "most: {limit}). The reply says where the next page starts.")
+
+
+def result_description(max_result_chars: int) -> str:
+    return RESULT_DESCRIPTION.format(limit=max_result_chars)
+
+
+def result_schema(max_result_chars: int) -> dict[str, Any]:
+    """The input schema of the ``<name>_result`` companion tool."""
+    return {"type": "object",
+            "properties": {
+                "runId": {"type": "string", "description": "The run id of the cut result."},
+                "pointer": {"type": "string",
+                            "description": "Optional JSON pointer (RFC 6901) to one part, e.g. "
+                                           "\"/findings/3\"; \"\" or absent: the whole value."},
+                "offset": {"type": "integer", "minimum": 0,
+                           "description": "Optional: the first character to return."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": max_result_chars,
+                          "description": "Optional: how many characters to return."}},
+            "required": ["runId"], "additionalProperties": False}
+
+
+def result_page_text(result_tool: str, page: Any) -> str:
+    """A page of a result's part, then one line saying which characters it holds and how to
+    read the next page (or that it is the last)."""
+    where = f"at {page.pointer!r}" if page.pointer else "of the return value"
+    line = f"[characters {page.offset}-{page.end} of {page.total} {where}"
+    following = page.next_offset
+    if following is None:
+        return f"{page.text}\n{line}; the end]"
+    call = {"runId": page.run_id, **({"pointer": page.pointer} if page.pointer else {}),
+            "offset": following, "limit": page.limit}
+    return f"{page.text}\n{line}; next: {result_tool}({json.dumps(call, ensure_ascii=False)})]"
+
+
+def no_result_text(run_id: str, why: str) -> str:
+    return f"Error: no return value to read for run {run_id!r}: {why}"
 
 
 def run_id_schema() -> dict[str, Any]:
@@ -381,10 +451,13 @@ def cancel_text(run_id: str, cancelled: bool) -> str:
 
 
 def engine_section(config: Any, provider: Any, library: Any,
-                   max_result_chars: int | None = None) -> str:
-    """What this engine allows, for the description: its caps and size limits, what each
-    provider route's children can do (each provider's one-line ``description``) and the saved
-    workflows ``workflow(name)`` can run, with their ``whenToUse``."""
+                   max_result_chars: int | None = None, *, agents: Any = None) -> str:
+    """What this engine allows, for the description: its caps and size limits (the per-child
+    time limit, or that there is none), what each provider route's children can do (each
+    provider's one-line ``description``, its model's price per million tokens when the price
+    data knows it), the agent types ``agents`` has for ``agentType`` (with their descriptions and
+    tools, as Claude Code's Agent tool lists them) and the saved workflows ``workflow(name)``
+    can run, with their ``whenToUse``."""
     if config is None:
         return ""
     mib = config.memory_limit_bytes / (1024 * 1024)
@@ -396,17 +469,21 @@ def engine_section(config: Any, provider: Any, library: Any,
              f"{config.slice_cpu_limit_s:g} s of CPU per synchronous stretch of script",
              f"{mib:g} MiB of script memory"]
     if max_result_chars is not None:
-        parts.append(f"the result text is cut at {max_result_chars} characters")
+        parts.append(f"the result text is cut at {max_result_chars} characters (the cut says "
+                     "how to read the rest)")
     if config.run_timeout_s is not None:
         parts.append(f"a {config.run_timeout_s:g} s limit on the whole run")
     if config.agent_timeout_s is not None:
         parts.append(f"an agent that takes over {config.agent_timeout_s:g} s gives null")
+    else:
+        parts.append("no time limit per agent")
     if config.budget_tokens is not None:
         parts.append(f"a budget of {config.budget_tokens} tokens per run")
     if config.budget_usd is not None:
         parts.append(f"a budget of ${config.budget_usd:g} per run")
     lines = ["This engine: " + "; ".join(parts) + "."]
     lines.extend(_provider_lines(provider))
+    lines.extend(_agent_type_lines(agents))
     lines.extend(_library_lines(library))
     return "\n".join(lines)
 
@@ -422,16 +499,56 @@ def _provider_lines(provider: Any) -> list[str]:
     if isinstance(routes, dict) and routes:
         descriptions = record.get("descriptions")
         descriptions = descriptions if isinstance(descriptions, dict) else {}
+        models = record.get("models")
+        models = models if isinstance(models, dict) else {}
         lines = ["Provider routes for opts.provider: " + ", ".join(sorted(routes))
                  + (f" (default {default})" if isinstance(default, str) and default else "")
                  + ":"]
         for name in sorted(routes):
             described = descriptions.get(name)
+            model = models.get(name)
             lines.append(f"- {name}: " + (described if isinstance(described, str) and described
-                                           else "a provider that does not describe itself"))
+                                           else "a provider that does not describe itself")
+                         + _price_note(model if isinstance(model, str) else None))
         return lines
     described = provider_description(provider)
-    return [] if described is None else [f"Children: {described}."]
+    note = _price_note(provider_info(provider).default_model)
+    return [] if described is None else [f"Children: {described}{note}."]
+
+
+def _price_note(model: str | None) -> str:
+    """``; <model>: $I/$O per million input/output tokens`` for a model the price data knows
+    (a provider's or route's default model), else ``""``."""
+    prices = million_token_prices(model)
+    if prices is None:
+        return ""
+    read, written = prices
+    return f"; {model}: ${read:.4g}/${written:.4g} per million input/output tokens"
+
+
+#: Agent types the description lists, and the longest line it gives one.
+_MAX_LISTED_AGENT_TYPES = 20
+_MAX_AGENT_TYPE_LINE = 200
+
+
+def _agent_type_lines(agents: Any) -> list[str]:
+    """The agent types for opts.agentType, one line each as Claude Code's Agent tool lists
+    them: name, description and the tools each may use (``*``: not restricted)."""
+    definitions = list(agents)[:_MAX_LISTED_AGENT_TYPES] if agents is not None else []
+    if not definitions:
+        return []
+    total = len(agents)
+    lines = ["Agent types for opts.agentType and the tools they have access to"
+             + (f" ({_MAX_LISTED_AGENT_TYPES} of {total})" if total > len(definitions) else "")
+             + ":"]
+    for definition in definitions:
+        tools = "*" if definition.tools is None else ", ".join(definition.tools) or "none"
+        about = definition.description or "no description"
+        line = " ".join(f"- {definition.name}: {about} (Tools: {tools})".split())
+        if len(line) > _MAX_AGENT_TYPE_LINE:
+            line = line[:_MAX_AGENT_TYPE_LINE - 1] + "…"
+        lines.append(line)
+    return lines
 
 
 #: Saved workflows the description lists, and the longest line it gives one.

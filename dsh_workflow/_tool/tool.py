@@ -29,6 +29,7 @@ from .._run import WorkflowEngine, WorkflowRun
 from . import texts
 from .background import KEPT_STATUSES, BackgroundRuns, OnComplete
 from .failures import FailureLog, failures_data, failures_line
+from .results import PartError, RecentResults, rendered, result_page
 
 __all__ = ["DurableToolArgs", "ToolCallCard", "ToolResult", "WorkflowTool", "WorkflowToolArgs",
            "check_tool_settings"]
@@ -222,9 +223,11 @@ class WorkflowTool:
     def __init__(self, engine: WorkflowEngine, *, tool_name: str = "workflow",
                  max_result_chars: int = 50_000, background: bool = False,
                  on_complete: OnComplete | None = None, max_background_runs: int = 4,
-                 kept_background_statuses: int = KEPT_STATUSES) -> None:
+                 kept_background_statuses: int = KEPT_STATUSES,
+                 recent_results: RecentResults | None = None) -> None:
         check_tool_settings(tool_name, max_result_chars)
         self._engine = engine
+        self._recent = recent_results if recent_results is not None else RecentResults()
         self._name = tool_name
         self._max_result_chars = max_result_chars
         self._background: BackgroundRuns | None = None
@@ -304,7 +307,7 @@ class WorkflowTool:
         text = texts.tool_description(getattr(engine, "config", None),
                                       getattr(engine, "provider", None),
                                       getattr(engine, "library", None), self._max_result_chars,
-                                      durable=self.durable)
+                                      durable=self.durable, agents=getattr(engine, "agents", None))
         if self._background is not None:
             text = text + texts.BACKGROUND_NOTE.format(
                 name=self._name, status=self._name + "_status", cancel=self._name + "_cancel")
@@ -333,20 +336,29 @@ class WorkflowTool:
                 "input_schema": self.input_schema}
 
     def _companions(self) -> list[tuple[str, str, dict[str, Any]]]:
+        reader = (self._name + "_result", texts.result_description(self._max_result_chars),
+                  texts.result_schema(self._max_result_chars))
         if self._background is None:
-            return []
+            return [reader]
         return [(self._name + "_status", texts.STATUS_DESCRIPTION, texts.run_id_schema()),
-                (self._name + "_cancel", texts.CANCEL_DESCRIPTION, texts.run_id_schema())]
+                (self._name + "_cancel", texts.CANCEL_DESCRIPTION, texts.run_id_schema()),
+                reader]
+
+    def result_tool(self) -> tuple[str, str, dict[str, Any]]:
+        """The ``<name>_result`` companion as ``(name, description, input schema)``."""
+        return self._companions()[-1]
 
     def openai_tools(self) -> list[dict[str, Any]]:
-        """This tool and, in background mode, its companions, in OpenAI form."""
+        """This tool and its companions in OpenAI form: ``<name>_result`` always, and in
+        background mode ``<name>_status`` and ``<name>_cancel`` before it."""
         return [self.openai_tool()] + [
             {"type": "function", "function": {"name": name, "description": description,
                                               "parameters": schema}}
             for name, description, schema in self._companions()]
 
     def anthropic_tools(self) -> list[dict[str, Any]]:
-        """This tool and, in background mode, its companions, in Anthropic form."""
+        """This tool and its companions (as :meth:`openai_tools` lists them), in Anthropic
+        form."""
         return [self.anthropic_tool()] + [
             {"name": name, "description": description, "input_schema": schema}
             for name, description, schema in self._companions()]
@@ -355,6 +367,8 @@ class WorkflowTool:
         """Dispatch a tool call by name: this tool or one of its companions."""
         if name == self._name:
             return await self.execute(args, parent=parent)
+        if name == self._name + "_result":
+            return await self.read_result(args)
         run_id = _run_id_argument(args)
         if name == self._name + "_status" and self._background is not None:
             return self.status(run_id) if run_id else _invalid(["runId: a run id is required"])
@@ -380,6 +394,49 @@ class WorkflowTool:
         cancelled = background.cancel(run_id)
         return ToolResult(text=texts.cancel_text(run_id, cancelled),
                           data={"run_id": run_id, "cancelled": cancelled})
+
+    async def read_result(self, args: object) -> ToolResult:
+        """Serve ``<name>_result`` (docs/embedding.md, "Whole results"): ``args`` is
+        ``{runId, pointer?, offset?, limit?}`` (a mapping or its JSON text). The value is the
+        engine's stored result when it has a store, else one of this tool's last results
+        (:class:`RecentResults`). Returns the page (``data``: :meth:`ResultPage.as_data`), or an
+        error result for refused arguments, a run with no return value to read, a pointer
+        that names nothing or an offset past the end. Never raises for a bad call."""
+        parsed = _result_arguments(args, self._max_result_chars)
+        if isinstance(parsed, list):
+            return _invalid(parsed)
+        run_id, pointer, offset, limit = parsed
+        found, value, why = await self._return_value(run_id)
+        if not found:
+            return ToolResult(text=texts.no_result_text(run_id, why), is_error=True,
+                              data={"error_code": "NO_RESULT"})
+        try:
+            page = result_page(run_id, value, pointer=pointer, offset=offset, limit=limit)
+        except PartError as exc:
+            return ToolResult(text=f"Error: {exc}", is_error=True,
+                              data={"error_code": "NO_SUCH_PART"})
+        return ToolResult(text=texts.result_page_text(self._name + "_result", page),
+                          data=page.as_data())
+
+    async def _return_value(self, run_id: str) -> tuple[bool, Any, str]:
+        """``(True, value, "")`` for a run whose return value can be read, else ``(False,
+        None, why)``."""
+        found, value = self._recent.get(run_id)
+        if found:
+            return True, value, ""
+        store = getattr(self._engine, "store", None)
+        if store is None:
+            return False, None, ("no such run among this tool's last results (an engine "
+                                 "without a run store keeps only a few)")
+        record = await store.get_run(run_id)
+        if record is None:
+            return False, None, "no such run in the run store"
+        result = record.result
+        if result is None:
+            return False, None, f"the run has no result ({record.status})"
+        if result.get("stop_reason") != "completed":
+            return False, None, f"the run did not complete ({result.get('stop_reason')})"
+        return True, result.get("value"), ""
 
     def completions(self) -> AsyncIterator[ToolResult]:
         """The completions of background runs, as they end (each exactly once)."""
@@ -505,8 +562,11 @@ class WorkflowTool:
 
     def _describe(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
         if result.stop_reason == "completed":
+            if not self.durable:
+                self._recent.remember(run.id, result.value, len(rendered(result.value)))
+            rest = texts.rest_hint(self._name + "_result", run.id, self._max_result_chars)
             text = texts.success_text(run.meta.name, result.agents_started, result.value,
-                                      self._max_result_chars, result.warnings)
+                                      self._max_result_chars, result.warnings, rest)
             data: dict[str, Any] = {"run_id": run.id, "agents_started": result.agents_started,
                                     "usage": result.usage.model_dump(), "result": result.value}
             if result.agents_unpriced:  # usage's cost_usd is a lower bound, or absent
@@ -521,7 +581,8 @@ class WorkflowTool:
         if result.stop_reason == "cancelled":
             text = texts.cancelled_text(result.error)
         elif result.stop_reason == "error":
-            text = texts.failed_text(result.error)
+            text = texts.failed_text(result.error, None if result.error_code is None
+                                     else result.error_code.value)
         else:
             text = texts.abnormal_text(result.stop_reason)
         return ToolResult(text=text, is_error=True, data=data)
@@ -530,6 +591,33 @@ class WorkflowTool:
 def _not_entered() -> ToolResult:
     return ToolResult(text=texts.background_not_entered_text(), is_error=True,
                       data={"error_code": "BACKGROUND_NOT_ENTERED"})
+
+
+def _result_arguments(args: object, max_limit: int) -> tuple[str, str, int, int] | list[str]:
+    """``(run_id, pointer, offset, limit)`` of a ``<name>_result`` call, or every problem."""
+    try:
+        raw = _load(args)
+    except Exception:  # noqa: BLE001 - a malformed call is a refused call
+        raw = None
+    if not isinstance(raw, Mapping):
+        return ["arguments must be an object {runId, pointer?, offset?, limit?}"]
+    problems = [f"{key}: not a parameter (parameters: runId, pointer, offset, limit)"
+                for key in raw if key not in ("runId", "pointer", "offset", "limit")]
+    run_id, pointer = raw.get("runId"), raw.get("pointer", "")
+    offset, limit = raw.get("offset", 0), raw.get("limit", max_limit)
+    if not isinstance(run_id, str) or not run_id:
+        problems.append("runId: a run id is required")
+    if pointer is None:
+        pointer = ""
+    if not isinstance(pointer, str):
+        problems.append("pointer: must be a string (a JSON pointer such as \"/findings/3\")")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        problems.append("offset: must be a whole number >= 0")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= max_limit:
+        problems.append(f"limit: must be a whole number from 1 to {max_limit}")
+    if problems:
+        return problems
+    return run_id, pointer, offset, limit  # type: ignore[return-value]  # each checked above
 
 
 def _run_id_argument(args: object) -> str | None:

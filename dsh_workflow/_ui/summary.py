@@ -22,7 +22,6 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import JavascriptLexer, JsonLexer
 
-from .._errors import SCRIPT_FAILED
 from .._prices import cost_text
 from .._result import code_in_text, stored_code
 from .._store import RunRecord, StoredEvent
@@ -110,7 +109,8 @@ def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Cou
 
 @dataclass(frozen=True)
 class ErrorView:
-    """A run's error split into its code (None for an uncaught script error) and its text."""
+    """A run's error split into its code (None only for a stored result that has none) and its
+    text."""
 
     code: str | None
     message: str
@@ -168,9 +168,9 @@ def error_view(record: RunRecord) -> ErrorView | None:
     """The run's error with its code, or None when it has none (yet).
 
     The code is the result's ``error_code`` (derived from the text for a result stored without
-    one); the text's ``CODE:`` prefix, when it has one, is taken off the message. A run that
-    failed by the script's own doing (the code of a script failure, its text unprefixed: see
-    ``dsh_workflow._errors``) shows no code: the page calls it an uncaught script error.
+    one; a run stored before ``SCRIPT_ERROR`` existed reads with it); the text's ``CODE:``
+    prefix, when it has one, is taken off the message. Every error shows its code, the
+    script's own error included (``SCRIPT_ERROR``).
     """
     result = record.result or {}
     error = result.get("error")
@@ -180,8 +180,6 @@ def error_view(record: RunRecord) -> ErrorView | None:
     named = code_in_text(error)
     if named is not None:
         error = error[len(named.value) + 1:].lstrip()
-    elif code == SCRIPT_FAILED:
-        code = None
     if len(error) > SHOWN_CHARS:  # bounded like every other block of a page
         error = f"{error[:SHOWN_CHARS]}\n… ({len(error) - SHOWN_CHARS} more characters)"
     return ErrorView(code=None if code is None else code.value, message=error)

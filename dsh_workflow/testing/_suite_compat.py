@@ -58,7 +58,19 @@ class CompatSuite(ConformanceBase):
         assert request.label == "L"
 
     @pytest.mark.anyio
-    @pytest.mark.parametrize("effort", ["low", "medium", "high", "max"])
+    async def test_compat_meta_as_claude_code_writes_it_runs_with_warnings(self) -> None:
+        """SPEC §26: an unknown meta key is kept and a string phase is its title, each named
+        first in the result's warnings; no global is enumerable (no host value shows)."""
+        meta = {"name": "n", "description": "d", "examples": ["e"], "phases": ["Review"]}
+        async with self.open() as h:
+            result = await h.run("phase('Review'); return Object.keys(globalThis)", meta=meta)
+        assert result.stop_reason == "completed" and result.value == [], result
+        assert result.warnings[:2] == (
+            "meta.examples is not a recognized field: kept, not used",
+            "meta.phases[0] is a string: taken as the phase's title"), result.warnings
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("effort", ["low", "medium", "high", "xhigh", "max"])
     async def test_compat_every_effort_is_accepted(self, effort: str) -> None:
         provider = FunctionProvider()
         async with self.open(provider) as h:

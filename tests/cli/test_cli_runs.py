@@ -182,6 +182,8 @@ def test_runs_lists_newest_first(tmp_path: Path, history: dict[str, Any]) -> Non
     assert first[history["again"]]["resumed_from"] == history["ok"]
     assert first[history["ok"]]["tokens"] > 0 and first[history["again"]]["tokens"] == 0
     assert first[history["bad"]]["status"] == "error"
+    assert first[history["bad"]]["error_code"] == "SCRIPT_ERROR"
+    assert "error_code" not in first[history["ok"]]
     assert all(run["name"] == "durable-cli" and run["duration_s"] >= 0 for run in listed)
     assert [r["id"] for r in runs_json(tmp_path, store, "--status", "error")] == [history["bad"]]
     assert [r["id"] for r in runs_json(tmp_path, store, "--limit", "1")] == [history["again"]]
@@ -213,7 +215,30 @@ def test_show_prints_meta_status_result_and_agents(tmp_path: Path,
 
     failed = cli("show", history["bad"], "--store", store, cwd=tmp_path)
     assert "status:      error" in failed.stdout and "broken on purpose" in failed.stdout
+    assert "error code:  SCRIPT_ERROR" in failed.stdout
     assert re.search(r"1\s+one\s+-\s+completed\s+\d+\s+no", failed.stdout)
+
+
+def test_show_result_prints_the_whole_value_or_one_part(tmp_path: Path,
+                                                        history: dict[str, Any]) -> None:
+    """``show --result [--pointer]`` (SPEC §26, whole results): the value as the tool renders
+    it, or its part at an RFC 6901 pointer; a run without a value or a pointer naming nothing
+    is a usage error."""
+    store = history["store"]
+    whole = cli("show", history["ok"], "--result", "--store", store, cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    assert whole.stdout == json.dumps(STEPS_VALUE, indent=2) + "\n"
+    part = cli("show", history["ok"], "--result", "--pointer", "/2", "--store", store,
+               cwd=tmp_path)
+    assert part.returncode == 0 and part.stdout == '"echo: step 3"\n', part.stderr
+    past = cli("show", history["ok"], "--result", "--pointer", "/9", "--store", store,
+               cwd=tmp_path)
+    assert past.returncode == 2 and "'/9' is past the end of the array (4 items)" in past.stderr
+    failed = cli("show", history["bad"], "--result", "--store", store, cwd=tmp_path)
+    assert failed.returncode == 2
+    assert "has no return value: it did not complete (error)" in failed.stderr
+    alone = cli("show", history["ok"], "--pointer", "/0", "--store", store, cwd=tmp_path)
+    assert alone.returncode == 2 and "--pointer needs --result" in alone.stderr
 
 
 def test_show_json_is_one_document(tmp_path: Path, history: dict[str, Any]) -> None:

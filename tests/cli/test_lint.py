@@ -47,7 +47,7 @@ def test_literal_option_values_are_checked() -> None:
             "await agent('x', {agentType: name, effort: level});\n")
     result = found(body)
     assert [(line, col) for line, col, _ in result] == [(1, 27), (2, 30), (3, 30)]
-    assert '"low", "medium", "high", "max"' in result[0][2]
+    assert '"low", "medium", "high", "xhigh", "max"' in result[0][2]
     assert '"worktree"' in result[1][2]
     assert '"ghost"' in result[2][2] and "general-purpose, reviewer" in result[2][2]
     assert found("await agent('x', {agentType: 'ghost'});", agents=None) == []

@@ -294,6 +294,20 @@ def test_stored_code_prefers_the_stored_field() -> None:
     assert with_error_code(plain) is plain
 
 
+def test_a_script_error_stored_by_an_older_release_reads_as_script_error() -> None:
+    """Before SCRIPT_ERROR, the script's own error was stored as RESULT_UNSERIALIZABLE with an
+    unprefixed text; a value JSON cannot hold kept its prefix, and keeps its code."""
+    old = {"stop_reason": "error", "error": "Error: mine", "error_code": "RESULT_UNSERIALIZABLE"}
+    assert SCRIPT_FAILED == Code.SCRIPT_ERROR
+    assert stored_code(old) == Code.SCRIPT_ERROR
+    assert with_error_code(old)["error_code"] == "SCRIPT_ERROR"
+    WorkflowResult.model_validate(with_error_code(old))
+    bigint = {"stop_reason": "error", "error": "RESULT_UNSERIALIZABLE: return value: a BigInt",
+              "error_code": "RESULT_UNSERIALIZABLE"}
+    assert stored_code(bigint) == Code.RESULT_UNSERIALIZABLE
+    assert with_error_code(bigint) is bigint
+
+
 # ---- consumers ----------------------------------------------------------------------------------
 
 async def test_the_tool_data_and_the_background_status_carry_the_code() -> None:
@@ -323,8 +337,11 @@ async def test_the_tool_data_and_the_background_status_carry_the_code() -> None:
       "error_code": ENGINE_FAILED.value},
      (ENGINE_FAILED.value, "the sandbox process ended without a result")),
     ({"stop_reason": "error", "error": "Error: mine", "error_code": SCRIPT_FAILED.value},
-     (None, "Error: mine")),
-    ({"stop_reason": "error", "error": "RESULT_UNSERIALIZABLE: f", "error_code": SCRIPT_FAILED.value},
+     ("SCRIPT_ERROR", "Error: mine")),
+    ({"stop_reason": "error", "error": "Error: old", "error_code": "RESULT_UNSERIALIZABLE"},
+     ("SCRIPT_ERROR", "Error: old")),
+    ({"stop_reason": "error", "error": "RESULT_UNSERIALIZABLE: f",
+      "error_code": "RESULT_UNSERIALIZABLE"},
      ("RESULT_UNSERIALIZABLE", "f")),
     ({"stop_reason": "cancelled", "error": "workflow run cancelled: y"},
      ("CANCELLED", "workflow run cancelled: y")),

@@ -33,7 +33,12 @@ from mcp import (  # noqa: E402 - imported once importorskip has found it
 )
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402 - likewise
 
-from dsh_workflow import EchoProvider, QuickJSEngine, WorkflowTool  # noqa: E402 - after the skip
+from dsh_workflow import (  # noqa: E402 - after the skip
+    AgentRegistry,
+    EchoProvider,
+    QuickJSEngine,
+    WorkflowTool,
+)
 
 pytestmark = [
     pytest.mark.anyio,
@@ -149,12 +154,16 @@ def _reply(text: str) -> types.CreateMessageResult:
 
 
 async def test_lists_the_workflow_tool_with_the_tools_own_texts(connect: Any) -> None:
-    reference = WorkflowTool(QuickJSEngine(provider=EchoProvider()))
+    reference = WorkflowTool(QuickJSEngine(provider=EchoProvider(),
+                                           agents=AgentRegistry.default()))
     async with connect() as session:
         listed = (await session.list_tools()).tools
-    assert [tool.name for tool in listed] == ["workflow"]
+    assert [tool.name for tool in listed] == ["workflow", "workflow_result"]
     assert listed[0].description == reference.description
     assert listed[0].input_schema == reference.input_schema
+    name, description, schema = reference.result_tool()
+    assert (listed[1].name, listed[1].description, listed[1].input_schema) == (
+        name, description, schema)
 
 
 async def test_the_listing_describes_the_provider_the_calls_will_use(connect: Any) -> None:
@@ -210,6 +219,35 @@ async def test_no_progress_token_no_notifications_and_failures_are_tool_errors(c
     assert "description" in _text(bad_args)
     assert unknown.is_error and "'workflow'" in _text(unknown)
     assert not [m for m in seen if isinstance(m, types.ProgressNotification)]
+
+
+BIG = "return {findings: Array.from({length: 600}, (_, i) => ({i, note: 'n'.repeat(90)}))};"
+
+
+async def test_a_cut_result_is_read_whole_through_the_result_tool(connect: Any) -> None:
+    """SPEC §26: the server's workflow_result reads the rest of a result cut at 50,000
+    characters (a store-less server: its last results), page by page and by pointer."""
+    async with connect() as session:
+        cut = await session.call_tool("workflow", {"meta": META, "script": BIG})
+        assert not cut.is_error and cut.structured_content is not None
+        run_id = cut.structured_content["run_id"]
+        assert (f'read them with workflow_result({{"runId": "{run_id}", "offset": 50000}})'
+                in _text(cut))
+        pages, offset = [], 0
+        while offset is not None:
+            page = await session.call_tool("workflow_result", {"runId": run_id,
+                                                               "offset": offset})
+            assert not page.is_error and page.structured_content is not None, _text(page)
+            pages.append(page.structured_content["text"])
+            offset = page.structured_content["next_offset"]
+        part = await session.call_tool("workflow_result", {"runId": run_id,
+                                                           "pointer": "/findings/599"})
+        unknown = await session.call_tool("workflow_result", {"runId": "nope"})
+    whole = json.loads("".join(pages))
+    assert len(whole["findings"]) == 600 and len(pages) == 2 and len(pages[0]) == 50000
+    assert part.structured_content is not None
+    assert json.loads(part.structured_content["text"]) == {"i": 599, "note": "n" * 90}
+    assert unknown.is_error and "no such run" in _text(unknown)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -354,7 +392,8 @@ async def test_the_readmes_client_configuration_starts_the_server_as_written() -
     params = StdioServerParameters(command=server["command"], args=server["args"], env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        assert [t.name for t in (await session.list_tools()).tools] == ["workflow"]
+        assert [t.name for t in (await session.list_tools()).tools] == ["workflow",
+                                                                        "workflow_result"]
         result = await session.call_tool("workflow", {"meta": META, "script": FAN_OUT})
     assert not result.is_error, _text(result)
 

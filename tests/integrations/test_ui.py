@@ -245,7 +245,7 @@ def test_a_run_page_shows_tree_timeline_log_script_args_and_result(
 @needs_chromium
 @pytest.mark.parametrize(("name", "code", "message"), [
     ("bad-option", "UNSUPPORTED_OPTION", 'agent() option "bogus" is not recognized'),
-    ("throws", "uncaught script error", "Error: the script gave up"),
+    ("throws", "SCRIPT_ERROR", "Error: the script gave up"),
 ])
 def test_a_failed_run_shows_its_error_and_code(viewer: Viewer, page: Any,
                                                runs: tuple[str, dict[str, str]],

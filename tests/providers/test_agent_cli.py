@@ -211,6 +211,18 @@ def test_the_cli_runs_the_presets_found_on_path(logs: dict[str, Path], tmp_path:
                                                     '--config=model_reasoning_effort="medium"']
 
 
+@pytest.mark.anyio
+async def test_xhigh_effort_reaches_both_clis_as_their_own_level(logs: dict[str, Path]) -> None:
+    """Claude Code's ``xhigh`` level (SPEC §26): both CLIs have it, so it is passed as it is."""
+    claude = await ClaudeCodeProvider(env=fake_env(logs)).run(request(effort="xhigh"))
+    codex = await CodexProvider(env=fake_env(logs)).run(request(effort="xhigh"))
+    assert claude.stop_reason == codex.stop_reason == "completed"
+    (claude_call,) = calls(logs["claude"])
+    (codex_call,) = calls(logs["codex"])
+    assert claude_call["argv"][-1] == "--effort=xhigh"
+    assert '--config=model_reasoning_effort="xhigh"' in codex_call["argv"]
+
+
 # -- faults classified at the seam (SPEC §23) -----------------------------------------------------
 
 PRESETS = {"claude": ClaudeCodeProvider, "codex": CodexProvider}

@@ -597,7 +597,8 @@ REVIEWER = AgentDefinition(name="reviewer", description="reviews", system_prompt
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("effort", "sent"), [("low", "low"), ("medium", "medium"),
-                                              ("high", "high"), ("max", "high")])
+                                              ("high", "high"), ("xhigh", "high"),
+                                              ("max", "high")])
 async def test_effort_is_sent_as_reasoning_effort(server: FakeOpenAI, effort: str, sent: str) -> None:
     async with server.provider() as provider:
         result = await provider.run(request(effort=effort))

@@ -175,6 +175,11 @@ async def test_truncation_boundary_exact_length_has_no_notice() -> None:
     assert result.text == _header() + rendered
 
 
+#: How a cut text says to read the rest (docs/embedding.md, "Whole results").
+REST = ('read them with workflow_result({{"runId": "run-1", "offset": {offset}}}); a pointer '
+        'such as "/findings/3" reads one part')
+
+
 @pytest.mark.anyio
 async def test_warnings_follow_the_value_even_when_it_is_cut() -> None:
     value = {"blob": "x" * 100}
@@ -184,7 +189,8 @@ async def test_warnings_follow_the_value_even_when_it_is_cut() -> None:
     tool = WorkflowTool(FakeEngine(result_in), max_result_chars=10)
     result = await tool.execute(call())
     assert result.text == (_header() + rendered[:10]
-                           + f"\n… [truncated: {len(rendered) - 10} more characters]"
+                           + f"\n… [truncated: {len(rendered) - 10} more characters; "
+                           + REST.format(offset=10) + "]"
                            + "\nWarnings:\n- return value.a: NaN became null\n- ... and 3 more")
     assert result.data is not None
     assert result.data["warnings"] == ["return value.a: NaN became null", "... and 3 more"]
@@ -199,8 +205,8 @@ async def test_truncation_one_character_over() -> None:
     rendered = json.dumps(value, indent=2)
     tool = WorkflowTool(FakeEngine(completed(value)), max_result_chars=len(rendered) - 1)
     result = await tool.execute(call())
-    assert result.text == (_header() + rendered[:-1]
-                           + "\n… [truncated: 1 more characters]")
+    assert result.text == (_header() + rendered[:-1] + "\n… [truncated: 1 more characters; "
+                           + REST.format(offset=len(rendered) - 1) + "]")
     assert result.data == {"run_id": "run-1", "agents_started": 0,
                            "usage": {"input_tokens": 0, "output_tokens": 0}, "result": value,
                            "agents_failed": 0, "agents_cancelled": 0}
@@ -213,7 +219,8 @@ async def test_truncation_counts_characters_not_bytes() -> None:
     assert (await exact.execute(call())).text == _header() + '"ééé🎉"'
     cut = WorkflowTool(FakeEngine(completed(value)), max_result_chars=4)
     assert (await cut.execute(call())).text == (_header() + '"éé\u00e9'
-                                                + "\n… [truncated: 2 more characters]")
+                                                + "\n… [truncated: 2 more characters; "
+                                                + REST.format(offset=4) + "]")
 
 
 @pytest.mark.anyio
@@ -222,8 +229,9 @@ async def test_large_value_is_cut_but_data_keeps_it_whole() -> None:
     tool = WorkflowTool(FakeEngine(completed(value, agents=3)), max_result_chars=40)
     result = await tool.execute(call())
     omitted = len(json.dumps(value, indent=2)) - 40
-    assert result.text.endswith(f"\n… [truncated: {omitted} more characters]")
-    assert len(result.text) < 200
+    assert result.text.endswith(f"\n… [truncated: {omitted} more characters; "
+                                + REST.format(offset=40) + "]")
+    assert len(result.text) < 200 + len(REST)  # the value is cut; the hint is bounded
     assert result.data is not None and result.data["result"] == value
 
 
@@ -237,10 +245,12 @@ async def test_large_value_is_cut_but_data_keeps_it_whole() -> None:
     (WorkflowResult(stop_reason="cancelled", error="", agents_started=2),
      "Error: workflow run was cancelled"),
     (WorkflowResult(stop_reason="error", error="script threw: boom", agents_started=2),
-     "Error: workflow run failed: script threw: boom"),
+     "Error: workflow run failed: SCRIPT_ERROR: script threw: boom"),
     (WorkflowResult(stop_reason="error", error="", agents_started=2),
-     "Error: workflow run failed: unknown error"),
-], ids=["cancelled-reason", "cancelled-bare", "failed", "failed-unknown"])
+     "Error: workflow run failed: SCRIPT_ERROR: unknown error"),
+    (WorkflowResult(stop_reason="error", error="TIMEOUT: late", agents_started=2),
+     "Error: workflow run failed: TIMEOUT: late"),
+], ids=["cancelled-reason", "cancelled-bare", "failed", "failed-unknown", "failed-prefixed"])
 async def test_run_failures_are_error_results_and_the_run_is_disposed(
         outcome: WorkflowResult, text: str) -> None:
     engine = FakeEngine(outcome)
@@ -407,7 +417,7 @@ async def test_concurrent_calls_get_their_own_runs() -> None:
         by_name["first"].settle(completed("a", agents=1))
         by_name["second"].settle(WorkflowResult(stop_reason="error", error="boom"))
     assert results["first"].text.startswith('workflow "first" completed (1 agent).')
-    assert results["second"].text == "Error: workflow run failed: boom"
+    assert results["second"].text == "Error: workflow run failed: SCRIPT_ERROR: boom"
     assert [run.dispose_calls for run in engine.runs] == [1, 1]
 
 
@@ -476,11 +486,12 @@ def test_system_prompt_section_names_the_configured_tool() -> None:
     assert "one or two delegations" in section and "subagent" in section
 
 
-#: The description's length before it answered the questions of docs/embedding.md, "The
-#: model-facing tool" (SPEC §21: error codes, fatal, providers, phase, repair, limits, saved workflows, labels,
-#: failure: "throw", {concurrency}), and the bound it keeps now: it is sent with every request.
-DESCRIPTION_CHARS_BEFORE = 3982
-DESCRIPTION_CHARS_MAX = 5450
+#: The description's length after the third release's answers, and the bound it keeps after
+#: the fourth release's (SPEC §26:
+#: fatal or null, AgentFailure's details, the pipeline rule, catching in a thunk, SCRIPT_ERROR,
+#: the exact language level, Date/RegExp/performance, string phases, script paths, xhigh).
+DESCRIPTION_CHARS_RELEASE3 = 5346
+DESCRIPTION_CHARS_MAX = 5850
 
 
 #: What the failure-aware combinators' paragraph (SPEC §26) may cost, on top of the rest.
@@ -494,7 +505,7 @@ def test_description_stays_tight() -> None:
     assert len(texts.COMBINATORS) <= COMBINATORS_CHARS_MAX
     rest = len(description) - len(texts.COMBINATORS)
     assert 2500 <= rest <= DESCRIPTION_CHARS_MAX
-    assert rest - DESCRIPTION_CHARS_BEFORE <= 1400  # what the answers cost
+    assert rest - DESCRIPTION_CHARS_RELEASE3 <= 480  # what the new answers cost
 
 
 @pytest.mark.parametrize(("question", "answers"), [
@@ -531,6 +542,26 @@ def test_description_stays_tight() -> None:
     pytest.param("return value conversion", [
         "made JSON as JSON.stringify does", "listed under Warnings",
         "BigInt and cycles are errors"], id="return-value"),
+    pytest.param("are provider faults fatal or null", [
+        'A provider reporting a failed child gives that null (kind "provider"); only a provider '
+        "that breaks (raises) is fatal AGENT_FAILED"], id="fatal-or-null"),
+    pytest.param("what an AgentFailure holds", [
+        'details: up to 5 validator messages with their JSON paths for "invalid", else []'],
+        id="agent-failure"),
+    pytest.param("what a stage gets after a null", [
+        "A stage that returns null passes null on (the next stage runs: check prev)"],
+        id="pipeline-null"),
+    pytest.param("does a try/catch inside a thunk catch a fatal error", [
+        "a try/catch inside a thunk catches it too"], id="catch-in-thunk"),
+    pytest.param("the script's own error", ["as any uncaught error does (SCRIPT_ERROR)"],
+                 id="script-error"),
+    pytest.param("the language level, Date and RegExp", [
+        "QuickJS-ng, ES2023 and later built-ins", "Date (the constructor too), Date.now() and "
+        "RegExp (named groups, lookbehind, flags dgimsuvy) work", "performance"],
+        id="language"),
+    pytest.param("meta as Claude Code writes it, script paths, effort", [
+        'phases?: [{title, detail?} or "title"]', '"xhigh"',
+        "a path from the project root, else from the calling script's folder"], id="compat"),
 ])
 def test_description_answers_each_question(question: str, answers: list[str]) -> None:
     description = WorkflowTool(FakeEngine()).description
@@ -619,6 +650,49 @@ def test_description_lists_exactly_the_failure_kinds_and_the_catchable_codes() -
                  "ITEM_CAP", "BUDGET_EXCEEDED", "AGENT_FAILED", "CANCELLED"):
         assert code in WorkflowErrorCode.__members__, code
         assert code in texts.DESCRIPTION, code
+
+
+def test_the_engine_section_answers_agent_types_time_limits_prices_and_the_cut() -> None:
+    """SPEC §26: the agent types (as Claude Code's Agent tool lists them), the per-child time
+    limit (or none), each route's model and price per million tokens from the price data, and
+    what happens past the cut."""
+    from dsh_workflow import (
+        AgentDefinition,
+        AgentRegistry,
+        EchoProvider,
+        EngineConfig,
+        OpenAIProvider,
+        RoutingProvider,
+    )
+
+    agents = AgentRegistry.from_definitions([AgentDefinition(
+        name="reviewer", description="Reviews code for bugs.", tools=("Read", "Grep"))])
+    routes = RoutingProvider({
+        "cheap": OpenAIProvider(model="gpt-4o-mini", base_url="http://127.0.0.1:9", api_key="k"),
+        "offline": EchoProvider()}, default="cheap")
+    section = texts.engine_section(EngineConfig(), routes, None, 50_000, agents=agents)
+    assert "the result text is cut at 50000 characters (the cut says how to read the rest)" \
+        in section
+    assert "no time limit per agent" in section
+    lines = section.splitlines()
+    cheap = next(line for line in lines if line.startswith("- cheap: "))
+    assert cheap.endswith("; gpt-4o-mini: $0.15/$0.6 per million input/output tokens")
+    assert "re-asked once" in cheap  # whether the route repairs an invalid answer
+    assert "$" not in next(line for line in lines if line.startswith("- offline: "))
+    start = lines.index("Agent types for opts.agentType and the tools they have access to:")
+    assert lines[start + 1:start + 3] == [
+        "- general-purpose: General-purpose agent for researching complex questions and "
+        "executing multi-step tasks (built in; no system prompt of its own). (Tools: *)",
+        "- reviewer: Reviews code for bugs. (Tools: Read, Grep)"]
+    timed = texts.engine_section(EngineConfig(agent_timeout_s=90), EchoProvider(), None)
+    assert "an agent that takes over 90 s gives null" in timed and "no time limit" not in timed
+
+
+def test_the_tool_lists_its_engines_agent_types() -> None:
+    from dsh_workflow import AgentRegistry, EchoProvider, QuickJSEngine
+
+    tool = WorkflowTool(QuickJSEngine(provider=EchoProvider(), agents=AgentRegistry()))
+    assert "- general-purpose: General-purpose agent" in tool.description
 
 
 def test_the_engine_section_names_both_budgets_and_the_description_the_dollar_hooks() -> None:

@@ -101,7 +101,7 @@ async def test_companions_are_exported_and_dispatched(make_engine: Any) -> None:
     async with make_engine(EngineConfig(), GatedProvider()) as engine:
         tool = WorkflowTool(engine, background=True)
         names = [t["function"]["name"] for t in tool.openai_tools()]
-        assert names == ["workflow", "workflow_status", "workflow_cancel"]
+        assert names == ["workflow", "workflow_status", "workflow_cancel", "workflow_result"]
         anthropic = tool.anthropic_tools()
         assert [t["name"] for t in anthropic] == names
         assert anthropic[1]["input_schema"]["required"] == ["runId"]
@@ -121,7 +121,8 @@ async def test_companions_are_exported_and_dispatched(make_engine: Any) -> None:
         with pytest.raises(ValueError):
             await tool.call("other", {})
     foreground = WorkflowTool(engine)
-    assert [t["function"]["name"] for t in foreground.openai_tools()] == ["workflow"]
+    assert [t["function"]["name"] for t in foreground.openai_tools()] == ["workflow",
+                                                                          "workflow_result"]
     with pytest.raises(RuntimeError):
         foreground.status("x")
 

@@ -31,4 +31,4 @@ def test_error_codes_are_the_specified_set() -> None:
     assert {code.value for code in dsh_workflow.WorkflowErrorCode} == {
         "SCRIPT_PARSE", "META_INVALID", "INVALID_ARGUMENT", "UNSUPPORTED_OPTION",
         "UNSUPPORTED_SCHEMA", "AGENT_CAP", "ITEM_CAP", "AGENT_FAILED", "RESULT_UNSERIALIZABLE",
-        "RESOURCE_LIMIT", "TIMEOUT", "CANCELLED", "BUDGET_EXCEEDED"}
+        "RESOURCE_LIMIT", "TIMEOUT", "CANCELLED", "BUDGET_EXCEEDED", "SCRIPT_ERROR"}

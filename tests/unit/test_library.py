@@ -174,3 +174,19 @@ def test_read_regular_text_keeps_read_text_semantics(tmp_path: Path) -> None:
         read_regular_text(path)
     with pytest.raises(ValueError, match="cannot be read"):
         read_regular_text(tmp_path / "missing.js")
+
+
+def test_a_script_path_resolves_against_the_project_root_first(tmp_path: Path) -> None:
+    """SPEC §26: ``workflow({scriptPath: '.claude/workflows/research.js'})`` from a script in
+    another folder finds the project's file, as Claude Code does; a path only the calling
+    script's folder has still resolves there."""
+    project = tmp_path / "project"
+    saved(project / ".claude" / "workflows", "research.js", "research")
+    saved(project / "scripts" / ".claude" / "workflows", "research.js", "shadowed")
+    saved(project / "scripts", "local.js", "local")
+    library = WorkflowLibrary.default(cwd=project, base_dir=project / "scripts")
+    assert library.project_root == project
+    assert library.resolve_script_path(".claude/workflows/research.js").name == "research"
+    assert library.resolve_script_path("local.js").name == "local"
+    with pytest.raises(ValueError, match=r"is not a \.js file inside the workflow folders"):
+        library.resolve_script_path("missing.js")

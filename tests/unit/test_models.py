@@ -13,7 +13,7 @@ from dsh_workflow import (
     WorkflowMeta,
     WorkflowResult,
 )
-from dsh_workflow._meta import parse_meta
+from dsh_workflow._meta import meta_warnings, parse_meta
 
 
 def test_meta_accepts_names_and_aliases_and_dumps_by_alias() -> None:
@@ -26,12 +26,13 @@ def test_meta_accepts_names_and_aliases_and_dumps_by_alias() -> None:
 
 def test_meta_lists_every_violation_in_one_message() -> None:
     with pytest.raises(WorkflowError) as caught:
-        parse_meta({"description": 7, "extra": True, "phases": [{"title": "Scan"}, "bad"]})
+        parse_meta({"description": 7, "extra": True, "phases": [{"title": "Scan"}, 5]})
     error = caught.value
     assert error.code is WorkflowErrorCode.META_INVALID
     for part in ("meta.name must be a non-empty string", "meta.description must be a non-empty",
-                 "meta.extra is not a recognized field", "meta.phases[1] must be an object"):
+                 "meta.phases[1] must be an object or a string (the title)"):
         assert part in error.message
+    assert "extra" not in error.message  # an unknown key is no violation
 
 
 @pytest.mark.parametrize("bad", [None, "x", [], 3])
@@ -47,8 +48,30 @@ def test_meta_phase_fields() -> None:
     text = caught.value.message
     assert "meta.whenToUse must be a string" in text
     assert "meta.phases[0].title must be a non-empty string" in text
-    assert "meta.phases[0].order is not a recognized field" in text
+    assert "order" not in text
     assert "meta.phases[0].detail must be a string" in text
+
+
+def test_unknown_meta_keys_are_kept_and_warned_about() -> None:
+    """SPEC §26: Claude Code runs scripts with ``meta.examples``; the key is kept and named."""
+    meta = parse_meta({"name": "n", "description": "d", "examples": ["one", {"two": 2}],
+                       "phases": [{"title": "Scan", "order": 1}]})
+    assert meta.model_dump(exclude_none=True) == {
+        "name": "n", "description": "d", "examples": ["one", {"two": 2}],
+        "phases": [{"title": "Scan", "order": 1}]}
+    assert meta_warnings(meta) == ("meta.examples is not a recognized field: kept, not used",
+                                   "meta.phases[0].order is not a recognized field: kept, not used")
+    assert meta_warnings(parse_meta({"name": "n", "description": "d",
+                                     "phases": [{"title": "Scan"}]})) == ()
+
+
+def test_string_phases_are_titles_with_a_warning() -> None:
+    meta = parse_meta({"name": "n", "description": "d", "phases": ["Review", "Judge", "Verify"]})
+    assert [phase.title for phase in meta.phases or ()] == ["Review", "Judge", "Verify"]
+    assert meta_warnings(meta) == tuple(
+        f"meta.phases[{i}] is a string: taken as the phase's title" for i in range(3))
+    with pytest.raises(WorkflowError, match=r"meta.phases\[0\].title must be a non-empty string"):
+        parse_meta({"name": "n", "description": "d", "phases": [""]})
 
 
 def test_config_defaults_and_bounds() -> None:

@@ -149,7 +149,7 @@ def test_every_effort_is_accepted(effort: str) -> None:
 
 
 def test_the_efforts_and_isolations_are_the_documented_ones() -> None:
-    assert EFFORTS == ("low", "medium", "high", "max")
+    assert EFFORTS == ("low", "medium", "high", "xhigh", "max")
     assert ISOLATIONS == ("worktree",)
 
 
@@ -160,7 +160,7 @@ def test_the_efforts_and_isolations_are_the_documented_ones() -> None:
 def test_another_effort_is_invalid_and_the_message_names_the_choices(value: object,
                                                                      shown: str) -> None:
     assert _refused({"effort": value}) == (
-        'agent() option "effort" must be one of "low", "medium", "high", "max" '
+        'agent() option "effort" must be one of "low", "medium", "high", "xhigh", "max" '
         f"(got {shown})")
 
 

@@ -86,7 +86,7 @@ def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptio
     message lists every supported option). Then, with ``null`` counting as absent:
     ``label``/``phase``/``model``/``provider``/``agentType`` must be strings (model, provider
     and agent type names non-empty where it matters and at most 256 characters), ``effort``
-    one of ``low|medium|high|max``, ``isolation`` ``worktree`` and ``failure`` ``null|throw``
+    one of ``low|medium|high|xhigh|max``, ``isolation`` ``worktree`` and ``failure`` ``null|throw``
     (all ``INVALID_ARGUMENT``,
     naming the allowed values), and ``schema`` must pass the schema gate
     (``UNSUPPORTED_SCHEMA``) — unless ``check_schema`` is false: then the caller runs the gate

@@ -31,7 +31,7 @@ from ..._config import EngineConfig
 from ..._errors import WorkflowErrorCode
 from ..._events import EventHub, RunInfo, WorkflowEnded
 from ..._library import WorkflowLibrary
-from ..._meta import WorkflowMeta
+from ..._meta import WorkflowMeta, meta_warnings
 from ..._result import WorkflowResult
 from ..._run import WorkflowRun
 from ..._schema_limits import SchemaLimits
@@ -449,7 +449,9 @@ class HostedRun(WorkflowRun):
                               replayed=self._hooks.replayed, usage=self._spend.usage(),
                               text=self._text, config=self._config,
                               unpriced=self._spend.unpriced,
-                              warnings=self._children.warnings)
+                              warnings=self._children.warnings,
+                              meta_notes=meta_warnings(self.meta)
+                              if isinstance(self.meta, WorkflowMeta) else ())
         self._result = result
         self._state = _SETTLED
         if self._journal is not None:

@@ -171,14 +171,19 @@ def _unbounded_result(cause: StopCause | None, started: int, text: ScriptText,
 def final_result(cause: StopCause | None, *, started: int, replayed: int, usage: Usage | None,
                  text: ScriptText, config: EngineConfig, failed: int = 0,
                  unpriced: int = 0, cancelled: int = 0,
-                 warnings: Sequence[str] = ()) -> WorkflowResult:
+                 warnings: Sequence[str] = (),
+                 meta_notes: tuple[str, ...] = ()) -> WorkflowResult:
     """The run's one result for its stop cause: ``started`` children (``failed`` of them
     failed, ``cancelled`` were cancelled), ``replayed`` from the journal, ``usage`` reported
     (None: none), ``unpriced`` children whose cost is unknown, the host's ``warnings`` after
-    the script's (a completed run's only); an error is cut at ``max_error_chars``."""
+    the script's (a completed run's only); an error is cut at ``max_error_chars``.
+    ``meta_notes`` (what the meta holds that the engine does not use) come first in its
+    ``warnings``, whatever the run's end."""
     result = _unbounded_result(cause, started, text, config)
     if warnings and result.stop_reason == "completed":
         result = result.model_copy(update={"warnings": (*result.warnings, *warnings)})
+    if meta_notes:
+        result = result.model_copy(update={"warnings": (*meta_notes, *result.warnings)})
     if failed:
         result = result.model_copy(update={"agents_failed": failed})
     if cancelled:

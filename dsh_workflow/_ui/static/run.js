@@ -316,7 +316,7 @@
     badge.className = "badge s-" + payload.status;
     $("run-duration").textContent = payload.row.duration;
     if (payload.error) {
-      $("error-code").textContent = payload.error.code || "uncaught script error";
+      $("error-code").textContent = payload.error.code || "";
       $("error-message").textContent = payload.error.message;
       $("error-box").hidden = false;
     }

@@ -5,15 +5,19 @@ Contract of :func:`create_server`:
 - **One tool.** ``tools/list`` offers one tool whose name, description and input schema are
   the tool layer's texts (:func:`~dsh_workflow._tool.texts.tool_description`,
   :func:`~dsh_workflow._tool.texts.tool_input_schema`) for the engine ``make_engine`` builds —
-  its ``config``, ``library`` and, with ``durable``, a run store: pass what ``make_engine``
-  uses (the defaults match ``QuickJSEngine(provider=...)``). No engine is built for the
+  its ``config``, ``library``, ``agents`` and, with ``durable``, a run store: pass what
+  ``make_engine`` uses (the defaults match ``QuickJSEngine(provider=...)``). No engine is built for the
   listing. The children are described by ``described_provider`` (anything with the providers'
   ``description``, and ``routes`` for a routing one; the real provider is made per call, so
   pass one like it), by default the offline :class:`~dsh_workflow.EchoProvider`.
   ``tools/call`` runs it through
   :meth:`WorkflowTool.execute` and returns its ``text`` as one text block, ``isError`` as the
   tool decided, and the tool's ``data`` as ``structuredContent``. An unknown tool name is an
-  error result naming the tool that exists.
+  error result naming the tools that exist.
+- **Whole results.** Beside it, ``<name>_result`` (:meth:`WorkflowTool.read_result`) reads a
+  part of a run's return value after the tool's text was cut: from the run store when
+  ``durable``, else from the server's last results (:class:`~dsh_workflow._tool.results.
+  RecentResults`, shared by every call of the server, bounded).
 - **One engine per call.** Each call gets its own provider (``provider(call)``, entered when it
   is an async context manager) and its own engine (``make_engine(provider)``), both closed
   when the call ends — so a call's events are its own, and nothing of a call outlives it.
@@ -53,12 +57,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
 
+from ..._agents import AgentRegistry
 from ..._config import EngineConfig
 from ..._library import SavedWorkflow, WorkflowLibrary
 from ..._providers.echo import EchoProvider
 from ..._run import WorkflowEngine
 from ..._subagent import SubagentProvider
 from ..._tool import ToolResult, WorkflowTool, texts
+from ..._tool.results import RecentResults
 from ..._tool.tool import check_tool_settings
 from .notifications import DEFAULT_INTERVAL_S, ProgressNotifier
 
@@ -151,26 +157,31 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
                   progress_interval_s: float = DEFAULT_INTERVAL_S,
                   config: EngineConfig | None = None, library: WorkflowLibrary | None = None,
                   durable: bool = False, described_provider: object = None,
-                  calls: OpenCalls | None = None) -> Server[Any]:
+                  calls: OpenCalls | None = None,
+                  agents: AgentRegistry | None = None) -> Server[Any]:
     """An MCP server offering the ``workflow`` tool (see the module docstring)."""
     check_tool_settings(tool_name, max_result_chars)
     engine_config = config if config is not None else EngineConfig()
     children = described_provider if described_provider is not None else EchoProvider()
     open_calls = calls if calls is not None else OpenCalls()
+    recent = RecentResults()
+    result_tool = tool_name + "_result"
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         description = texts.tool_description(engine_config, children, library, max_result_chars,
-                                             durable=durable)
-        return types.ListToolsResult(tools=[types.Tool(
-            name=tool_name, description=description,
-            input_schema=texts.tool_input_schema(durable=durable))])
+                                             durable=durable, agents=agents)
+        return types.ListToolsResult(tools=[
+            types.Tool(name=tool_name, description=description,
+                       input_schema=texts.tool_input_schema(durable=durable)),
+            types.Tool(name=result_tool, description=texts.result_description(max_result_chars),
+                       input_schema=texts.result_schema(max_result_chars))])
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name != tool_name:
+        if params.name not in (tool_name, result_tool):
             return _error_result(f"Error: unknown tool {params.name!r}; this server offers "
-                                 f"{tool_name!r}")
+                                 f"{tool_name!r} and {result_tool!r}")
         with open_calls.track():
             return await run_call(ctx, params)
         return _error_result(STOPPING)  # the scope was cancelled: the server is stopping
@@ -184,7 +195,10 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
             if hasattr(child_provider, "__aenter__"):
                 child_provider = await stack.enter_async_context(child_provider)  # type: ignore[arg-type]  # it has __aenter__
             engine = await stack.enter_async_context(make_engine(child_provider))
-            tool = WorkflowTool(engine, tool_name=tool_name, max_result_chars=max_result_chars)
+            tool = WorkflowTool(engine, tool_name=tool_name, max_result_chars=max_result_chars,
+                                recent_results=recent)
+            if params.name == result_tool:
+                return _call_result(await tool.read_result(params.arguments or {}))
             if token is None:
                 return _call_result(await tool.execute(params.arguments or {}))
             notifier = ProgressNotifier(_sender(ctx.session), interval=progress_interval_s)
