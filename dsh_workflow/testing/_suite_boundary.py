@@ -24,7 +24,8 @@ class BoundarySuite(ConformanceBase):
     Checks: ``args`` is a deep copy (script mutation never reaches the caller), absent args
     leave ``args`` undefined, scalars pass through, text crosses exactly into the script (NUL,
     lone surrogates, astral characters) and leaves it as text UTF-8 can hold (a lone surrogate
-    in a prompt or the return value becomes U+FFFD, with a warning naming where in the value);
+    in a prompt, log or the return value becomes U+FFFD, with a warning naming the hook or
+    where in the value);
     on the way out the value is JSON as ``JSON.stringify`` makes it: an
     ``undefined`` property is dropped and a top-level ``undefined`` is ``None`` (no warning),
     functions and symbols are dropped from objects and null in arrays, NaN/Infinity become
@@ -99,6 +100,20 @@ class BoundarySuite(ConformanceBase):
             assert result.value == {"t": VALID_TEXT + "|", "length": len(
                 (TRICKY_TEXT + "|").encode("utf-16-le", "surrogatepass")) // 2,
                 "mine": VALID_TEXT}
+            assert "text given to agent(): a lone surrogate became U+FFFD" in result.warnings
+
+    @pytest.mark.anyio
+    async def test_hook_text_that_utf8_cannot_hold_is_named_once_per_hook(self) -> None:
+        script = """
+            for (let i = 0; i < 3; i++) log('half an emoji \\ud83d ' + i);
+            phase('\\ude00 phase');
+            return 'done'"""
+        async with self.open() as h:
+            result = await h.run(script)
+            assert result.value == "done"
+            assert [w for w in result.warnings if w.startswith("text given to")] == [
+                "text given to log(): a lone surrogate became U+FFFD",
+                "text given to phase(): a lone surrogate became U+FFFD"]
 
     @pytest.mark.anyio
     async def test_value_undefined_properties_are_dropped(self) -> None:

@@ -449,7 +449,7 @@ class HostedRun(WorkflowRun):
                               replayed=self._hooks.replayed, usage=self._spend.usage(),
                               text=self._text, config=self._config,
                               unpriced=self._spend.unpriced,
-                              warnings=self._children.warnings,
+                              warnings=[*self._hooks.warnings, *self._children.warnings],
                               meta_notes=meta_warnings(self.meta)
                               if isinstance(self.meta, WorkflowMeta) else ())
         self._result = result

@@ -28,7 +28,7 @@ from ..._failure import AgentFailure
 from ..._library import WorkflowLibrary
 from ..._schema_limits import SchemaLimits
 from ..._subagent import SubagentRequest
-from ..._text import json_may_hold_surrogates, valid_data
+from ..._text import LONE_SURROGATE, MAX_WARNINGS, json_may_hold_surrogates, valid_data
 from ..script.wire import HookKind, answer, refusal
 from .agent_options import default_label, parse_agent_options
 from .budget import Spend
@@ -100,6 +100,9 @@ class HookServer:
         self._accepted = 0
         self._workflow_calls = 0
         self.replayed = 0  # calls answered from the earlier run's journal
+        #: What the script's text lost on its way in (a lone surrogate made U+FFFD), once per
+        #: hook: the result's warnings.
+        self.warnings: list[str] = []
         #: The agent() call whose schema awaits the gate's worker thread, with its ticket; or
         #: an accepted call whose journaled answer awaits its check against the schema.
         self.gating: tuple[int, GateTicket] | _ReplayCheck | None = None
@@ -117,11 +120,21 @@ class HookServer:
         if json_may_hold_surrogates(text):
             # A prompt, label, title or log line from JavaScript may hold half an emoji; every
             # event, record and request made from it must be text UTF-8 can hold.
-            listed, notes = valid_data(listed, "script output")
-            if notes:
-                logger.warning("dsh-workflow: %s: text from the script held a lone surrogate; "
-                               "it became U+FFFD (%s)", self._id, notes[0])
+            listed = [self._valid_message(message) for message in listed]
         return listed
+
+    def _valid_message(self, message: Any) -> Any:
+        """``message`` with its text made valid (:func:`valid_data`); a hook whose text held
+        a lone surrogate is named once in :attr:`warnings` (bounded), and in the log."""
+        fixed, notes = valid_data(message, "script output")
+        if notes:
+            kind = message[0] if isinstance(message, list) and message \
+                and isinstance(message[0], str) else "a hook"
+            note = f"text given to {kind}(): {LONE_SURROGATE}"
+            if note not in self.warnings and len(self.warnings) < MAX_WARNINGS:
+                self.warnings.append(note)
+            logger.warning("dsh-workflow: %s: %s", self._id, note)
+        return fixed
 
     def serve_slice(self, messages: list[Any], start: int) -> int:
         """Serve ``messages`` in order from ``start``, at most ``SERVE_SLICE`` of them (so a
