@@ -17,8 +17,6 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from dsh_workflow._events import AgentEnded
-
 from .._text import LONE_SURROGATE, escape_controls, valid_text
 
 if TYPE_CHECKING:
@@ -40,6 +38,8 @@ class ChildFailures:
         self.failures: list[dict[str, Any]] = []
 
     def __call__(self, event: WorkflowEvent) -> None:
+        from dsh_workflow import AgentEnded  # loaded once a run has events (start-up time)
+
         if isinstance(event, AgentEnded) and event.outcome != "completed":
             error = event.error
             self.failures.append({

@@ -233,7 +233,8 @@ return 1;
             == (3, 1, 0, 24)
         table = cli("runs", "--store", store, cwd=tmp_path).stdout.splitlines()
         row = next(line for line in table if line.startswith(run_id))
-        assert row.split()[2:7] == ["running", "3", "0", "1", "24"]  # agents, replayed, failed
+        # agents, replayed, failed, cancelled, tokens
+        assert row.split()[2:8] == ["running", "3", "0", "1", "0", "24"]
         shown = cli("show", run_id, "--store", store, cwd=tmp_path).stdout
         assert "agents:      3 started, 1 failed, 0 replayed, 24 tokens" in shown
         assert re.search(r"3\s+slow\s+Work\s+running", shown), shown

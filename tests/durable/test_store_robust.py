@@ -69,28 +69,27 @@ async def run_script(make_engine: Any, path: Path, script: str, provider: Any, *
 
 # ---- token counts past SQLite's integer range -----------------------------------------------
 
-async def test_a_child_reporting_2_to_the_70_tokens_still_completes_and_is_stored(
+async def test_a_child_reporting_2_to_the_70_tokens_fails_and_the_run_is_stored(
         make_engine: Any, tmp_path: Path) -> None:
+    """Usage past the per-child bounds (SPEC §24) fails that child with its reason; nothing
+    of it is counted, and the run completes and is stored."""
     def huge(request: SubagentRequest) -> SubagentResult:
         return SubagentResult(text="big", usage=Usage(input_tokens=HUGE, output_tokens=HUGE))
 
     path = tmp_path / "runs.sqlite3"
-    run_id, result = await run_script(make_engine, path, "return await agent('count')",
+    run_id, result = await run_script(make_engine, path,
+                                      "return [await agent('count'), 'after']",
                                       FunctionProvider(huge))
     assert result.stop_reason == "completed", result.error
-    assert result.value == "big"
-    assert result.usage.input_tokens == HUGE  # the result keeps what was reported
+    assert result.value == [None, "after"] and result.agents_failed == 1
+    assert result.usage.input_tokens == 0  # nothing of it is counted
     async with SQLiteRunStore(path) as store:
         record = await store.get_run(run_id)
         assert record is not None and record.status == "completed"
-        assert record.usage == Usage(input_tokens=SQLITE_MAX, output_tokens=SQLITE_MAX)
-        assert record.result is not None and record.result["value"] == "big"
-        [entry] = await store.journal(run_id)
-        assert entry.usage == Usage(input_tokens=SQLITE_MAX, output_tokens=SQLITE_MAX)
-    # and the journal replays
-    _, replayed = await run_script(make_engine, path, "return await agent('count')",
-                                   FunctionProvider(huge), resume_from=run_id)
-    assert replayed.stop_reason == "completed" and replayed.agents_replayed == 1
+        assert record.result is not None and record.result["value"] == [None, "after"]
+        assert await store.journal(run_id) == []  # a failed child is not journaled
+        ended = [e.data for e in await store.events(run_id) if e.data.get("event") == "AgentEnded"]
+        assert "input_tokens" in ended[0]["error"]["message"]
 
 
 async def test_the_store_clamps_counts_it_is_given(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ import anyio.to_thread
 from dsh_workflow import (
     EchoProvider,
     EngineConfig,
+    ProviderInfo,
     QuickJSEngine,
     SQLiteRunStore,
     SubagentRequest,
@@ -57,11 +58,10 @@ return await parallel([1, 2].map(i => () => agent("slow " + i, {label: "slow " +
 class ModelEcho(EchoProvider):
     """The echo provider with a default model and a price, as a real provider has."""
 
-    model = "house-model"
-
     @property
-    def identity(self) -> str:
-        return "echo house-model"
+    def info(self) -> ProviderInfo:
+        return super().info.model_copy(update={"identity": "echo house-model",
+                                               "default_model": "house-model"})
 
     async def run(self, request: SubagentRequest) -> SubagentResult:
         result = await super().run(request)

@@ -620,8 +620,9 @@ def _record(result: dict[str, Any] | None) -> RunRecord:
     (None, None),
     ({"error": None}, None),
     ({"error": "TIMEOUT: the run took too long"}, ("TIMEOUT", "the run took too long")),
-    ({"error": "Error: x"}, (None, "Error: x")),
-    ({"error": "NOT_A_CODE: x"}, (None, "NOT_A_CODE: x")),
+    # a failed result stored without a code is the script's own error (SPEC §26)
+    ({"error": "Error: x"}, ("SCRIPT_ERROR", "Error: x")),
+    ({"error": "NOT_A_CODE: x"}, ("SCRIPT_ERROR", "NOT_A_CODE: x")),
     ({"error": "AGENT_CAP: y", "error_code": "AGENT_CAP"}, ("AGENT_CAP", "y")),
 ])
 def test_error_view_splits_the_code(result: dict[str, Any] | None,
@@ -1128,7 +1129,7 @@ def test_the_list_and_the_run_page_show_a_runs_cost(page: Any, tmp_path: pathlib
         assert again.returncode == 0, again.stderr
         page.goto(served.url)
         row = page.locator("tr.run").first
-        assert row.locator("td").nth(7).inner_text() == "unpriced"
+        assert row.locator("td").nth(8).inner_text() == "unpriced"
         page.goto(served.url + row.locator("a").first.get_attribute("href"))
         _ended(page)
         assert page.inner_text("#cost-count") == "unpriced"
