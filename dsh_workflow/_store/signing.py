@@ -14,8 +14,8 @@ The key is 32 random bytes (hex) in ``record-key`` of the user's configuration f
 in place: two processes starting at once end with one key). Verifying never creates it.
 
 Contract: :func:`signed` never raises (a key that cannot be made leaves the record unsigned, so
-it will not verify); :func:`verified` never raises and never trusts a record without a valid
-signature.
+it will not verify, and logs a warning naming the key's path); :func:`verified` never raises and
+never trusts a record without a valid signature.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 from collections.abc import Mapping
@@ -32,6 +33,8 @@ from typing import Any
 from .files import PRIVATE_FILE, private_folder, tighten
 
 __all__ = ["SIGNATURE", "key_path", "signed", "verified"]
+
+logger = logging.getLogger("dsh_workflow.store")
 
 #: The key of a stored record that holds its signature (``hmac-sha256:<hex>``).
 SIGNATURE = "signature"
@@ -63,8 +66,10 @@ def _make_key(path: Path) -> bytes | None:
     """The key at ``path``, created owner-only and atomically when missing; None when it
     cannot be read or made."""
     found = _read_key(path)
-    if found is not None or path.exists():
+    if found is not None:
         return found
+    if path.exists():  # made meanwhile by another process (its read then succeeds), or unusable
+        return _read_key(path)
     try:
         private_folder(str(path.parent))
         aside = path.with_name(f".{_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
@@ -101,6 +106,9 @@ def signed(run_id: str, record: Mapping[str, Any]) -> dict[str, Any]:
     out = {key: value for key, value in record.items() if key != SIGNATURE}
     key = _make_key(key_path())
     if key is None:
+        logger.warning("dsh-workflow: no usable record key at %s: run %s's provider record is "
+                       "stored unsigned, so resuming it will need the provider options again",
+                       key_path(), run_id)
         return out
     try:
         out[SIGNATURE] = _digest(key, run_id, out)

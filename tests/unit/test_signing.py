@@ -92,3 +92,15 @@ def test_processes_racing_to_make_the_key_end_with_one(config_home: Path) -> Non
         thread.join()
     assert len(set(signatures)) == 1
     assert os.listdir(key_path().parent) == ["record-key"]  # no file left aside
+
+
+def test_a_key_that_cannot_be_made_leaves_the_record_unsigned_and_says_so(
+        config_home: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config_home.parent.mkdir(parents=True, exist_ok=True)
+    config_home.write_text("a file where the folder should be")
+    with caplog.at_level("WARNING", logger="dsh_workflow.store"):
+        record = signed("run-1", RECORD)
+    assert SIGNATURE not in record and record == RECORD
+    assert verified("run-1", record) == (RECORD, False)
+    assert any(str(key_path()) in message and "run-1" in message and "unsigned" in message
+               for message in caplog.messages)
