@@ -5,7 +5,7 @@ was given, the values after secret-looking flags of a command's argv) and the va
 API-key environment variables a provider reads or an agent CLI child is passed
 (:func:`environment_secrets`). :class:`RedactingProvider` wraps the run's provider, so every
 result is cleared of them before anything else sees it: the script, the events, the store,
-``show``, the viewer and the tool's text (docs/SECURITY.md, "Secrets never leave").
+``show``, the viewer and the tool's text (SECURITY.md, "Secrets never leave").
 
 An answer's text and structured value lose only the named secrets (an answer may speak of
 tokens and passwords); an error text also passes :func:`~._failure.redact`'s patterns.
@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._failure import ProviderUnavailable, redact
+from ._failure import REDACTED, ProviderUnavailable, redact
 from ._subagent import (
     ProviderInfo,
     SubagentProvider,
@@ -69,7 +69,7 @@ def run_secrets(provider: object, environ: Mapping[str, str] | None = None) -> t
 def _named_out(text: str, secrets: tuple[str, ...]) -> str:
     for secret in secrets:
         if secret in text:
-            text = text.replace(secret, "[REDACTED]")
+            text = text.replace(secret, REDACTED)
     return text
 
 
