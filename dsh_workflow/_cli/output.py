@@ -35,12 +35,13 @@ class ChildFailures:
     ``run --json``."""
 
     def __init__(self) -> None:
+        from dsh_workflow import AgentEnded  # loaded once a run is made (start-up time)
+
+        self._ended = AgentEnded
         self.failures: list[dict[str, Any]] = []
 
     def __call__(self, event: WorkflowEvent) -> None:
-        from dsh_workflow import AgentEnded  # loaded once a run has events (start-up time)
-
-        if isinstance(event, AgentEnded) and event.outcome != "completed":
+        if isinstance(event, self._ended) and event.outcome != "completed":
             error = event.error
             self.failures.append({
                 "seq": event.seq, "label": event.label,
