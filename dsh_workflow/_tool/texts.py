@@ -482,16 +482,17 @@ def engine_section(config: Any, provider: Any, library: Any,
     if config.budget_usd is not None:
         parts.append(f"a budget of ${config.budget_usd:g} per run")
     lines = ["This engine: " + "; ".join(parts) + "."]
-    lines.extend(_provider_lines(provider))
+    lines.extend(_provider_lines(provider, config.model_prices))
     lines.extend(_agent_type_lines(agents))
     lines.extend(_library_lines(library))
     return "\n".join(lines)
 
 
-def _provider_lines(provider: Any) -> list[str]:
+def _provider_lines(provider: Any, prices: Any = None) -> list[str]:
     """What the children of each provider route can do, one line each (read from the
     provider's declared ``info``: a routing provider's record lists its routes, default and
-    their descriptions)."""
+    their descriptions), each model priced as the engine prices it (``prices``: its
+    ``model_prices``)."""
     if provider is None:
         return []
     record = provider_info(provider).record
@@ -509,20 +510,21 @@ def _provider_lines(provider: Any) -> list[str]:
             model = models.get(name)
             lines.append(f"- {name}: " + (described if isinstance(described, str) and described
                                            else "a provider that does not describe itself")
-                         + _price_note(model if isinstance(model, str) else None))
+                         + _price_note(model if isinstance(model, str) else None, prices))
         return lines
     described = provider_description(provider)
-    note = _price_note(provider_info(provider).default_model)
+    note = _price_note(provider_info(provider).default_model, prices)
     return [] if described is None else [f"Children: {described}{note}."]
 
 
-def _price_note(model: str | None) -> str:
-    """``; <model>: $I/$O per million input/output tokens`` for a model the price data knows
-    (a provider's or route's default model), else ``""``."""
-    prices = million_token_prices(model)
-    if prices is None:
+def _price_note(model: str | None, prices: Any = None) -> str:
+    """``; <model>: $I/$O per million input/output tokens`` for a model ``prices`` (the
+    engine's ``model_prices``) or the price data knows (a provider's or route's default
+    model), else ``""``."""
+    quoted = million_token_prices(model, prices or None)
+    if quoted is None:
         return ""
-    read, written = prices
+    read, written = quoted
     return f"; {model}: ${read:.4g}/${written:.4g} per million input/output tokens"
 
 

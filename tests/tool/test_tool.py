@@ -688,6 +688,25 @@ def test_the_engine_section_answers_agent_types_time_limits_prices_and_the_cut()
     assert "an agent that takes over 90 s gives null" in timed and "no time limit" not in timed
 
 
+def test_a_routes_price_is_the_one_the_engine_prices_it_at() -> None:
+    from dsh_workflow import EngineConfig, OpenAIProvider, RoutingProvider
+
+    routes = RoutingProvider({
+        "own": OpenAIProvider(model="my-model", base_url="http://127.0.0.1:9", api_key="k"),
+        "cheap": OpenAIProvider(model="gpt-4o-mini", base_url="http://127.0.0.1:9",
+                                api_key="k")}, default="own")
+    unknown = texts.engine_section(EngineConfig(), routes, None)
+    assert "my-model:" not in unknown  # the price data does not know it
+    priced = texts.engine_section(
+        EngineConfig(model_prices={"my-model": (0.5, 1.5), "gpt-4o-mini": (1.0, 2.0)}),
+        routes, None)
+    lines = priced.splitlines()
+    assert next(line for line in lines if line.startswith("- own: ")).endswith(
+        "; my-model: $0.5/$1.5 per million input/output tokens")
+    assert next(line for line in lines if line.startswith("- cheap: ")).endswith(
+        "; gpt-4o-mini: $1/$2 per million input/output tokens")  # model_prices win
+
+
 def test_the_tool_lists_its_engines_agent_types() -> None:
     from dsh_workflow import AgentRegistry, EchoProvider, QuickJSEngine
 
