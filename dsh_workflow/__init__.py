@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # the same names, seen statically
     from ._events import EventHub as EventHub
     from ._events import LogEmitted as LogEmitted
     from ._events import PhaseStarted as PhaseStarted
+    from ._events import QuestionAnswered as QuestionAnswered
+    from ._events import QuestionAsked as QuestionAsked
     from ._events import RunInfo as RunInfo
     from ._events import WorkflowEnded as WorkflowEnded
     from ._events import WorkflowEvent as WorkflowEvent
@@ -47,6 +49,8 @@ if TYPE_CHECKING:  # the same names, seen statically
     from ._providers import EchoProvider as EchoProvider
     from ._providers import OpenAIProvider as OpenAIProvider
     from ._providers import RoutingProvider as RoutingProvider
+    from ._questions import AnswerProvider as AnswerProvider
+    from ._questions import Question as Question
     from ._request import WorkflowStartRequest as WorkflowStartRequest
     from ._result import StopReason as StopReason
     from ._result import WorkflowResult as WorkflowResult
@@ -73,6 +77,7 @@ if TYPE_CHECKING:  # the same names, seen statically
 
 #: public name -> the private module that defines it (relative to this package).
 _HOME: dict[str, str] = {
+    "AnswerProvider": "._questions",
     "AgentDefinition": "._subagent",
     "AgentEnded": "._events",
     "AgentFailure": "._failure",
@@ -97,6 +102,9 @@ _HOME: dict[str, str] = {
     "PhaseStarted": "._events",
     "ProviderInfo": "._subagent",
     "ProviderUnavailable": "._failure",
+    "Question": "._questions",
+    "QuestionAnswered": "._events",
+    "QuestionAsked": "._events",
     "QuickJSEngine": "._engines.quickjs",
     "RetryPolicy": "._config",
     "RoutingProvider": "._providers",
@@ -140,6 +148,7 @@ __all__ = [
     "AgentReplayed",
     "AgentRetried",
     "AgentStarted",
+    "AnswerProvider",
     "CallRecord",
     "ClaudeCodeProvider",
     "CodexProvider",
@@ -156,6 +165,9 @@ __all__ = [
     "PhaseStarted",
     "ProviderInfo",
     "ProviderUnavailable",
+    "Question",
+    "QuestionAnswered",
+    "QuestionAsked",
     "QuickJSEngine",
     "RetryPolicy",
     "RoutingProvider",

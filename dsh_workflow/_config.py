@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -107,6 +108,11 @@ class EngineConfig(BaseModel):
     retry: RetryPolicy = Field(
         default_factory=RetryPolicy, description="Retries of children whose provider was rate "
         "limited, overloaded, failed on the server or the network (RetryPolicy).")
+    on_limit: Literal["park", "fail"] = Field(
+        "park", description="What a child failing on a provider's usage limit (error_kind "
+        "'limit': a CLI's usage limit, an HTTP 429 whose reset is beyond the retry cap) does: "
+        "'park' stops the run waiting (stop_reason 'waiting', waiting_reason 'limit', "
+        "resume_after) so a later resume continues it; 'fail' fails the child as any fault.")
     max_value_depth: int = Field(
         256, ge=8, le=MAX_VALUE_DEPTH_CEILING, description="Deepest nesting of a value leaving the script "
         "(return value, agent() options) (RESULT_UNSERIALIZABLE / INVALID_ARGUMENT).")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -11,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from ._errors import WorkflowErrorCode
 from ._failure import AgentFailure
 from ._meta import WorkflowMeta
+from ._questions import QuestionKind
 from ._result import StopReason
 from ._subagent import ErrorKind, Usage
 
@@ -23,6 +26,8 @@ __all__ = [
     "EventHub",
     "LogEmitted",
     "PhaseStarted",
+    "QuestionAnswered",
+    "QuestionAsked",
     "RunInfo",
     "WorkflowEnded",
     "WorkflowEvent",
@@ -130,8 +135,37 @@ class AgentRetried(_Event):
     usage: Usage | None = None
 
 
+with warnings.catch_warnings():
+    # ``schema`` is the name SPEC §25 gives the field; it hides BaseModel's deprecated
+    # ``schema()`` classmethod on this class, which nothing here uses.
+    warnings.filterwarnings("ignore", message='Field name "schema"', category=UserWarning)
+
+    class QuestionAsked(_Event):
+        """The script asked a person (``ask()`` or ``checkpoint()``, docs/scripts.md):
+        ``qid`` names the question for whoever answers it; ``deadline`` is absolute (None: no
+        timeout). A resumed run asks again only questions its journal holds no answer for."""
+
+        seq: int
+        qid: str
+        question: str
+        kind: QuestionKind
+        schema: dict[str, object] | None = None  # type: ignore[assignment]
+        choices: tuple[str, ...] | None = None
+        details: str | None = None
+        deadline: datetime | None = None
+
+
+class QuestionAnswered(_Event):
+    """The question ``qid`` (asked at ``seq``) was answered: ``by`` says who (``caller``,
+    ``answers``, ``terminal``, ``viewer``, ``mcp``, ``command``, ``timeout``)."""
+
+    seq: int
+    qid: str
+    by: str
+
+
 WorkflowEvent = (WorkflowStarted | WorkflowEnded | PhaseStarted | LogEmitted | AgentStarted
-                 | AgentEnded | AgentReplayed | AgentRetried)
+                 | AgentEnded | AgentReplayed | AgentRetried | QuestionAsked | QuestionAnswered)
 Listener = Callable[[WorkflowEvent], object]
 
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._errors import SCRIPT_FAILED, WorkflowErrorCode
+from ._questions import Question, WaitingReason
 from ._subagent import Usage
 
 __all__ = ["StopReason", "WorkflowResult", "code_in_text", "stored_code", "with_error_code"]
 
-StopReason = Literal["completed", "cancelled", "error"]
+StopReason = Literal["completed", "cancelled", "error", "waiting"]
 
 
 def code_in_text(error: str) -> WorkflowErrorCode | None:
@@ -33,7 +35,7 @@ def _derived_code(stop_reason: object, error: object) -> WorkflowErrorCode | Non
     it knows. Taken from the text's ``CODE:`` prefix; else ``CANCELLED`` for a cancelled run;
     else :data:`~dsh_workflow._errors.SCRIPT_FAILED` (an unprefixed text is most often the
     script's own error; an engine failure cannot be told from its text)."""
-    if stop_reason == "completed" or not isinstance(error, str):
+    if stop_reason in ("completed", "waiting") or not isinstance(error, str):
         return None
     named = code_in_text(error)
     if named is not None:
@@ -98,6 +100,12 @@ class WorkflowResult(BaseModel):
     ``AgentEnded.error``. ``agents_cancelled`` counts those the run's stop (or the script's
     return while they still ran) cancelled.
 
+    A parked run (``stop_reason == "waiting"``, docs/durable-runs.md) has neither value nor
+    error: ``waiting_reason`` says why (``question``: ``pending`` holds its open questions;
+    ``limit``: a provider's usage limit, ``resume_after`` when it resets, an aware datetime or
+    None when the provider did not say). ``resume`` or ``answer`` continues it. The three are
+    empty/None for every other stop reason.
+
     ``agents_unpriced`` counts started children that reported tokens but no known cost: when it
     is above 0, ``usage.cost_usd`` is the cost of the others only, a lower bound (docs/embedding.md, "Cost
     in money").
@@ -116,6 +124,9 @@ class WorkflowResult(BaseModel):
     agents_failed: int = Field(0, ge=0)
     agents_unpriced: int = Field(0, ge=0)
     agents_cancelled: int = Field(0, ge=0)
+    pending: tuple[Question, ...] = ()
+    waiting_reason: WaitingReason | None = None
+    resume_after: datetime | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -128,14 +139,21 @@ class WorkflowResult(BaseModel):
 
     @model_validator(mode="after")
     def _error_iff_not_completed(self) -> WorkflowResult:
-        completed = self.stop_reason == "completed"
-        if completed != (self.error is None):
-            raise ValueError("error must be present exactly when stop_reason is not 'completed'")
-        if not completed and self.value is not None:
+        waiting = self.stop_reason == "waiting"
+        if waiting != (self.waiting_reason is not None):
+            raise ValueError("waiting_reason must be present exactly when stop_reason is "
+                             "'waiting'")
+        if not waiting and (self.pending or self.resume_after is not None):
+            raise ValueError("pending and resume_after belong to a waiting run")
+        quiet = self.stop_reason in ("completed", "waiting")
+        if quiet != (self.error is None):
+            raise ValueError("error must be present exactly when stop_reason is neither "
+                             "'completed' nor 'waiting'")
+        if self.stop_reason != "completed" and self.value is not None:
             raise ValueError("value must be None unless the run completed")
-        if completed != (self.error_code is None):
-            raise ValueError("error_code must be present exactly when stop_reason is not "
-                             "'completed'")
+        if quiet != (self.error_code is None):
+            raise ValueError("error_code must be present exactly when stop_reason is neither "
+                             "'completed' nor 'waiting'")
         if self.stop_reason == "cancelled" and self.error_code != WorkflowErrorCode.CANCELLED:
             raise ValueError("a cancelled run's error_code is CANCELLED")
         named = None if self.error is None else code_in_text(self.error)

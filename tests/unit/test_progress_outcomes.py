@@ -73,4 +73,5 @@ def test_run_json_has_every_key_of_the_result_at_the_top_level() -> None:
         "value": [1], "stop_reason": "completed", "error": None, "error_code": None,
         "agents_started": 3, "agents_failed": 1, "agents_cancelled": 1, "agents_replayed": 0,
         "agents_unpriced": 1, "warnings": [], "failures": failures, "run_id": "r",
+        "pending": [], "waiting_reason": None, "resume_after": None,
         "usage": {"input_tokens": 3, "output_tokens": 4, "cost_usd": None}}
