@@ -55,7 +55,11 @@ class _Event(BaseModel):
 
 
 class WorkflowStarted(_Event):
-    """The first event of every run; fired by ``start()`` before it returns."""
+    """The first event of every run; fired by ``start()`` before it returns. ``traceparent``:
+    the W3C trace context of the run's workflow span when the engine has telemetry
+    (docs/telemetry.md), kept with the run so a resume elsewhere links to it."""
+
+    traceparent: str | None = None
 
 
 class WorkflowEnded(_Event):

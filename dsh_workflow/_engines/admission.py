@@ -24,6 +24,7 @@ from .._script import check_body, run_header
 from .._secrets import RedactingProvider, run_secrets
 from .._store import RunStore
 from .._subagent import SubagentProvider, provider_identity, provider_info
+from .._telemetry import Telemetry, TracedProvider
 from .host.faults import RetryGates
 from .host.host import HostedRun
 from .host.journal import EventRecorder, RunJournal, check_resume
@@ -204,10 +205,12 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                task_group: TaskGroup, agents: AgentRegistry | None = None,
                recorder: tuple[RunStore, EventRecorder] | None = None,
                library: WorkflowLibrary | None = None,
-               gates: RetryGates | None = None) -> HostedRun:
+               gates: RetryGates | None = None,
+               telemetry: Telemetry | None = None) -> HostedRun:
     """The host side of an admitted run (its runtime is attached by the engine); ``agents``
     resolves ``agentType`` at each call; with a ``recorder`` (the engine's store and event
-    listener) the run is durable."""
+    listener) the run is durable; with ``telemetry`` each provider call runs in its child's
+    trace context."""
     run_id = str(uuid.uuid4())
     journal = None
     if recorder is not None:
@@ -225,6 +228,8 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
     provider: SubagentProvider = RedactingProvider(admission.provider, secrets)
     if journal is not None and journal.calls is not None:
         provider = journal.calls.wrap(provider)  # each call's answer goes into its record
+    if telemetry is not None:
+        provider = TracedProvider(provider, telemetry)
     return HostedRun(run_id=run_id, meta=admission.meta, config=config, journal=journal,
                      library=library,
                      provider=provider, secrets=secrets,

@@ -31,7 +31,8 @@ from .._prices import load_async
 from .._request import WorkflowStartRequest
 from .._run import WorkflowEngine, WorkflowRun
 from .._store import RunStore
-from .._subagent import SubagentProvider
+from .._subagent import SubagentProvider, provider_info
+from .._telemetry import RunStart, Telemetry, is_traceparent
 from .admission import (
     Admission,
     EngineState,
@@ -45,6 +46,7 @@ from .host.control import control_poll
 from .host.faults import RetryGates
 from .host.host import HostedRun
 from .host.journal import EngineStore
+from .host.stop import RunState
 
 __all__ = ["EngineBase", "WarmPool"]
 
@@ -87,7 +89,7 @@ class EngineBase(WorkflowEngine, Generic[R]):
 
     def __init__(self, config: EngineConfig | None, *, provider: SubagentProvider,
                  agents: AgentRegistry | None, store: RunStore | None,
-                 library: WorkflowLibrary | None) -> None:
+                 library: WorkflowLibrary | None, telemetry: Telemetry | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
@@ -97,6 +99,12 @@ class EngineBase(WorkflowEngine, Generic[R]):
         self.agents = check_agents(agents)
         self.library = check_library(library)
         self.store = store
+        if telemetry is not None and not isinstance(telemetry, Telemetry):
+            raise TypeError("telemetry must be a Telemetry (for example "
+                            "dsh_workflow.integrations.otel.OtelTelemetry())")
+        #: Told about every run (docs/telemetry.md); the engine's one use of it is here.
+        self.telemetry = telemetry
+        self._traced: set[str] = set()  # runs whose trace is open
         self._store = EngineStore(store) if store is not None else None
         self.events = EventHub()
         self._state = EngineState.UNOPENED
@@ -132,6 +140,8 @@ class EngineBase(WorkflowEngine, Generic[R]):
         if self._state is not EngineState.UNOPENED:
             raise RuntimeError(f"a {self._engine_name} can be entered only once")
         self._prepare()
+        if self.telemetry is not None:
+            self.events.subscribe(self.telemetry.observe)
         if self.config.budget_usd is not None:
             # start() checks that the default models have prices: the data loads off the loop
             await load_async()
@@ -188,12 +198,15 @@ class EngineBase(WorkflowEngine, Generic[R]):
         assert self._tg is not None
         run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
                          agents=self.agents, library=self.library, gates=self._retry_gates,
-                         recorder=None if store is None else (store.store, store.recorder))
+                         recorder=None if store is None else (store.store, store.recorder),
+                         telemetry=self.telemetry)
         runtime = self._new_runtime(admission, run)
         self._runs[run] = runtime
         if self._drives_done.is_set():
             self._drives_done = anyio.Event()
-        self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=admission.meta)))
+        traceparent = self._trace_start(run, admission)
+        self.events.emit(WorkflowStarted(run=RunInfo(id=run.id, meta=admission.meta),
+                                         traceparent=traceparent))
         if self._launch_at_start and run.journal is None:
             # A durable run starts once its drive task has recorded it.
             run.launch()
@@ -208,8 +221,10 @@ class EngineBase(WorkflowEngine, Generic[R]):
 
     async def _drive(self, run: HostedRun, runtime: R) -> None:
         try:
+            await self._trace_link(run)
             await self._serve(run, runtime)
         finally:
+            await self._trace_end(run)
             self._runs.pop(run, None)
             if self._store is not None:
                 self._store.recorder.journals.pop(run.id, None)
@@ -221,11 +236,61 @@ class EngineBase(WorkflowEngine, Generic[R]):
         try:
             await run.drive()
         finally:
+            await self._trace_end(run)
             await run.record_end()
         # Preparing a runtime costs CPU (and, in-process, holds the GIL for much of it), so the
         # pool is refilled once the run has settled and its waiters have had their turn.
         await anyio.lowlevel.checkpoint()
         self._pool.refill()
+
+
+    # ---- telemetry (docs/telemetry.md): the one place an engine calls it ----------------------
+
+    def _trace_start(self, run: HostedRun, admission: Admission) -> str | None:
+        """Open ``run``'s trace; its ``traceparent`` for ``WorkflowStarted``."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return None
+        self._traced.add(run.id)
+        try:
+            parent = telemetry.run_started(RunStart(
+                run_id=run.id, meta=admission.meta, provider=provider_info(admission.provider),
+                resumed_from=admission.resume_from))
+        except Exception:
+            logger.exception("dsh-workflow: telemetry failed at the start of run %s", run.id)
+            return None
+        return parent if is_traceparent(parent) else None
+
+    async def _trace_link(self, run: HostedRun) -> None:
+        """A resumed run's trace links to the original's, read from the store where the
+        original's ``WorkflowStarted`` keeps it (so the original may have run elsewhere)."""
+        journal = run.journal
+        if self.telemetry is None or journal is None or journal.resumed_from is None:
+            return
+        try:
+            first = await journal.store.events(journal.resumed_from, limit=1)
+        except Exception:
+            logger.info("dsh-workflow: run %s: the original run's trace could not be read",
+                        run.id, exc_info=True)
+            return
+        parent = first[0].data.get("traceparent") if first else None
+        if is_traceparent(parent) and run.id in self._traced:
+            assert isinstance(parent, str)
+            try:
+                self.telemetry.run_linked(run.id, parent)
+            except Exception:
+                logger.exception("dsh-workflow: telemetry failed to link run %s", run.id)
+
+    async def _trace_end(self, run: HostedRun) -> None:
+        """End ``run``'s trace once (with its result when it settled)."""
+        if self.telemetry is None or run.id not in self._traced:
+            return
+        self._traced.discard(run.id)
+        result = await run.result() if run.state is RunState.SETTLED else None
+        try:
+            self.telemetry.run_ended(run.id, result)
+        except Exception:
+            logger.exception("dsh-workflow: telemetry failed at the end of run %s", run.id)
 
 
 async def _contained(func: Callable[[], Awaitable[object]], name: str) -> None:

@@ -19,6 +19,7 @@ from .._library import WorkflowLibrary
 from .._loop import LoopHandle
 from .._store import RunStore
 from .._subagent import SubagentProvider
+from .._telemetry import Telemetry
 from .admission import Admission
 from .base import EngineBase
 from .host.host import HostedRun
@@ -110,9 +111,10 @@ class QuickJSEngine(EngineBase[ThreadRuntime]):
     def __init__(self, config: EngineConfig | None = None, *,
                  provider: SubagentProvider,
                  agents: AgentRegistry | None = None, store: RunStore | None = None,
-                 library: WorkflowLibrary | None = None) -> None:
+                 library: WorkflowLibrary | None = None,
+                 telemetry: Telemetry | None = None) -> None:
         super().__init__(config, provider=provider, agents=agents, store=store,
-                         library=library)
+                         library=library, telemetry=telemetry)
         self._pool: _WarmPool = _WarmPool(self.config)
         self._loop: LoopHandle | None = None
         self._seq = 0

@@ -113,7 +113,7 @@ class EventSuite(ConformanceBase):
             assert result.value == {"answers": ["ok:read a.ts", "ok:read b.ts"], "count": 2}
             events = h.events_of(run)
             kinds = [type(e) for e in events]
-            assert kinds[:3] == [WorkflowStarted, PhaseStarted, LogEmitted]
+            assert tuple(kinds[:3]) == (WorkflowStarted, PhaseStarted, LogEmitted)
             assert kinds[-2:] == [PhaseStarted, WorkflowEnded]
             assert sorted(kinds[3:7], key=lambda k: k.__name__) == \
                 [AgentEnded, AgentEnded, AgentStarted, AgentStarted]
