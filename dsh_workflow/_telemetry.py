@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from ._meta import WorkflowMeta
     from ._result import WorkflowResult
 
-__all__ = ["RunStart", "Telemetry", "TracedProvider", "child_traceparent", "is_traceparent",
-           "trace_env"]
+__all__ = ["RunStart", "Telemetry", "TracedProvider", "child_context", "child_traceparent",
+           "header_carrier", "is_traceparent", "trace_env", "trace_headers"]
 
 _CHILD: ContextVar[str | None] = ContextVar("dsh_workflow_child_traceparent", default=None)
 
@@ -61,6 +61,13 @@ def trace_env() -> dict[str, str]:
     if parent is None:
         return {}
     return {"TRACEPARENT": parent, "OTEL_TRACEPARENT": parent}
+
+
+def trace_headers() -> dict[str, str]:
+    """The HTTP header that carries the running child's trace context (``traceparent``);
+    empty outside a traced child's call."""
+    parent = _CHILD.get()
+    return {} if parent is None else {"traceparent": parent}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -158,7 +158,7 @@ async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _WorkerLo
 
     from temporalio.worker import Worker
 
-    from dsh_workflow.integrations.temporal import ChildActivity
+    from dsh_workflow.integrations.temporal import ChildActivity, TraceContext
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -182,6 +182,7 @@ async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _WorkerLo
                 provider = await stack.enter_async_context(provider)
             child = ChildActivity(provider, report=progress)
             worker = Worker(client, task_queue=ns.task_queue, activities=[child.activity],
+                            interceptors=[TraceContext()],  # the child's trace context
                             max_concurrent_activities=ns.max_concurrent,
                             graceful_shutdown_timeout=timedelta(seconds=ns.shutdown_grace),
                             # heartbeats reach the server at least every second, so a

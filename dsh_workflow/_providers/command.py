@@ -16,6 +16,9 @@ Contract of :class:`CommandProvider`:
   already applied it to ``request.model``. An isolated child also gets ``DSH_WORKFLOW_WORKTREE``.
   Under a token budget, ``DSH_WORKFLOW_MAX_OUTPUT_TOKENS`` is the budget left at the child's
   start (pass it on as the agent's output limit).
+  When the engine traces its runs (docs/telemetry.md), ``TRACEPARENT`` and ``OTEL_TRACEPARENT``
+  hold the child's agent span as a W3C ``traceparent``, so a child that traces itself nests
+  under it.
 - **Usage.** A command reports its token usage with a line on stderr,
   ``dsh-workflow-usage: {"input_tokens": N, "output_tokens": M}`` (optionally also
   ``cache_read_tokens``, ``cache_write_tokens`` and ``cost_usd``, the cost the agent reports);
@@ -85,6 +88,7 @@ from pydantic import JsonValue, ValidationError
 
 from .._failure import ProviderUnavailable, argv_secrets, redact_argv
 from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
+from .._telemetry import trace_env
 from . import reaper
 from .procgroup import terminate_group
 from .structured import parse_structured_reply
@@ -259,6 +263,7 @@ class CommandProvider:
         env["DSH_WORKFLOW_LABEL"] = request.label
         env["DSH_WORKFLOW_RUN_ID"] = request.run_id
         env["DSH_WORKFLOW_SEQ"] = str(request.seq)
+        env.update(trace_env())  # the child's agent span, when the engine traces (SPEC §27)
         agent = request.agent
         for key, value in (
             ("PHASE", request.phase),

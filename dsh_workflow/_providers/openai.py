@@ -83,6 +83,7 @@ import httpx
 from .._depth import loads_bounded
 from .._failure import argv_secrets, redact
 from .._subagent import ErrorKind, ProviderInfo, SubagentRequest, SubagentResult, Usage
+from .._telemetry import trace_headers
 from .structured import parse_with_one_repair, still_invalid
 
 __all__ = ["OpenAIProvider"]
@@ -406,7 +407,8 @@ class OpenAIProvider:
         """POST once; returns the decoded JSON object or raises ``_CallFailed`` classified
         (the module docstring)."""
         try:
-            response = await client.post(self._url, content=body)
+            # the child's agent span, when the engine traces (SPEC §27)
+            response = await client.post(self._url, content=body, headers=trace_headers())
         except _BROKEN_CONNECTION as exc:
             raise _CallFailed(f"the endpoint is unreachable: {type(exc).__name__} talking to "
                               f"{self._url}: {exc or 'no detail'}", "network") from None

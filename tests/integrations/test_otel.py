@@ -6,9 +6,13 @@ it is about the engine) and both async backends.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +25,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from dsh_workflow import (
+    ClaudeCodeProvider,
+    CommandProvider,
     EngineConfig,
+    OpenAIProvider,
     QuickJSEngine,
     SubagentRequest,
     SubagentResult,
@@ -163,3 +170,120 @@ def test_importing_the_package_loads_no_opentelemetry() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+# ---- propagation: the running agent span reaches the child --------------------------------
+
+def _agent_traceparent(span: ReadableSpan) -> str:
+    ctx = span.context
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+PRINT_ENV = ("import os, sys, json; sys.stdin.read(); "
+             "print(json.dumps([os.environ.get('TRACEPARENT'), "
+             "os.environ.get('OTEL_TRACEPARENT')]))")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ENGINES)
+async def test_a_command_child_gets_its_agent_span_in_its_environment(
+        kind: str, otel: Otel) -> None:
+    provider = CommandProvider([sys.executable, "-c", PRINT_ENV])
+    script = "return await parallel([() => agent('a', {label: 'a'}), () => agent('b', {label: 'b'})]);"
+    async with make_engine(kind, provider, otel.telemetry) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script=script))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "completed", result.error
+    spans = {dict(span.attributes or {})["dsh.label"]: span for span in otel.named("invoke_agent")}
+    for label, printed in zip(("a", "b"), result.value, strict=True):
+        parent, otel_parent = json.loads(printed)
+        assert parent == otel_parent == _agent_traceparent(spans[label])
+
+
+@pytest.mark.anyio
+async def test_the_claude_preset_passes_the_trace_context_on(tmp_path: Path, otel: Otel) -> None:
+    fake = tmp_path / "claude"
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\nsys.stdin.read()\n"
+        "print(json.dumps({'type': 'result', 'subtype': 'success', 'is_error': False,\n"
+        "    'result': os.environ.get('TRACEPARENT', '') + ' ' + "
+        "os.environ.get('OTEL_TRACEPARENT', ''),\n"
+        "    'num_turns': 1, 'session_id': 's', 'usage': {'input_tokens': 1, "
+        "'output_tokens': 1}}))\n")
+    fake.chmod(0o755)
+    async with make_engine("quickjs", ClaudeCodeProvider(str(fake)), otel.telemetry) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script="return await agent('x');"))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "completed", result.error
+    [span] = otel.named("invoke_agent")
+    assert result.value == f"{_agent_traceparent(span)} {_agent_traceparent(span)}"
+
+
+class _Headers(BaseHTTPRequestHandler):
+    """A chat-completions endpoint that answers with the ``traceparent`` header it got."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        data = json.dumps({
+            "id": "c", "object": "chat.completion", "model": "served-model",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": self.headers.get("traceparent") or "none"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Headers)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ENGINES)
+async def test_the_openai_provider_sends_the_agent_span_as_traceparent(
+        kind: str, endpoint: str, otel: Otel) -> None:
+    provider = OpenAIProvider(base_url=endpoint, model="asked-model", api_key="sk-test",
+                              timeout_s=10.0)
+    async with provider, make_engine(kind, provider, otel.telemetry) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script="return await agent('x');"))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "completed", result.error
+    [span] = otel.named("invoke_agent")
+    assert result.value == _agent_traceparent(span)
+    attrs = dict(span.attributes or {})
+    assert attrs["gen_ai.request.model"] == "asked-model"
+    assert attrs["gen_ai.response.model"] == "served-model"
+    assert attrs["gen_ai.provider.name"] == "openai"
+
+
+@pytest.mark.anyio
+async def test_no_trace_context_leaks_into_a_child_without_telemetry() -> None:
+    provider = CommandProvider([sys.executable, "-c", PRINT_ENV])
+    async with QuickJSEngine(provider=provider) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script="return await agent('x');"))
+        result = await run.result()
+        await run.dispose()
+    assert json.loads(result.value) == [None, None]

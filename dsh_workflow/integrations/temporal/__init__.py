@@ -17,7 +17,9 @@ from ._provider import DEFAULT_RETRY_POLICY as DEFAULT_RETRY_POLICY
 from ._provider import TemporalChildError as TemporalChildError
 from ._provider import TemporalProvider as TemporalProvider
 from ._provider import TemporalUnavailableError as TemporalUnavailableError
+from ._tracing import TraceContext as TraceContext
 from ._wire import CHILD_ACTIVITY as CHILD_ACTIVITY
 
 __all__ = ["CHILD_ACTIVITY", "DEFAULT_ATTEMPT_TIMEOUT_S", "DEFAULT_RETRY_POLICY",
-           "ChildActivity", "TemporalChildError", "TemporalProvider", "TemporalUnavailableError"]
+           "ChildActivity", "TemporalChildError", "TemporalProvider", "TemporalUnavailableError",
+           "TraceContext"]

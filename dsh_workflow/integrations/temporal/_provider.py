@@ -45,6 +45,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, TimeoutError
 from temporalio.service import RPCError
 
 from ..._subagent import ProviderInfo, SubagentRequest, SubagentResult
+from ._tracing import traced_client
 from ._wire import CHILD_ACTIVITY, activity_id, request_to_wire, result_from_wire
 
 __all__ = ["DEFAULT_ATTEMPT_TIMEOUT_S", "DEFAULT_RETRY_POLICY", "TemporalChildError",
@@ -98,7 +99,7 @@ class TemporalProvider:
         if retry_policy is not None and not isinstance(retry_policy, RetryPolicy):
             raise TypeError("retry_policy must be a temporalio.common.RetryPolicy, got "
                             f"{type(retry_policy).__name__}")
-        self.client = client
+        self.client = traced_client(client)  # activities carry the child's trace context
         self.task_queue = task_queue
         self.attempt_timeout_s = _positive("agent_timeout_s", agent_timeout_s, optional=True) \
             or DEFAULT_ATTEMPT_TIMEOUT_S
