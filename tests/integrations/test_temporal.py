@@ -494,3 +494,40 @@ def test_a_stopped_worker_ends_without_finalizing_the_interpreter(server: Server
     # the hook itself works: a plain interpreter run with the same environment finalizes
     subprocess.run([sys.executable, "-c", "pass"], env=env, check=True, timeout=60)
     assert marker.read_text() == "finalized"
+
+
+@asyncio_only
+@pytest.mark.anyio
+async def test_the_agent_span_reaches_the_worker_through_the_activity_header(
+        server: Server, workers: Any) -> None:
+    """SPEC §27: the child's trace context travels in the activity's header; the worker runs
+    the activity in it, so its command child gets the agent span as ``TRACEPARENT``."""
+    import shlex
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from dsh_workflow.integrations.otel import OtelTelemetry
+
+    queue = _queue()
+    printer = ("import os, sys; sys.stdin.read(); "
+               "print(os.environ.get('TRACEPARENT', 'none'), end='')")
+    workers(queue, "--provider", "command", "--command",
+            shlex.join([sys.executable, "-c", printer]))
+    spans = InMemorySpanExporter()
+    tracers = TracerProvider()
+    tracers.add_span_processor(SimpleSpanProcessor(spans))
+    client = await Client.connect(server.address)
+    provider = TemporalProvider(client, queue)
+    async with QuickJSEngine(provider=provider, telemetry=OtelTelemetry(tracers)) as engine:
+        run = engine.start(WorkflowStartRequest(
+            meta=META, script="return await parallel([() => agent('a'), () => agent('b')]);"))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "completed", result.error
+    agents = [span for span in spans.get_finished_spans() if span.name.startswith("invoke_agent")]
+    expected = {f"00-{s.context.trace_id:032x}-{s.context.span_id:016x}-"
+                f"{int(s.context.trace_flags):02x}" for s in agents}
+    assert len(expected) == 2 and set(result.value) == expected
+    tracers.shutdown()
