@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import os
 import shlex
@@ -52,6 +53,7 @@ from dsh_workflow import (
 )
 
 from .._providers import reaper, worktree
+from . import otel
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
 from .output import ChildFailures, print_result
 from .plan import Plan
@@ -276,6 +278,7 @@ def _exit_now(code: int, progress: Progress, event_log: EventLog | None) -> NoRe
     Python's own exit would wait for that thread."""
     reaper.kill_all()
     progress.abort()
+    otel.flush()  # --otel: the run's trace is exported before the process ends
     with contextlib.suppress(Exception):
         if event_log is not None:
             event_log.close()
@@ -295,8 +298,11 @@ def run_plan(plan: Plan, ns: argparse.Namespace) -> int:
                              budget_usd=plan.config.budget_usd)
     previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
     try:
-        return anyio.run(functools.partial(execute, plan, progress, event_log, as_json=ns.json),
-                         backend="trio")
+        with otel.otel_session(ns) as telemetry:
+            if telemetry is not None:
+                plan = dataclasses.replace(plan, telemetry=telemetry)
+            return anyio.run(functools.partial(execute, plan, progress, event_log,
+                                               as_json=ns.json), backend="trio")
     finally:
         progress.abort()
         if event_log is not None:

@@ -34,6 +34,7 @@ from .options import (
     load_agents,
     provider_factory,
 )
+from .otel import add_otel_option
 from .stores import ensure_folder, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
@@ -60,6 +61,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--json", action="store_true", help="print the whole result object")
     run.add_argument("--events", metavar="FILE.jsonl", help="append every event as a JSON line")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    add_otel_option(run)
 
 
 @dataclass
@@ -80,17 +82,19 @@ class Plan:
     limit_flags: dict[str, str] = field(default_factory=dict)  # setting -> "--budget 150"
     rerun: frozenset[int] = frozenset()  # calls of resume_from that run live again
     confirmed_agents: int | None = None  # --confirm-above: the agent calls the estimate showed
+    telemetry: Any = None  # --otel: the engine's telemetry (docs/telemetry.md)
 
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         if self.engine == "subprocess":
             from dsh_workflow import SubprocessEngine
 
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents, store=store, library=self.library)
+                                    agents=self.agents, store=store, library=self.library,
+                                    telemetry=self.telemetry)
         from dsh_workflow import QuickJSEngine
 
         return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
-                             library=self.library)
+                             library=self.library, telemetry=self.telemetry)
 
 
 def _read_text(path: str, what: str) -> str:

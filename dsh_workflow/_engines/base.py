@@ -46,7 +46,6 @@ from .host.control import control_poll
 from .host.faults import RetryGates
 from .host.host import HostedRun
 from .host.journal import EngineStore
-from .host.stop import RunState
 
 __all__ = ["EngineBase", "WarmPool"]
 
@@ -224,7 +223,7 @@ class EngineBase(WorkflowEngine, Generic[R]):
             await self._trace_link(run)
             await self._serve(run, runtime)
         finally:
-            await self._trace_end(run)
+            self._trace_end(run)
             self._runs.pop(run, None)
             if self._store is not None:
                 self._store.recorder.journals.pop(run.id, None)
@@ -236,7 +235,7 @@ class EngineBase(WorkflowEngine, Generic[R]):
         try:
             await run.drive()
         finally:
-            await self._trace_end(run)
+            self._trace_end(run)
             await run.record_end()
         # Preparing a runtime costs CPU (and, in-process, holds the GIL for much of it), so the
         # pool is refilled once the run has settled and its waiters have had their turn.
@@ -281,12 +280,12 @@ class EngineBase(WorkflowEngine, Generic[R]):
             except Exception:
                 logger.exception("dsh-workflow: telemetry failed to link run %s", run.id)
 
-    async def _trace_end(self, run: HostedRun) -> None:
+    def _trace_end(self, run: HostedRun) -> None:
         """End ``run``'s trace once (with its result when it settled)."""
         if self.telemetry is None or run.id not in self._traced:
             return
         self._traced.discard(run.id)
-        result = await run.result() if run.state is RunState.SETTLED else None
+        result = run.settled_result
         try:
             self.telemetry.run_ended(run.id, result)
         except Exception:

@@ -191,6 +191,11 @@ class HostedRun(WorkflowRun):
         return self._spend.budget_usd
 
     @property
+    def settled_result(self) -> WorkflowResult | None:
+        """The result once settled (None before), without waiting for its record."""
+        return self._result
+
+    @property
     def ended(self) -> bool:
         """True once the result is settled and the runtime has released its context."""
         return self._done.is_set() and self._runtime_gone.is_set()
