@@ -94,6 +94,13 @@ def _usage_attributes(usage: Usage) -> dict[str, Any]:
     return attributes
 
 
+def _from_prompt(label: str, prompt: str) -> bool:
+    """True when ``label`` may be the one the engine makes from the prompt when a call gives
+    none (its first line, cut with an ellipsis): content, recorded only with the opt-in."""
+    first = prompt.split("\n", 1)[0]
+    return label == first or (label.endswith("…") and first.startswith(label[:-1]))
+
+
 def _cut(text: str) -> str:
     return text if len(text) <= _MAX_EVENT_TEXT else text[:_MAX_EVENT_TEXT] + "…"
 
@@ -113,6 +120,7 @@ class _Agent:
     provider: str
     model: str | None = None
     response_model: str | None = None
+    label: str = ""
     named: bool = False  # its request was seen (name, model, output type)
 
 
@@ -292,39 +300,48 @@ class OtelTelemetry:
                 "dsh.seq": event.seq})
 
     @staticmethod
-    def _agent_attributes(run: _Run, run_id: str, seq: int, label: str,
+    def _agent_attributes(run: _Run, run_id: str, seq: int,
                           phase: str | None) -> dict[str, Any]:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": label,
             "gen_ai.agent.id": f"{run_id}:{seq}",
             "gen_ai.provider.name": run.provider.kind,
             "gen_ai.caller.type": "workflow",
             "dsh.seq": seq,
-            "dsh.label": label,
         }
         if phase is not None:
             attributes["dsh.phase"] = phase
         return attributes
 
+    def _name(self, span: Span, name: str, *, label: bool = True) -> None:
+        """Name an agent span after its agent type or label."""
+        span.update_name(f"invoke_agent {name}")
+        span.set_attribute("gen_ai.agent.name", name)
+        if label:
+            span.set_attribute("dsh.label", name)
+
     def _agent_started(self, run: _Run, event: AgentStarted) -> None:
         model = event.model if event.model is not None else run.provider.default_model
-        attributes = self._agent_attributes(run, event.run.id, event.seq, event.label,
-                                            event.phase)
+        attributes = self._agent_attributes(run, event.run.id, event.seq, event.phase)
         if model is not None:
             attributes["gen_ai.request.model"] = model
-        span = self._tracer.start_span(f"invoke_agent {event.label}",
+        # Named once its request shows whether the label is the prompt's (child_call).
+        span = self._tracer.start_span("invoke_agent",
                                        context=trace.set_span_in_context(run.span),
                                        kind=SpanKind.CLIENT, attributes=attributes)
         run.agents[event.seq] = _Agent(span=span, started=time.perf_counter(),
-                                       provider=run.provider.kind, model=model)
+                                       provider=run.provider.kind, model=model,
+                                       label=event.label)
 
     def _agent_replayed(self, run: _Run, event: AgentReplayed) -> None:
-        attributes = self._agent_attributes(run, event.run.id, event.seq, event.label,
-                                            event.phase)
+        attributes = self._agent_attributes(run, event.run.id, event.seq, event.phase)
         attributes["dsh.replayed"] = True
+        # A replayed call's request is not at hand: its label may be the prompt's first line.
+        name = "invoke_agent" if not self.capture_content else f"invoke_agent {event.label}"
+        if self.capture_content:
+            attributes["gen_ai.agent.name"] = attributes["dsh.label"] = event.label
         now = time.time_ns()
-        span = self._tracer.start_span(f"invoke_agent {event.label}",
+        span = self._tracer.start_span(name,
                                        context=trace.set_span_in_context(run.span),
                                        kind=SpanKind.CLIENT, attributes=attributes,
                                        start_time=now)
@@ -376,9 +393,13 @@ class OtelTelemetry:
         span = agent.span
         if not agent.named:
             agent.named = True
+            prompts = self.capture_content or not _from_prompt(request.label, request.prompt)
             if request.agent_type:
-                span.update_name(f"invoke_agent {request.agent_type}")
-                span.set_attribute("gen_ai.agent.name", request.agent_type)
+                self._name(span, request.agent_type, label=False)
+                if prompts:
+                    span.set_attribute("dsh.label", request.label)
+            elif prompts:
+                self._name(span, request.label)
             if request.schema_ is not None:
                 span.set_attribute("gen_ai.output.type", "json")
             if request.provider:

@@ -15,27 +15,31 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from _support import ENGINE_SKIPS, subprocess_factory
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from dsh_workflow import (
+    AgentRegistry,
     ClaudeCodeProvider,
     CommandProvider,
     EngineConfig,
     OpenAIProvider,
     QuickJSEngine,
+    RetryPolicy,
+    SQLiteRunStore,
     SubagentRequest,
     SubagentResult,
     Usage,
     WorkflowStartRequest,
 )
-from dsh_workflow.integrations.otel import OtelTelemetry
+from dsh_workflow.integrations.otel import MAX_LOG_EVENTS, OtelTelemetry
 from dsh_workflow.testing import FunctionProvider
 
 META = {"name": "traced", "description": "a traced run"}
@@ -189,14 +193,15 @@ PRINT_ENV = ("import os, sys, json; sys.stdin.read(); "
 async def test_a_command_child_gets_its_agent_span_in_its_environment(
         kind: str, otel: Otel) -> None:
     provider = CommandProvider([sys.executable, "-c", PRINT_ENV])
-    script = "return await parallel([() => agent('a', {label: 'a'}), () => agent('b', {label: 'b'})]);"
+    script = ("return await parallel([() => agent('a', {label: 'la'}), "
+              "() => agent('b', {label: 'lb'})]);")
     async with make_engine(kind, provider, otel.telemetry) as engine:
         run = engine.start(WorkflowStartRequest(meta=META, script=script))
         result = await run.result()
         await run.dispose()
     assert result.stop_reason == "completed", result.error
     spans = {dict(span.attributes or {})["dsh.label"]: span for span in otel.named("invoke_agent")}
-    for label, printed in zip(("a", "b"), result.value, strict=True):
+    for label, printed in zip(("la", "lb"), result.value, strict=True):
         parent, otel_parent = json.loads(printed)
         assert parent == otel_parent == _agent_traceparent(spans[label])
 
@@ -287,3 +292,197 @@ async def test_no_trace_context_leaks_into_a_child_without_telemetry() -> None:
         result = await run.result()
         await run.dispose()
     assert json.loads(result.value) == [None, None]
+
+
+# ---- resumes, replays, bounds, content, failures ------------------------------------------
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ENGINES)
+async def test_a_resumed_run_is_a_new_trace_linked_to_the_original(kind: str,
+                                                                    tmp_path: Path) -> None:
+    script = "const a = await agent('a'); const b = await agent('b'); return [a, b];"
+    first, second = Otel(), Otel()  # as two processes: the link comes from the store
+    async with SQLiteRunStore(tmp_path / "runs.sqlite3") as store:
+        async with make_engine(kind, FunctionProvider(), first.telemetry, store=store) as engine:
+            run = engine.start(WorkflowStartRequest(meta=META, script=script))
+            assert (await run.result()).stop_reason == "completed"
+            await run.dispose()
+            original = run.id
+        async with make_engine(kind, FunctionProvider(), second.telemetry, store=store) as engine:
+            run = engine.start(WorkflowStartRequest(meta=META, script=script,
+                                                    resume_from=original))
+            result = await run.result()
+            await run.dispose()
+    assert result.agents_replayed == 2
+    [before] = first.named("invoke_workflow")
+    [after] = second.named("invoke_workflow")
+    assert after.context.trace_id != before.context.trace_id
+    assert after.parent is None
+    [link] = after.links
+    assert (link.context.trace_id, link.context.span_id) == (before.context.trace_id,
+                                                             before.context.span_id)
+    attrs = dict(after.attributes or {})
+    assert attrs["dsh.run.resumed_from"] == original
+    assert attrs["dsh.agents.replayed"] == 2
+    replayed = second.named("invoke_agent")
+    assert len(replayed) == 2
+    for span in replayed:
+        assert dict(span.attributes or {})["dsh.replayed"] is True
+        assert span.parent is not None and span.parent.span_id == after.context.span_id
+        assert span.end_time is not None and span.start_time is not None
+        assert span.end_time - span.start_time <= 5_000_000
+    for made in (first, second):
+        made.tracers.shutdown()
+        made.meters.shutdown()
+
+
+@pytest.mark.anyio
+async def test_the_workflow_span_keeps_at_most_a_thousand_logs(otel: Otel) -> None:
+    tracers = TracerProvider(span_limits=SpanLimits(max_events=5000))
+    spans = InMemorySpanExporter()
+    tracers.add_span_processor(SimpleSpanProcessor(spans))
+    script = "for (let i = 0; i < 1500; i++) log('line ' + i); return 1;"
+    async with make_engine("quickjs", FunctionProvider(), OtelTelemetry(tracers)) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script=script))
+        assert (await run.result()).stop_reason == "completed"
+        await run.dispose()
+    [workflow] = spans.get_finished_spans()
+    logs = [event for event in workflow.events if event.name == "dsh.log"]
+    assert len(logs) == MAX_LOG_EVENTS == 1000
+    assert dict(logs[0].attributes or {})["dsh.message"] == "line 0"
+    assert dict(workflow.attributes or {})["dsh.logs.dropped"] == 500
+    tracers.shutdown()
+
+
+@pytest.mark.anyio
+async def test_prompts_and_answers_only_with_the_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = "return await agent('the secret plan', {schema: {type: 'object'}});"
+
+    def answer(request: SubagentRequest) -> SubagentResult:
+        return SubagentResult(text="{}", structured={"plan": "world"})
+
+    async def spans_of(otel: Otel) -> dict[str, Any]:
+        async with make_engine("quickjs", FunctionProvider(answer), otel.telemetry) as engine:
+            run = engine.start(WorkflowStartRequest(meta=META, script=script))
+            assert (await run.result()).stop_reason == "completed"
+            await run.dispose()
+        [agent] = otel.named("invoke_agent")
+        return dict(agent.attributes or {})
+
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    off = await spans_of(Otel())
+    assert off["gen_ai.output.type"] == "json"
+    assert not any("messages" in key for key in off)
+    assert "the secret plan" not in repr(off)
+    for made in (Otel(capture_content=True), None):
+        if made is None:
+            monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+            made = Otel()
+        on = await spans_of(made)
+        assert json.loads(on["gen_ai.input.messages"]) == [
+            {"role": "user", "parts": [{"type": "text", "content": "the secret plan"}]}]
+        [out] = json.loads(on["gen_ai.output.messages"])
+        assert json.loads(out["parts"][0]["content"]) == {"plan": "world"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ENGINES)
+async def test_a_failed_run_has_an_error_span_with_its_code(kind: str, otel: Otel,
+                                                            tmp_path: Path) -> None:
+    script = "await agent('a', {agentType: 'reviewer'}); throw new Error('secret words');"
+    (tmp_path / "reviewer.md").write_text("---\nname: reviewer\ndescription: Reviews\n---\n"
+                                          "You review.\n", encoding="utf-8")
+    async with make_engine(kind, FunctionProvider(), otel.telemetry,
+                           agents=AgentRegistry([tmp_path])) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script=script))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "error" and result.error_code is not None
+    [workflow] = otel.named("invoke_workflow")
+    assert workflow.status.status_code is StatusCode.ERROR
+    attrs = dict(workflow.attributes or {})
+    assert attrs["error.type"] == result.error_code.value
+    assert "secret words" not in repr(attrs) and not workflow.status.description
+    [agent] = otel.named("invoke_agent")
+    assert agent.name == "invoke_agent reviewer"
+    assert dict(agent.attributes or {})["gen_ai.agent.name"] == "reviewer"
+    durations = otel.metrics()["gen_ai.workflow.duration"].data.data_points
+    assert [dict(p.attributes)["error.type"] for p in durations] == [result.error_code.value]
+
+
+@pytest.mark.anyio
+async def test_an_agent_span_starts_when_its_child_starts_not_when_it_queues(
+        otel: Otel) -> None:
+    """Two children behind a cap of one: the second's span begins after the first's ends."""
+    async def slow(request: SubagentRequest) -> str:
+        await anyio.sleep(0.2)
+        return "ok"
+
+    script = ("return await parallel([() => agent('a', {label: 'la'}), "
+              "() => agent('b', {label: 'lb'})]);")
+    async with make_engine("quickjs", FunctionProvider(slow), otel.telemetry,
+                           EngineConfig(max_concurrent_agents=1)) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script=script))
+        assert (await run.result()).stop_reason == "completed"
+        await run.dispose()
+    spans = {dict(s.attributes or {})["dsh.label"]: s for s in otel.named("invoke_agent")}
+    a, b = spans["la"], spans["lb"]
+    assert a.end_time is not None and b.start_time is not None and b.end_time is not None
+    assert b.start_time >= a.end_time
+    assert (b.end_time - b.start_time) / 1e9 < 1.0  # its own run, not its wait
+
+
+@pytest.mark.anyio
+async def test_retries_and_phases_are_span_events(otel: Otel) -> None:
+    attempts: list[int] = []
+
+    def flaky(request: SubagentRequest) -> SubagentResult:
+        attempts.append(1)
+        if len(attempts) == 1:
+            return SubagentResult(stop_reason="error", error="busy", error_kind="overloaded")
+        return SubagentResult(text="fine")
+
+    config = EngineConfig(retry=RetryPolicy(base_s=0.01, cap_s=0.02))
+    async with make_engine("quickjs", FunctionProvider(flaky), otel.telemetry,
+                           config) as engine:
+        run = engine.start(WorkflowStartRequest(
+            meta=META, script="phase('One'); const a = await agent('x'); phase('Two'); return a;"))
+        assert (await run.result()).stop_reason == "completed"
+        await run.dispose()
+    [agent] = otel.named("invoke_agent")
+    [retry] = [event for event in agent.events if event.name == "dsh.retry"]
+    assert dict(retry.attributes or {})["dsh.retry.cause"] == "overloaded"
+    [workflow] = otel.named("invoke_workflow")
+    phases = [dict(e.attributes or {})["dsh.phase"] for e in workflow.events
+              if e.name == "dsh.phase"]
+    assert phases == ["One", "Two"]
+
+
+@pytest.mark.anyio
+async def test_the_spans_are_complete_when_the_block_exits_with_runs_still_going(
+        otel: Otel) -> None:
+    async def hang(request: SubagentRequest) -> str:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with make_engine("quickjs", FunctionProvider(hang), otel.telemetry) as engine:
+        engine.start(WorkflowStartRequest(meta=META, script="return await agent('x');"))
+        await anyio.sleep(0.1)
+    names = sorted(span.name for span in otel.spans())
+    assert names == ["invoke_agent", "invoke_workflow traced"]  # its label is its prompt
+
+
+@pytest.mark.anyio
+async def test_a_label_made_from_the_prompt_is_content(otel: Otel) -> None:
+    """A call without a label is labelled with its prompt's first line: without the opt-in,
+    its span is named ``invoke_agent`` and carries no label; a given label names it."""
+    script = ("return await parallel([() => agent('the private prompt'), "
+              "() => agent('another private prompt', {label: 'named'})]);")
+    async with make_engine("quickjs", FunctionProvider(), otel.telemetry) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script=script))
+        assert (await run.result()).stop_reason == "completed"
+        await run.dispose()
+    names = sorted(span.name for span in otel.named("invoke_agent"))
+    assert names == ["invoke_agent", "invoke_agent named"]
+    for span in otel.spans():
+        assert "private prompt" not in repr(dict(span.attributes or {}))
