@@ -54,6 +54,8 @@ SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 #: Most log events one span carries; later logs are counted in ``dsh.logs.dropped``.
 MAX_LOG_EVENTS = 1000
+#: Longest wait before counted agents and cost are added to their counters (seconds).
+_COUNT_EVERY_S = 1.0
 #: Longest text of one log or question event (characters; longer ones are cut).
 _MAX_EVENT_TEXT = 4000
 
@@ -134,6 +136,10 @@ class _Run:
     nested: dict[int, Span] = field(default_factory=dict)
     logs: int = 0
     logs_dropped: int = 0
+    #: Agents by (outcome, provider, model) and cost by (provider, model), not yet added.
+    outcomes: dict[tuple[str, str, str | None], int] = field(default_factory=dict)
+    costs: dict[tuple[str, str | None], float] = field(default_factory=dict)
+    counted_at: float = 0.0  # perf_counter of the last add
 
 
 class OtelTelemetry:
@@ -192,8 +198,9 @@ class OtelTelemetry:
             parent = otel_context.Context()  # a resumed run is a new trace, linked later
         span = self._tracer.start_span(f"invoke_workflow {name}", context=parent,
                                        kind=SpanKind.INTERNAL, attributes=attributes)
+        now = time.perf_counter()
         self._runs[start.run_id] = _Run(span=span, name=name, provider=start.provider,
-                                        started=time.perf_counter())
+                                        started=now, counted_at=now)
         return _traceparent(span)
 
     def run_linked(self, run_id: str, traceparent: str) -> None:
@@ -214,6 +221,7 @@ class OtelTelemetry:
             agent.span.end()
         for span in run.nested.values():
             span.end()
+        self._add_counts(run, time.perf_counter())
         span = run.span
         error_type: str | None
         if result is None:
@@ -313,12 +321,6 @@ class OtelTelemetry:
             attributes["dsh.phase"] = phase
         return attributes
 
-    def _name(self, span: Span, name: str, *, label: bool = True) -> None:
-        """Name an agent span after its agent type or label."""
-        span.update_name(f"invoke_agent {name}")
-        span.set_attribute("gen_ai.agent.name", name)
-        if label:
-            span.set_attribute("dsh.label", name)
 
     def _agent_started(self, run: _Run, event: AgentStarted) -> None:
         model = event.model if event.model is not None else run.provider.default_model
@@ -346,8 +348,7 @@ class OtelTelemetry:
                                        kind=SpanKind.CLIENT, attributes=attributes,
                                        start_time=now)
         span.end(end_time=now)
-        self._outcomes.add(1, {"dsh.agent.outcome": "replayed",
-                               "gen_ai.provider.name": run.provider.kind})
+        self._count(run, "replayed", run.provider.kind, None, None)
 
     def _agent_ended(self, run: _Run, event: AgentEnded) -> None:
         agent = run.agents.pop(event.seq, None)
@@ -355,30 +356,56 @@ class OtelTelemetry:
             return
         span = agent.span
         model = agent.response_model or agent.model
-        span.set_attribute("dsh.agent.outcome", event.outcome)
+        attributes: dict[str, Any] = {"dsh.agent.outcome": event.outcome}
         if agent.response_model is not None:
-            span.set_attribute("gen_ai.response.model", agent.response_model)
+            attributes["gen_ai.response.model"] = agent.response_model
         metric: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent",
                                   "gen_ai.provider.name": agent.provider}
         if model is not None:
             metric["gen_ai.request.model"] = agent.model or model
             metric["gen_ai.response.model"] = model
-        if event.usage is not None:
-            span.set_attributes(_usage_attributes(event.usage))
-            for kind, count in (("input", event.usage.input_tokens),
-                                ("output", event.usage.output_tokens)):
+        usage = event.usage
+        if usage is not None:
+            attributes.update(_usage_attributes(usage))
+            for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
                 self._tokens.record(count, {**metric, "gen_ai.token.type": kind})
-            if event.usage.cost_usd is not None:
-                self._cost.add(event.usage.cost_usd, metric)
+        error = None
         if event.outcome in ("failed", "timeout"):
-            kind = event.error.kind if event.error is not None else event.outcome
+            error = event.error.kind if event.error is not None else event.outcome
             span.set_status(Status(StatusCode.ERROR))
-            span.set_attribute("error.type", kind)
-            metric["error.type"] = kind
+            attributes["error.type"] = metric["error.type"] = error
+        span.set_attributes(attributes)
         span.end()
         self._agent_duration.record(time.perf_counter() - agent.started, metric)
-        self._outcomes.add(1, {"dsh.agent.outcome": event.outcome,
-                               "gen_ai.provider.name": agent.provider})
+        self._count(run, event.outcome, agent.provider, model,
+                    None if usage is None else usage.cost_usd)
+
+    def _count(self, run: _Run, outcome: str, provider: str, model: str | None,
+               cost: float | None) -> None:
+        """Count an agent's outcome and cost; the counters are added in batches (at the
+        run's end, or once :data:`_COUNT_EVERY_S` has passed), one add per attribute set."""
+        key = (outcome, provider, model)
+        run.outcomes[key] = run.outcomes.get(key, 0) + 1
+        if cost is not None:
+            run.costs[(provider, model)] = run.costs.get((provider, model), 0.0) + cost
+        now = time.perf_counter()
+        if now - run.counted_at >= _COUNT_EVERY_S:
+            self._add_counts(run, now)
+
+    def _add_counts(self, run: _Run, now: float) -> None:
+        run.counted_at = now
+        for (outcome, provider, model), count in run.outcomes.items():
+            attributes = {"dsh.agent.outcome": outcome, "gen_ai.provider.name": provider}
+            if model is not None:
+                attributes["gen_ai.request.model"] = model
+            self._outcomes.add(count, attributes)
+        for (provider, model), cost in run.costs.items():
+            attributes = {"gen_ai.provider.name": provider}
+            if model is not None:
+                attributes["gen_ai.request.model"] = model
+            self._cost.add(cost, attributes)
+        run.outcomes.clear()
+        run.costs.clear()
 
     # ---- provider calls -----------------------------------------------------------------
 
@@ -393,19 +420,20 @@ class OtelTelemetry:
         span = agent.span
         if not agent.named:
             agent.named = True
-            prompts = self.capture_content or not _from_prompt(request.label, request.prompt)
-            if request.agent_type:
-                self._name(span, request.agent_type, label=False)
-                if prompts:
-                    span.set_attribute("dsh.label", request.label)
-            elif prompts:
-                self._name(span, request.label)
+            attributes: dict[str, Any] = {}
+            if self.capture_content or not _from_prompt(request.label, request.prompt):
+                attributes["dsh.label"] = request.label
+            name = request.agent_type or attributes.get("dsh.label")
+            if name is not None:
+                span.update_name(f"invoke_agent {name}")
+                attributes["gen_ai.agent.name"] = name
             if request.schema_ is not None:
-                span.set_attribute("gen_ai.output.type", "json")
+                attributes["gen_ai.output.type"] = "json"
             if request.provider:
-                span.set_attribute("dsh.route", request.provider)
+                attributes["dsh.route"] = request.provider
             if self.capture_content:
-                span.set_attribute("gen_ai.input.messages", _messages("user", request.prompt))
+                attributes["gen_ai.input.messages"] = _messages("user", request.prompt)
+            span.set_attributes(attributes)
         with trace.use_span(span, end_on_exit=False, record_exception=False,
                             set_status_on_exception=False):
             yield _traceparent(span)
