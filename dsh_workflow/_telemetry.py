@@ -14,8 +14,9 @@ an HTTP request) without knowing about any tracer.
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RunStart", "Telemetry", "TracedProvider", "child_context", "child_traceparent",
            "header_carrier", "is_traceparent", "trace_env", "trace_headers"]
+
+logger = logging.getLogger("dsh_workflow.engine")
 
 _CHILD: ContextVar[str | None] = ContextVar("dsh_workflow_child_traceparent", default=None)
 
@@ -144,6 +147,20 @@ class TracedProvider:
             if isinstance(result, SubagentResult):
                 self.telemetry.child_answered(request, result)
             return result
+
+
+def traced_nesting(telemetry: Telemetry, run_id: str) -> Callable[[int, str | None], None]:
+    """What the run ``run_id`` calls when a ``workflow()`` call's saved workflow begins (its
+    name) or ends (None): :meth:`Telemetry.nested_workflow`, whatever it raises logged."""
+
+    def nested(call_id: int, name: str | None) -> None:
+        try:
+            telemetry.nested_workflow(run_id, call_id, name)
+        except Exception:
+            logger.exception("dsh-workflow: telemetry failed on run %s's workflow() call",
+                             run_id)
+
+    return nested
 
 
 @contextmanager

@@ -36,7 +36,7 @@
 //   * hook messages in the outbox (HookKind): ["agent", id, prompt, options|null],
 //     ["workflow", id, target, args], ["phase", title], ["log", text],
 //     ["numbers", "clock"|"random", first, [n, ...]], ["numbers", "race", ordinal, [winner]],
-//     ["cancel", [id, ...]];
+//     ["cancel", [id, ...]], ["workflow_end", id];
 //   * settle entries (host -> runtime): [id, true, value], [id, true, null, {kind, message,
 //     details}] (a failed child, with its reason), [id, false, code, message],
 //     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens] or
@@ -550,6 +550,9 @@ const workflow = async function workflow(target, args) {
   } catch (e) {
     if (isFatal(e)) throw e;
     throw makeError('AGENT_FAILED', 'workflow("' + name + '") failed: ' + renderBrief(e));
+  } finally {
+    // The host's trace of this saved workflow ends here (its return value is converted next).
+    post('["workflow_end",' + id + ']');
   }
   let text;
   try {

@@ -24,7 +24,7 @@ from .._script import check_body, run_header
 from .._secrets import RedactingProvider, run_secrets
 from .._store import RunStore
 from .._subagent import SubagentProvider, provider_identity, provider_info
-from .._telemetry import Telemetry, TracedProvider
+from .._telemetry import Telemetry, TracedProvider, traced_nesting
 from .host.faults import RetryGates
 from .host.host import HostedRun
 from .host.journal import EventRecorder, RunJournal, check_resume
@@ -228,8 +228,10 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
     provider: SubagentProvider = RedactingProvider(admission.provider, secrets)
     if journal is not None and journal.calls is not None:
         provider = journal.calls.wrap(provider)  # each call's answer goes into its record
+    nested = None
     if telemetry is not None:
         provider = TracedProvider(provider, telemetry)
+        nested = traced_nesting(telemetry, run_id)
     return HostedRun(run_id=run_id, meta=admission.meta, config=config, journal=journal,
                      library=library,
                      provider=provider, secrets=secrets,
@@ -239,7 +241,7 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                      events=events, task_group=task_group,
                      body_line_offset=body_line_offset(),
                      body_header_chars=len(run_header(admission.script)), agents=agents,
-                     declared=declared, gates=gates)
+                     declared=declared, gates=gates, nested=nested)
 
 
 def check_library(value: object) -> WorkflowLibrary | None:

@@ -37,6 +37,7 @@ from dsh_workflow import (
     SubagentRequest,
     SubagentResult,
     Usage,
+    WorkflowLibrary,
     WorkflowStartRequest,
 )
 from dsh_workflow.integrations.otel import MAX_LOG_EVENTS, OtelTelemetry
@@ -486,3 +487,46 @@ async def test_a_label_made_from_the_prompt_is_content(otel: Otel) -> None:
     assert names == ["invoke_agent", "invoke_agent named"]
     for span in otel.spans():
         assert "private prompt" not in repr(dict(span.attributes or {}))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ENGINES)
+async def test_a_saved_workflow_run_by_workflow_is_a_nested_workflow_span(
+        kind: str, otel: Otel, tmp_path: Path) -> None:
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    (folder / "summarize.js").write_text(
+        "export const meta = { name: 'summarize', description: 'saved' };\n"
+        "await agent('inner', {label: 'in'}); return 'sum';", "utf-8")
+    (folder / "broken.js").write_text(
+        "export const meta = { name: 'broken', description: 'saved' };\n"
+        "throw new Error('no');", "utf-8")
+    script = """
+        const before = await agent('outer', {label: 'out'});
+        const sum = await workflow('summarize');
+        let failed = false;
+        try { await workflow('broken'); } catch (e) { failed = true; }
+        return [before, sum, failed];"""
+    async with make_engine(kind, FunctionProvider(), otel.telemetry,
+                           library=WorkflowLibrary([folder])) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script=script))
+        result = await run.result()
+        await run.dispose()
+    assert result.stop_reason == "completed", result.error
+    workflows = {span.name: span for span in otel.named("invoke_workflow")}
+    assert sorted(workflows) == ["invoke_workflow broken", "invoke_workflow summarize",
+                                 "invoke_workflow traced"]
+    root = workflows["invoke_workflow traced"]
+    inner, broken = workflows["invoke_workflow summarize"], workflows["invoke_workflow broken"]
+    for nested in (inner, broken):
+        assert nested.parent is not None and nested.parent.span_id == root.context.span_id
+        attrs = dict(nested.attributes or {})
+        assert attrs["gen_ai.workflow.name"] in ("summarize", "broken")
+        assert attrs["dsh.run.id"] == run.id
+    agents = {dict(s.attributes or {})["dsh.label"]: s for s in otel.named("invoke_agent")}
+    assert inner.start_time is not None and inner.end_time is not None
+    assert agents["out"].end_time is not None and agents["out"].end_time <= inner.start_time
+    # the saved workflow's span covers its agent, and ends before the next one begins
+    assert inner.start_time <= agents["in"].start_time
+    assert agents["in"].end_time is not None and agents["in"].end_time <= inner.end_time
+    assert broken.start_time is not None and inner.end_time <= broken.start_time

@@ -52,7 +52,7 @@ def test_the_javascript_names_the_one_definition() -> None:
 
 
 @pytest.mark.parametrize("kind", [HookKind.AGENT, HookKind.WORKFLOW, HookKind.NUMBERS,
-                                  HookKind.CANCEL])
+                                  HookKind.CANCEL, HookKind.WORKFLOW_END])
 def test_the_javascript_posts_each_hook_kind(kind: HookKind) -> None:
     assert f'\'["{kind}",\'' in _JS
 

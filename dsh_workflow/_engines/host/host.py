@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -81,7 +82,8 @@ class HostedRun(WorkflowRun):
                  body_line_offset: int = 0, body_header_chars: int = 0,
                  agents: AgentRegistry | None = None, journal: RunJournal | None = None,
                  library: WorkflowLibrary | None = None,
-                 declared: ProviderInfo | None = None, gates: RetryGates | None = None) -> None:
+                 declared: ProviderInfo | None = None, gates: RetryGates | None = None,
+                 nested: Callable[[int, str | None], object] | None = None) -> None:
         self.id = run_id
         self.meta = meta
         self._config = config
@@ -107,7 +109,7 @@ class HostedRun(WorkflowRun):
             run_id=run_id, info=self._info, config=config, events=events, calls=self._calls,
             scheduler=self._children, spend=self._spend, limits=limits,
             max_total_agents=max_total_agents, parent=parent, agents=agents, library=library,
-            journal=journal, frames=self._text.frames, fault=self._record)
+            journal=journal, frames=self._text.frames, fault=self._record, nested=nested)
         self._runtime: ScriptRuntime | None = None
 
         self._state = RunState.CREATED

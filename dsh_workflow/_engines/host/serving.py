@@ -52,6 +52,7 @@ _MALFORMED = "the script runtime sent a malformed message"
 _AGENT, _WORKFLOW, _NUMBERS = HookKind.AGENT.value, HookKind.WORKFLOW.value, \
     HookKind.NUMBERS.value
 _CANCEL = HookKind.CANCEL.value
+_WORKFLOW_END = HookKind.WORKFLOW_END.value
 #: The kinds of journaled numbers: Date.now(), Math.random(), first()'s winners.
 _NUMBER_KINDS = ("clock", "random", "race")
 #: Why a call first() cancelled did not complete (its AgentEnded.error).
@@ -78,7 +79,8 @@ class HookServer:
                  limits: SchemaLimits, max_total_agents: int, parent: Any,
                  agents: AgentRegistry | None, library: WorkflowLibrary | None,
                  journal: RunJournal | None, frames: Callable[[str], str],
-                 fault: Callable[[Fault], object]) -> None:
+                 fault: Callable[[Fault], object],
+                 nested: Callable[[int, str | None], object] | None = None) -> None:
         self._id = run_id
         self._info = info
         self._config = config
@@ -94,6 +96,8 @@ class HookServer:
         self._journal = journal
         self._frames = frames
         self._fault = fault
+        #: Told when a workflow() call's saved workflow begins (its name) and ends (None).
+        self._nested = nested
         self._phase: str | None = None
         self._narrated = 0
         self._refused = 0
@@ -174,6 +178,9 @@ class HookServer:
             elif (kind == _CANCEL and len(message) == 2 and isinstance(message[1], list)
                   and all(type(v) is int for v in message[1])):
                 self._cancel(message[1])
+            elif kind == _WORKFLOW_END and len(message) == 2 and type(message[1]) is int:
+                if self._nested is not None:
+                    self._nested(message[1], None)
             else:
                 self._fault(Fault(f"the script runtime sent an unknown message {kind!r}",
                                   overrides=True))
@@ -395,6 +402,8 @@ class HookServer:
         runtime = self._calls.runtime
         assert runtime is not None
         if not self._calls.closed:
+            if self._nested is not None:
+                self._nested(call_id, found.name)
             runtime.settle(answer(call_id, {"name": found.name, "body": found.body,
                                             "args": args}))
 

@@ -14,6 +14,7 @@ messages JSON arrays.
       ["numbers", "clock" | "random", first_index, [number, ...]]   (runs with a store)
       ["numbers", "race", ordinal, [winner_index]]   (first()'s winner; runs with a store)
       ["cancel", [call_id, ...]]   (first()'s losers: end those calls' children now)
+      ["workflow_end", call_id]   (the saved workflow a workflow() call began has ended)
 
 * **Settle entries** (host → runtime): :func:`answer` (a failed child's null carries its
   reason, which ``settle()`` reports), :func:`refusal`, :func:`spent`, :func:`agent_failure`
@@ -122,6 +123,9 @@ class HookKind(StrEnum):
     NUMBERS = "numbers"
     #: ``first()`` cancels the calls of its losers (the ids of calls still in flight).
     CANCEL = "cancel"
+    #: The saved workflow a ``workflow()`` call began has returned or thrown (telemetry's
+    #: nested span ends; nothing else depends on it).
+    WORKFLOW_END = "workflow_end"
 
 
 class Completed(TypedDict):
