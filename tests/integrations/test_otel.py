@@ -31,15 +31,21 @@ from dsh_workflow import (
     CommandProvider,
     EngineConfig,
     OpenAIProvider,
+    ProviderInfo,
+    QuestionAnswered,
+    QuestionAsked,
     QuickJSEngine,
     RetryPolicy,
+    RunInfo,
     SQLiteRunStore,
     SubagentRequest,
     SubagentResult,
     Usage,
     WorkflowLibrary,
+    WorkflowMeta,
     WorkflowStartRequest,
 )
+from dsh_workflow._telemetry import RunStart
 from dsh_workflow.integrations.otel import MAX_LOG_EVENTS, OtelTelemetry
 from dsh_workflow.testing import FunctionProvider
 
@@ -530,3 +536,25 @@ async def test_a_saved_workflow_run_by_workflow_is_a_nested_workflow_span(
     assert inner.start_time <= agents["in"].start_time
     assert agents["in"].end_time is not None and agents["in"].end_time <= inner.end_time
     assert broken.start_time is not None and inner.end_time <= broken.start_time
+
+
+def test_questions_are_workflow_span_events_their_text_only_with_the_opt_in() -> None:
+    """The engine emits QuestionAsked/QuestionAnswered (SPEC §25); the telemetry maps them."""
+    for capture in (False, True):
+        otel = Otel(capture_content=capture)
+        meta = WorkflowMeta(name="asks", description="asks a person")
+        info = RunInfo(id="run-1", meta=meta)
+        otel.telemetry.run_started(RunStart(run_id="run-1", meta=meta,
+                                            provider=ProviderInfo(kind="echo", identity="e")))
+        otel.telemetry.observe(QuestionAsked(run=info, seq=3, qid="q1", question="ship it?",
+                                             kind="checkpoint"))
+        otel.telemetry.observe(QuestionAnswered(run=info, seq=3, qid="q1", by="terminal"))
+        otel.telemetry.run_ended("run-1", None)  # ended without a result: an engine failure
+        [span] = otel.spans()
+        asked, answered = span.events
+        assert (asked.name, answered.name) == ("dsh.question.asked", "dsh.question.answered")
+        assert dict(asked.attributes or {})["dsh.question.id"] == "q1"
+        assert dict(answered.attributes or {})["dsh.question.by"] == "terminal"
+        assert ("dsh.question.text" in dict(asked.attributes or {})) is capture
+        assert span.status.status_code is StatusCode.ERROR
+        assert dict(span.attributes or {})["error.type"] == "ENGINE_ERROR"
