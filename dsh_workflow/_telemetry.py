@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ._result import WorkflowResult
 
 __all__ = ["RunStart", "Telemetry", "TracedProvider", "child_context", "child_traceparent",
-           "header_carrier", "is_traceparent", "trace_env", "trace_headers"]
+           "is_traceparent", "trace_env", "trace_headers"]
 
 logger = logging.getLogger("dsh_workflow.engine")
 
@@ -172,11 +172,3 @@ def child_context(traceparent: str | None) -> Iterator[None]:
         yield
     finally:
         _CHILD.reset(token)
-
-
-def header_carrier(headers: Mapping[str, str]) -> str | None:
-    """The ``traceparent`` in ``headers`` (any case), when well-formed."""
-    for key, value in headers.items():
-        if key.lower() == "traceparent" and is_traceparent(value):
-            return value
-    return None

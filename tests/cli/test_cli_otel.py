@@ -146,3 +146,25 @@ def test_without_otel_nothing_is_exported(receiver: Receiver, tmp_path: Path) ->
     done = _run(tmp_path, _env(receiver, tmp_path))
     assert done.returncode == 0, done.stderr
     assert receiver.paths == []
+
+
+def test_a_resumed_run_exports_a_new_trace_linked_to_the_original(receiver: Receiver,
+                                                                   tmp_path: Path) -> None:
+    env = _env(receiver, tmp_path)
+    first = _run(tmp_path, env, "--otel")
+    assert first.returncode == 0, first.stderr
+    run_id = next(line.split()[-1] for line in first.stderr.splitlines()
+                  if line.startswith("run id:"))
+    [original] = [span for _, span in receiver.spans if span.name.startswith("invoke_workflow")]
+    receiver.spans.clear()
+    again = subprocess.run([sys.executable, "-m", "dsh_workflow", "resume", run_id, "-q",
+                            "--otel"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 0, again.stderr
+    [resumed] = [span for _, span in receiver.spans if span.name.startswith("invoke_workflow")]
+    assert resumed.trace_id != original.trace_id and not resumed.parent_span_id
+    [link] = resumed.links
+    assert (link.trace_id, link.span_id) == (original.trace_id, original.span_id)
+    assert _attrs(resumed)["dsh.run.resumed_from"] == run_id
+    replayed = [span for _, span in receiver.spans if span.name.startswith("invoke_agent")]
+    assert len(replayed) == 3 and all(_attrs(span)["dsh.replayed"] for span in replayed)
