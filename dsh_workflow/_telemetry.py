@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ._result import WorkflowResult
 
 __all__ = ["RunStart", "Telemetry", "TracedProvider", "child_context", "child_traceparent",
-           "is_traceparent", "trace_env", "trace_headers"]
+           "is_traceparent", "trace_env", "trace_headers", "traced_nesting"]
 
 logger = logging.getLogger("dsh_workflow.engine")
 
