@@ -21,8 +21,7 @@ import importlib.metadata
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +123,8 @@ class _Agent:
     response_model: str | None = None
     label: str = ""
     named: bool = False  # its request was seen (name, model, output type)
+    context: otel_context.Context | None = None  # with its span current (once named)
+    traceparent: str | None = None
 
 
 @dataclass
@@ -140,6 +141,28 @@ class _Run:
     outcomes: dict[tuple[str, str, str | None], int] = field(default_factory=dict)
     costs: dict[tuple[str, str | None], float] = field(default_factory=dict)
     counted_at: float = 0.0  # perf_counter of the last add
+    context: otel_context.Context | None = None  # with the run's span current
+
+    def __post_init__(self) -> None:
+        self.context = trace.set_span_in_context(self.span)
+
+
+class _Current:
+    """Makes an agent's span the current span for a block; yields its ``traceparent``."""
+
+    __slots__ = ("_agent", "_token")
+
+    def __init__(self, agent: _Agent) -> None:
+        self._agent = agent
+        self._token: object = None
+
+    def __enter__(self) -> str | None:
+        assert self._agent.context is not None
+        self._token = otel_context.attach(self._agent.context)
+        return self._agent.traceparent
+
+    def __exit__(self, *exc: object) -> None:
+        otel_context.detach(self._token)  # type: ignore[arg-type]  # attach's token
 
 
 class OtelTelemetry:
@@ -263,7 +286,7 @@ class OtelTelemetry:
                 span.end()
             return
         run.nested[call_id] = self._tracer.start_span(
-            f"invoke_workflow {name}", context=trace.set_span_in_context(run.span),
+            f"invoke_workflow {name}", context=run.context,
             kind=SpanKind.INTERNAL,
             attributes={"gen_ai.operation.name": "invoke_workflow",
                         "gen_ai.workflow.name": name, "gen_ai.conversation.id": run_id,
@@ -329,7 +352,7 @@ class OtelTelemetry:
             attributes["gen_ai.request.model"] = model
         # Named once its request shows whether the label is the prompt's (child_call).
         span = self._tracer.start_span("invoke_agent",
-                                       context=trace.set_span_in_context(run.span),
+                                       context=run.context,
                                        kind=SpanKind.CLIENT, attributes=attributes)
         run.agents[event.seq] = _Agent(span=span, started=time.perf_counter(),
                                        provider=run.provider.kind, model=model,
@@ -344,7 +367,7 @@ class OtelTelemetry:
             attributes["gen_ai.agent.name"] = attributes["dsh.label"] = event.label
         now = time.time_ns()
         span = self._tracer.start_span(name,
-                                       context=trace.set_span_in_context(run.span),
+                                       context=run.context,
                                        kind=SpanKind.CLIENT, attributes=attributes,
                                        start_time=now)
         span.end(end_time=now)
@@ -409,14 +432,12 @@ class OtelTelemetry:
 
     # ---- provider calls -----------------------------------------------------------------
 
-    @contextmanager
-    def child_call(self, request: SubagentRequest) -> Iterator[str | None]:
+    def child_call(self, request: SubagentRequest) -> AbstractContextManager[str | None]:
         """The child's agent span is the current span while its provider runs."""
         run = self._runs.get(request.run_id)
         agent = None if run is None else run.agents.get(request.seq)
         if agent is None:
-            yield None
-            return
+            return nullcontext(None)
         span = agent.span
         if not agent.named:
             agent.named = True
@@ -434,9 +455,9 @@ class OtelTelemetry:
             if self.capture_content:
                 attributes["gen_ai.input.messages"] = _messages("user", request.prompt)
             span.set_attributes(attributes)
-        with trace.use_span(span, end_on_exit=False, record_exception=False,
-                            set_status_on_exception=False):
-            yield _traceparent(span)
+            agent.context = trace.set_span_in_context(span)
+            agent.traceparent = _traceparent(span)
+        return _Current(agent)
 
     def child_answered(self, request: SubagentRequest, result: SubagentResult) -> None:
         """Note the answering model (and, with content capture, the answer)."""
