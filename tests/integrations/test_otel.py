@@ -175,6 +175,22 @@ async def test_a_run_is_one_trace_with_money_on_it(kind: str, otel: Otel) -> Non
     assert outcomes == {"completed": 1, "failed": 1}
 
 
+def test_the_extra_is_the_api_alone_and_the_tests_get_the_sdk() -> None:
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml")
+                            .read_text())["project"]
+    extras = project["optional-dependencies"]
+
+    def names(deps: list[str]) -> set[str]:
+        return {dep.split(">")[0].split("=")[0].split("[")[0].strip() for dep in deps}
+
+    assert names(extras["otel"]) == {"opentelemetry-api"}
+    assert {"opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"} <= names(
+        extras["test"])
+    assert any("otel" in dep for dep in extras["test"] if dep.startswith("dsh-workflow["))
+
+
 def test_importing_the_package_loads_no_opentelemetry() -> None:
     code = ("import sys, dsh_workflow; "
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
