@@ -56,28 +56,31 @@ class _Dropping(SpanExporter):
         pass
 
 
-async def _sample(engine: QuickJSEngine, n: int) -> float:
+async def _sample(engine: QuickJSEngine, n: int) -> tuple[float, float]:
+    """One run's wall time and the process's CPU time over it (every thread), in ms."""
     quiesce()
+    cpu = time.process_time()
     started = time.perf_counter()
     run = engine.start(WorkflowStartRequest(meta=META, script=SCRIPT, args={"n": n}))
     result = await run.result()
     elapsed = (time.perf_counter() - started) * 1000.0
+    used = (time.process_time() - cpu) * 1000.0
     await run.dispose()
     if result.value != n:
         raise AssertionError(f"the fan-out returned {result.value!r}: {result.error}")
-    return elapsed
+    return elapsed, used
 
 
 async def measure(n: int, reps: int, warmup: int) -> dict[str, Any]:
-    """Alternate samples of the two engines (open side by side); returns both lists in ms."""
+    """Alternate samples of the two engines (open side by side): wall and CPU ms of each."""
     exporter = _Dropping()
     tracers = TracerProvider()
     tracers.add_span_processor(BatchSpanProcessor(exporter))
     meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
     config = EngineConfig(max_concurrent_agents=n, max_total_agents=n, warm_runtimes=2)
     provider = EchoProvider(latency_s=0.0)
-    off: list[float] = []
-    sdk: list[float] = []
+    samples: dict[str, list[float]] = {"off_ms": [], "sdk_ms": [], "off_cpu_ms": [],
+                                       "sdk_cpu_ms": []}
     async with QuickJSEngine(config, provider=provider) as plain, \
             QuickJSEngine(config, provider=provider,
                           telemetry=OtelTelemetry(tracers, meters)) as traced:
@@ -85,14 +88,16 @@ async def measure(n: int, reps: int, warmup: int) -> dict[str, Any]:
             # Which goes first alternates too, so neither always follows the other.
             pair = (plain, traced) if index % 2 == 0 else (traced, plain)
             for engine in pair:
-                sample = await _sample(engine, n)
+                wall, cpu = await _sample(engine, n)
                 if index >= warmup:
-                    (off if engine is plain else sdk).append(sample)
+                    which = "off" if engine is plain else "sdk"
+                    samples[f"{which}_ms"].append(wall)
+                    samples[f"{which}_cpu_ms"].append(cpu)
     tracers.shutdown()
     meters.shutdown()
     if exporter.spans < reps * (n + 1):
         raise AssertionError(f"only {exporter.spans} spans reached the exporter")
-    return {"off_ms": off, "sdk_ms": sdk}
+    return samples
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,10 +119,14 @@ def main(argv: list[str] | None = None) -> int:
               f"(min {figures['min']:.2f}, max {figures['max']:.2f})")
     verdict = "within" if ratio <= BAR else "OVER"
     print(f"  overhead: ×{ratio:.4f} ({(ratio - 1) * 100:+.2f} %), {verdict} the 2 % bar")
+    cpu_ratio = statistics.median(samples["sdk_cpu_ms"]) / statistics.median(samples["off_cpu_ms"])
+    print(f"  CPU of the process, median: {statistics.median(samples['off_cpu_ms']):.1f} → "
+          f"{statistics.median(samples['sdk_cpu_ms']):.1f} ms (×{cpu_ratio:.3f})")
     if ns.out is not None:
         ns.out.write_text(json.dumps({
             "machine": machine_info(ns.backend), "n": n, "reps": reps, "samples": samples,
-            "off": off, "sdk": sdk, "ratio": ratio, "bar": BAR}, indent=1) + "\n",
+            "off": off, "sdk": sdk, "ratio": ratio, "cpu_ratio": cpu_ratio, "bar": BAR},
+            indent=1) + "\n",
             encoding="utf-8")
     return 0
 
