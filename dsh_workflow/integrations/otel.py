@@ -121,7 +121,6 @@ class _Agent:
     provider: str
     model: str | None = None
     response_model: str | None = None
-    label: str = ""
     named: bool = False  # its request was seen (name, model, output type)
     context: otel_context.Context | None = None  # with its span current (once named)
     traceparent: str | None = None
@@ -355,8 +354,7 @@ class OtelTelemetry:
                                        context=run.context,
                                        kind=SpanKind.CLIENT, attributes=attributes)
         run.agents[event.seq] = _Agent(span=span, started=time.perf_counter(),
-                                       provider=run.provider.kind, model=model,
-                                       label=event.label)
+                                       provider=run.provider.kind, model=model)
 
     def _agent_replayed(self, run: _Run, event: AgentReplayed) -> None:
         attributes = self._agent_attributes(run, event.run.id, event.seq, event.phase)
