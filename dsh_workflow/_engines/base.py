@@ -242,7 +242,6 @@ class EngineBase(WorkflowEngine, Generic[R]):
         await anyio.lowlevel.checkpoint()
         self._pool.refill()
 
-
     # ---- telemetry (docs/telemetry.md): the one place an engine calls it ----------------------
 
     def _trace_start(self, run: HostedRun, admission: Admission) -> str | None:
