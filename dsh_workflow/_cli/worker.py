@@ -178,7 +178,7 @@ async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _WorkerLo
         client = connecting.result()
         async with contextlib.AsyncExitStack() as stack:
             provider = make_provider()
-            if hasattr(provider, "__aenter__"):
+            if isinstance(provider, contextlib.AbstractAsyncContextManager):
                 provider = await stack.enter_async_context(provider)
             child = ChildActivity(provider, report=progress)
             worker = Worker(client, task_queue=ns.task_queue, activities=[child.activity],
