@@ -313,7 +313,7 @@ def command_resume(ns: argparse.Namespace) -> int:
         raise _unknown(ns, ns.run_id)
     record, recorded_provider, completed = found
     if record.status == "running":
-        from .._engines.host.journal import still_running
+        from .._store.liveness import still_running
 
         raise CliError(still_running(record))
     from .._store.signing import verified
