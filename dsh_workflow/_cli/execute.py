@@ -52,12 +52,12 @@ from dsh_workflow import (
 )
 
 from .._providers import reaper, worktree
+from .announce import announce_viewer
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
 from .output import ChildFailures, print_result
 from .plan import Plan
 from .progress import EventLog, Progress, make_progress
 from .stores import resume_command
-from .ui import announce_viewer
 
 __all__ = ["INTERRUPT_REASON", "budget_hint", "execute", "run_plan"]
 

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._metafile import MetaFileError, split_meta
 from .errors import CliError
-from .library import add_library_option, load_library, saved_script, unknown_workflow
 from .options import (
     add_engine_options,
     check_command,
@@ -34,6 +33,7 @@ from .options import (
     load_agents,
     provider_factory,
 )
+from .saved import add_library_option, load_library, saved_script, unknown_workflow
 from .stores import ensure_folder, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
