@@ -475,25 +475,25 @@ def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]
     return lambda: CommandProvider(argv)
 
 
-def check_command(ns: argparse.Namespace) -> None:
-    """For a run about to start: the program a ``command`` run or a ``claude``/``codex``
-    preset would start must be startable (not found on PATH, no such file, not executable:
-    :class:`CliError`, one clear line, instead of a run whose every child fails)."""
-    if ns.provider in AGENT_CLIS:
-        argv = _preset_argv(ns.provider, ns.command_line)
+def check_command(provider: str, command_line: str | None) -> None:
+    """For a run about to start on ``--provider provider`` (``--command command_line``): the
+    program a ``command`` run or a ``claude``/``codex`` preset would start must be startable
+    (not found on PATH, no such file, not executable: :class:`CliError`, one clear line,
+    instead of a run whose every child fails)."""
+    if provider in AGENT_CLIS:
+        argv = _preset_argv(provider, command_line)
         problem = _unrunnable(argv[0])
         if problem is not None:
-            given = f"--command {ns.command_line!r}" if ns.command_line \
-                else f"--provider {ns.provider}"
+            given = f"--command {command_line!r}" if command_line else f"--provider {provider}"
             raise CliError(f"{given}: {problem} (install it, or name the executable with "
                            "--command)")
         return
-    if ns.provider != "command" or not ns.command_line:
+    if provider != "command" or not command_line:
         return
-    argv = shlex.split(ns.command_line)
+    argv = shlex.split(command_line)
     problem = _unrunnable(argv[0]) if argv else None
     if problem is not None:
-        raise CliError(f"--command {ns.command_line!r}: {problem}")
+        raise CliError(f"--command {command_line!r}: {problem}")
 
 
 def _unrunnable(program: str) -> str | None:

@@ -63,15 +63,16 @@ def register(commands: Subcommands) -> None:
 
 def command_run(ns: argparse.Namespace) -> int:
     from .execute import run_plan
-    from .plan import plan_run
+    from .plan import RunOptions, plan_run
 
     if ns.estimate:  # docs/embedding.md, "Cost in money": offline, so nothing is recorded
         from .estimate import estimate, print_estimate
 
         ns.no_store = True
-        print_estimate(estimate(plan_run(ns), ns.model), as_json=ns.json)
+        print_estimate(estimate(plan_run(RunOptions.from_namespace(ns)), ns.model),
+                       as_json=ns.json)
         return EXIT_OK
-    plan = plan_run(ns)
+    plan = plan_run(RunOptions.from_namespace(ns))
     if ns.confirm_above is not None:
         from .estimate import confirm, estimate
 

@@ -44,7 +44,14 @@ from .commands import Subcommands
 from .errors import EXIT_OK, CliError
 from .options import count
 from .output import write_stdout
-from .plan import add_run_options, args_value, meta_option_value, plan_options, script_parts
+from .plan import (
+    RunOptions,
+    add_run_options,
+    args_value,
+    meta_option_value,
+    plan_resume,
+    script_parts,
+)
 from .records import read_store, run_record, stored_meta, unknown_run
 from .resume import resume_provider, seq_list
 from .stores import add_store_option, store_path
@@ -266,8 +273,7 @@ def command_resume(ns: argparse.Namespace) -> int:
                            "{\"name\": ..., \"description\": ...}")
         body = record.script
     args = args_value(ns.args) if ns.args is not None else record.args
-    plan = plan_options(ns, meta=meta, body=body, args=args, store=store_path(ns),
-                        resume_from=record.id)
-    plan.rerun = ns.rerun
+    plan = plan_resume(RunOptions.from_namespace(ns), meta=meta, body=body, args=args,
+                       resume_from=record.id)
     return run_plan(plan, ns)
 
