@@ -31,7 +31,7 @@ from .._prices import load_async
 from .._request import WorkflowStartRequest
 from .._run import RecordedResult, WorkflowEngine, WorkflowRun
 from .._store import RunStore
-from .._subagent import SubagentProvider
+from .._subagent import SubagentProvider, is_provider
 from .admission import (
     Admission,
     EngineState,
@@ -93,7 +93,7 @@ class EngineBase(WorkflowEngine, Generic[R]):
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
-        if not callable(getattr(provider, "run", None)):
+        if not is_provider(provider):
             raise TypeError("provider must be a SubagentProvider with an async run(request)")
         self.provider = provider
         self.agents = check_agents(agents)
