@@ -39,7 +39,8 @@ from datetime import timedelta
 from typing import Any, NoReturn
 
 from .commands import Subcommands
-from .options import count, positive_seconds, seconds
+from .errors import CliError
+from .options import count, positive_seconds, provider_factory, seconds
 
 __all__ = ["command_worker", "register"]
 
@@ -99,9 +100,6 @@ def command_worker(ns: argparse.Namespace) -> int:
     import asyncio  # here, not at the top: `dsh-workflow --help` must not load it
 
     from dsh_workflow import EngineConfig
-
-    from .errors import CliError
-    from .options import provider_factory
 
     try:
         from temporalio.client import Client  # noqa: F401 - fail early without the SDK
