@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # the same names, seen statically
     from ._request import WorkflowStartRequest as WorkflowStartRequest
     from ._result import StopReason as StopReason
     from ._result import WorkflowResult as WorkflowResult
+    from ._run import RecordedResult as RecordedResult
     from ._run import WorkflowEngine as WorkflowEngine
     from ._run import WorkflowRun as WorkflowRun
     from ._store import CallRecord as CallRecord
@@ -106,6 +107,7 @@ _HOME: dict[str, str] = {
     "QuestionAnswered": "._events",
     "QuestionAsked": "._events",
     "QuickJSEngine": "._engines.quickjs",
+    "RecordedResult": "._run",
     "RetryPolicy": "._config",
     "RoutingProvider": "._providers",
     "RunInfo": "._events",
@@ -169,6 +171,7 @@ __all__ = [
     "QuestionAnswered",
     "QuestionAsked",
     "QuickJSEngine",
+    "RecordedResult",
     "RetryPolicy",
     "RoutingProvider",
     "RunInfo",

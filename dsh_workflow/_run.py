@@ -4,20 +4,47 @@ An engine is an async context manager that owns its task group. ``start()`` is s
 it validates the request (raising :class:`WorkflowError` before any run or event exists) and
 returns a :class:`WorkflowRun`. Leaving the engine's ``async with`` block cancels and disposes
 every run still alive, so nothing a run started outlives the engine.
+
+Besides the lifecycle, an engine declares here what the layers above it read of it (the tool's
+description and durable calls, the command line): its ``config``, ``provider``, ``agents`` and
+``library``, whether it records runs (``durable``) and a recorded run's result
+(``recorded_result``), and ``start_soon``. Each has a default a third-party engine may keep;
+nothing reads an engine's other attributes.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from ._events import EventHub
 from ._meta import WorkflowMeta
 from ._request import WorkflowStartRequest
 from ._result import WorkflowResult
 
-__all__ = ["WorkflowEngine", "WorkflowRun"]
+if TYPE_CHECKING:
+    from ._agents import AgentRegistry
+    from ._config import EngineConfig
+    from ._library import WorkflowLibrary
+    from ._subagent import SubagentProvider
+
+__all__ = ["RecordedResult", "WorkflowEngine", "WorkflowRun"]
+
+
+@dataclass(frozen=True)
+class RecordedResult:
+    """What an engine's run store holds of one run's end (:meth:`WorkflowEngine.recorded_result`).
+
+    ``status`` is the stored run's status (``running``, ``completed``, ``error``, ``cancelled``,
+    ``interrupted``, or ``broken`` for a row that cannot be read); ``result`` is its
+    :class:`WorkflowResult` as stored JSON data (``stop_reason``, ``value``, ...), None while the
+    run has none (it is running, or it was interrupted)."""
+
+    status: str
+    result: dict[str, Any] | None
 
 
 class WorkflowRun(abc.ABC):
@@ -61,9 +88,35 @@ class WorkflowRun(abc.ABC):
 
 
 class WorkflowEngine(abc.ABC):
-    """Runs workflows; see the module docstring for the lifecycle."""
+    """Runs workflows; see the module docstring for the lifecycle.
+
+    The attributes below are what the tool and the command line read of an engine; the
+    defaults (None, False) describe an engine that says nothing of itself: the tool's
+    description then lists no limits, routes, agent types or saved workflows, and its calls
+    cannot resume a run. Both engines of this package set them from their constructor.
+    """
 
     events: EventHub
+    #: The limits, budgets and prices of the engine's runs; None: not declared.
+    config: EngineConfig | None = None
+    #: The provider answering ``agent()`` calls of a request that names none; None: not declared.
+    provider: SubagentProvider | None = None
+    #: The agent definitions ``agent(..., {agentType})`` can name; None: none.
+    agents: AgentRegistry | None = None
+    #: The saved workflows ``workflow(name)`` can run; None: none.
+    library: WorkflowLibrary | None = None
+
+    @property
+    def durable(self) -> bool:
+        """Whether the engine records its runs in a run store, so a request's ``resume_from``
+        can name one and :meth:`recorded_result` reads them. False by default."""
+        return False
+
+    async def recorded_result(self, run_id: str) -> RecordedResult | None:
+        """What the engine's run store holds of the end of run ``run_id`` (its whole id), or
+        None when it holds no such run or the engine records none (this default). Never starts
+        a run; a store that cannot be read raises its own error (``RunStoreError``)."""
+        return None
 
     @abc.abstractmethod
     def start(self, request: WorkflowStartRequest) -> WorkflowRun:

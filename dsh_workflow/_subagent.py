@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 from pydantic import (
     AwareDatetime,
@@ -24,6 +24,7 @@ __all__ = [
     "SubagentRequest",
     "SubagentResult",
     "Usage",
+    "is_provider",
     "provider_description",
     "provider_identity",
     "provider_info",
@@ -217,6 +218,13 @@ class SubagentProvider(Protocol):
     """
 
     async def run(self, request: SubagentRequest) -> SubagentResult: ...
+
+
+def is_provider(value: object) -> TypeGuard[SubagentProvider]:
+    """Whether ``value`` can answer ``agent()`` calls: it has a callable ``run`` (the check an
+    engine makes of the provider it is handed, and of a request's). Beyond ``run``, a
+    provider is read only through :func:`provider_info`."""
+    return isinstance(value, SubagentProvider) and callable(value.run)
 
 
 def provider_info(provider: object) -> ProviderInfo:

@@ -1,4 +1,6 @@
-"""A uvicorn server that prints its address only once it serves (``ui``, ``mcp --http``).
+"""Addresses printed when they can be used: a uvicorn server that prints its address only once
+it serves (``ui``, ``mcp --http``), and a run's page in the viewer that serves its store
+(:func:`announce_viewer`, ``run`` and ``resume``).
 
 Whoever reads the printed address may press Ctrl-C (or send SIGTERM) at once. uvicorn installs
 its signal handlers when serving begins; a signal that arrived before that could interrupt its
@@ -9,7 +11,10 @@ from __future__ import annotations
 
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
+
+__all__ = ["announce_viewer", "announcing_server"]
 
 
 def announcing_server(config: Any, text: str) -> Any:
@@ -26,3 +31,27 @@ def announcing_server(config: Any, text: str) -> Any:
                 sys.stderr.flush()
 
     return AnnouncingServer(config)
+
+
+def announce_viewer(store_path: str | None, run_id: str,
+                    write: Callable[[str], object] | None = None) -> str | None:
+    """When a viewer (``dsh-workflow ui``) serves ``store_path``, write ``viewer: <run page
+    URL>`` (default: a line on stderr) and return the URL; else do nothing and return None.
+    Never raises."""
+    if store_path is None:
+        return None
+    from dsh_workflow._ui.beacon import viewer_url
+
+    try:
+        url = viewer_url(store_path, run_id)
+    except Exception:  # noqa: BLE001 - a broken beacon must never disturb a run
+        return None
+    if url is None:
+        return None
+    line = f"viewer: {url}"
+    if write is None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    else:
+        write(line)
+    return url

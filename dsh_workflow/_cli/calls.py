@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import Any
 
 from dsh_workflow import CallRecord, SQLiteRunStore
@@ -20,7 +19,7 @@ from dsh_workflow import CallRecord, SQLiteRunStore
 from .errors import EXIT_OK, CliError
 from .history import format_time
 from .output import write_stdout
-from .stores import store_path
+from .records import read_store, run_record, unknown_run
 
 __all__ = ["FOLD_CHARS", "FOLD_LINES", "call_document", "call_text", "fold", "show_call"]
 
@@ -123,19 +122,17 @@ def call_text(call: CallRecord, *, full: bool = False, run_running: bool = True)
     return "\n".join(lines)
 
 
-def show_call(ns: argparse.Namespace, read: Callable[..., Any],
-              record: Callable[..., Any]) -> int:
-    """``show RUN_ID --agent SEQ``; ``read`` and ``record`` are the run commands' store access
-    (see :mod:`.runs`). An unknown run or call is a :class:`CliError` (exit 2)."""
+def show_call(ns: argparse.Namespace) -> int:
+    """``show RUN_ID --agent SEQ``. An unknown run or call is a :class:`CliError` (exit 2)."""
     async def reader(store: SQLiteRunStore) -> tuple[str, CallRecord | None, int, bool]:
-        run = await record(store, ns, ns.run_id)
+        run = await run_record(store, ns, ns.run_id)
         found = await store.call(run.id, ns.agent)
         known = len(await store.call_briefs(run.id)) if found is None else 0
         return run.id, found, known, run.status == "running"
 
-    got = read(ns, reader, None)
+    got = read_store(ns, reader, None)
     if got is None:
-        raise CliError(f"no run {ns.run_id!r} in the run store {store_path(ns)}")
+        raise unknown_run(ns, ns.run_id)
     run_id, call, known, running = got
     if call is None:
         which = f"it has calls 1-{known}" if known else "no agent() call of it is recorded"

@@ -34,8 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from .commands import Subcommands
 from .errors import EXIT_ERROR, EXIT_OK, CliError
+from .options import add_agent_options, load_agents, positive_seconds
 from .output import write_stdout
 from .plan import args_value, meta_option_value, script_parts
+from .records import read_store, run_record, stored_meta
+from .resume import recorded_aliases
+from .saved import add_library_option, load_library
 from .stores import add_store_option
 
 if TYPE_CHECKING:  # loaded where used: declaring the commands must stay cheap (start-up time)
@@ -57,9 +61,6 @@ _POLL_S = 0.05
 
 def register(commands: Subcommands) -> None:
     """Add ``cancel`` and ``replay-check`` to the ``dsh-workflow`` subparsers."""
-    from .library import add_library_option
-    from .options import add_agent_options, positive_seconds
-
     cancel = commands.add_parser(
         "cancel", help="cancel a run that another process is running",
         description="Cancel a running run recorded in the store (another process runs it): "
@@ -106,10 +107,8 @@ def _alias(text: str) -> tuple[str, str]:
 def command_cancel(ns: argparse.Namespace) -> int:
     import anyio
 
-    from .runs import _read, _record
-
     async def reader(store: SQLiteRunStore) -> tuple[str, str]:
-        record = await _record(store, ns, ns.run_id)
+        record = await run_record(store, ns, ns.run_id)
         if record.status != "running":
             return record.id, f"not running: {record.status}"
         if not await store.request_cancel(record.id, origin="command line"):
@@ -123,7 +122,7 @@ def command_cancel(ns: argparse.Namespace) -> int:
                 await anyio.sleep(_POLL_S)
         return record.id, "timeout"
 
-    found = _read(ns, reader, None)
+    found = read_store(ns, reader, None)
     if found is None:
         raise CliError(f"no run {ns.run_id!r} in the run store")
     run_id, how = found
@@ -279,19 +278,14 @@ def _why(recorded: CallRecord | None, new: SubagentRequest) -> str:
 def command_replay_check(ns: argparse.Namespace) -> int:
     from dsh_workflow import EngineConfig, QuickJSEngine, WorkflowError, WorkflowStartRequest
 
-    from .library import load_library
-    from .options import load_agents
-    from .resume import recorded_aliases
-    from .runs import _read, _record, _stored_meta
-
     agents = load_agents(ns.agents)
     library = load_library(ns.workflows, base_dir=None if ns.script is None
                            else os.path.dirname(os.path.abspath(ns.script)))
 
     async def reader(store: SQLiteRunStore) -> tuple[Any, JournalOnlyProvider,
                                                      CallRecord | None]:
-        record = await _record(store, ns, ns.run_id)
-        meta, body, args = _script_of(ns, record, _stored_meta(record))
+        record = await run_record(store, ns, ns.run_id)
+        meta, body, args = _script_of(ns, record, stored_meta(record))
         recorded = await store.provider(record.id) or {}
         aliases = dict(ns.model_alias or recorded_aliases(recorded))
         identity = recorded.get("identity")
@@ -316,7 +310,7 @@ def command_replay_check(ns: argparse.Namespace) -> int:
     engine_log = logging.getLogger("dsh_workflow.engine")
     engine_log.addFilter(_not_a_divergence)
     try:
-        got = _read(ns, reader, None)
+        got = read_store(ns, reader, None)
     finally:
         engine_log.removeFilter(_not_a_divergence)
     if got is None:

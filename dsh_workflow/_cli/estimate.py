@@ -294,19 +294,18 @@ class ConfirmationGate:
     one), once for the whole run: yes lets every later call through; no calls
     ``stop(reason)`` (which cancels the run) and holds the call until that cancel ends it,
     so it never reaches ``provider``. It reads as the provider to the engine and the run
-    store: its info, kind and every other attribute are the provider's.
+    store: its ``info`` (:class:`~dsh_workflow.ProviderInfo`, the one thing read of a
+    provider) is the provider's.
     """
 
     def __init__(self, provider: Any, shown: int, stop: Any, ask: Any = _ask_on_terminal) -> None:
         import anyio
 
-        from dsh_workflow._engines.host.provider_options import provider_options
         from dsh_workflow._subagent import provider_info
 
         self.provider = provider
         self.shown = shown
         self.info = provider_info(provider)
-        self.kind = provider_options(provider)["kind"]  # as recorded for `resume`
         self._stop = stop
         self._ask = ask
         self._lock = anyio.Lock()
@@ -316,12 +315,6 @@ class ConfirmationGate:
     @property
     def identity(self) -> str:
         return str(self.info.identity)
-
-    def __getattr__(self, name: str) -> Any:
-        # Only for what this class lacks (model, argv, routes, ...): the provider's own.
-        if name.startswith("__") or name == "provider":
-            raise AttributeError(name)
-        return getattr(self.provider, name)
 
     async def run(self, request: SubagentRequest) -> SubagentResult:
         import anyio

@@ -54,12 +54,12 @@ from dsh_workflow import (
 
 from .._providers import reaper, worktree
 from . import otel
+from .announce import announce_viewer
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
 from .output import ChildFailures, print_result
 from .plan import Plan
 from .progress import EventLog, Progress, make_progress
 from .stores import resume_command
-from .ui import announce_viewer
 
 __all__ = ["INTERRUPT_REASON", "budget_hint", "execute", "run_plan"]
 
@@ -206,8 +206,8 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
             except RunStoreError as exc:
                 return Outcome(start_error=str(exc))
         provider = plan.provider()
-        if hasattr(provider, "__aenter__"):
-            provider = await stack.enter_async_context(provider)  # type: ignore[arg-type]  # it has __aenter__
+        if isinstance(provider, contextlib.AbstractAsyncContextManager):
+            provider = await stack.enter_async_context(provider)
         if plan.confirmed_agents is not None:
             from .estimate import ConfirmationGate
 
@@ -234,7 +234,7 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
             return Outcome(start_error=str(exc))
         interrupts.adopt(run)  # from here on, Ctrl-C cancels the run itself
         # `viewer: URL` when `dsh-workflow ui` serves the store this run is recorded in.
-        announce_viewer(getattr(plan, "store_path", None), run.id, progress.note)
+        announce_viewer(plan.store_path, run.id, progress.note)
         result = await run.result()
         interrupts.settled = True
         progress.finish()

@@ -1,16 +1,12 @@
 """Saved workflows on the command line (docs/embedding.md, "Saved workflows and `workflow()`"):
-``list``, ``save``, and the library ``run`` uses.
+the ``list`` and ``save`` commands. The library ``run`` gives its engine and ``run NAME``'s
+lookup are :mod:`.saved`'s.
 
 Contract:
 
 - ``list [--workflows DIR]... [--json]`` prints every saved workflow on the search path (name,
   description, path), first hit per name, and then every file that could not be used, with its
   path and reason (on stderr; exit 0 all the same: a broken file is reported, never hidden);
-- ``run NAME`` runs the saved workflow ``NAME`` when ``NAME`` is not a file; a ``NAME`` that is
-  neither is a usage error naming the closest saved names and listing the saved workflows;
-- ``run`` gives its engine the library, so a script's ``workflow(name, args)`` finds saved
-  workflows, and ``workflow({scriptPath})`` resolves relative to the current directory (the project
-  root), then to the running script's folder;
 - ``save RUN_ID [--name N] [--to DIR] [--store PATH] [--force]`` writes a recorded run's script
   and meta as ``DIR/<name>.js`` (default ``.dsh-workflow/workflows/``), refusing to overwrite a
   file unless ``--force``; exit 2 for an unknown run.
@@ -23,68 +19,18 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .commands import Subcommands
 from .errors import EXIT_OK, CliError
+from .records import find_run
+from .saved import add_library_option, load_library
 from .stores import add_store_option, store_path
 
-if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
-    from dsh_workflow import WorkflowLibrary
-
-__all__ = ["add_library_option", "load_library", "register", "saved_script",
-           "unknown_workflow"]
+__all__ = ["register"]
 
 #: Where ``save`` writes when ``--to`` is not given (relative to the current directory).
 DEFAULT_SAVE_DIR = os.path.join(".dsh-workflow", "workflows")
-
-
-def add_library_option(parser: argparse.ArgumentParser) -> None:
-    """``--workflows DIR`` (repeatable): folders searched for saved workflows first."""
-    parser.add_argument("--workflows", action="append", default=[], metavar="DIR",
-                        help="a folder of saved workflows, searched before the default ones "
-                             "(repeatable)")
-
-
-def load_library(folders: list[str], *, base_dir: str | os.PathLike[str] | None = None
-                 ) -> WorkflowLibrary:
-    """The library: ``folders`` first, then the default search path (docs/embedding.md, "Saved
-    workflows and `workflow()`")."""
-    from dsh_workflow import WorkflowLibrary
-
-    return WorkflowLibrary.default(folders, base_dir=base_dir)
-
-
-def saved_script(name: str, library: WorkflowLibrary) -> tuple[dict[str, Any], str, Path] | None:
-    """The meta, body and path of the saved workflow ``name``, or None."""
-    found = library.get(name)
-    if found is not None:
-        return found.meta.model_dump(mode="json", exclude_none=True), found.body, found.path
-    return None
-
-
-def unknown_workflow(name: str, library: WorkflowLibrary) -> str:
-    """The message for ``run NAME`` when NAME is neither a file nor a saved workflow: the
-    closest saved names, then every saved workflow (or where none was found). A NAME that
-    reads as a path (a ``.js`` file, a folder in it) is reported as the file it names."""
-    import difflib
-
-    workflows = library.workflows()
-    names = [w.name for w in workflows]
-    if name.endswith(".js") or os.sep in name or "/" in name:
-        message = f"cannot read script {name!r}: no such file, nor a saved workflow of that name"
-    else:
-        message = f"no file or saved workflow named {name!r}"
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-    if not close:  # a path to a saved workflow's file: compare its stem
-        close = difflib.get_close_matches(Path(name).stem, names, n=3, cutoff=0.5)
-    if close:
-        message += "; did you mean " + " or ".join(repr(n) for n in close) + "?"
-    if not workflows:
-        return message + " (no saved workflows in: " + ", ".join(map(str, library.paths)) + ")"
-    width = max(map(len, names))
-    listed = "\n".join(f"  {w.name:<{width}}  {w.description}" for w in workflows)
-    return f"{message}\nsaved workflows (dsh-workflow list):\n{listed}"
 
 
 def register(commands: Subcommands) -> None:
@@ -141,8 +87,6 @@ def command_save(ns: argparse.Namespace) -> int:
     assert path is not None
     if not os.path.exists(path):
         raise CliError(f"no run {ns.run_id!r}: the run store {path} does not exist")
-
-    from .runs import find_run
 
     async def read() -> Any:
         async with SQLiteRunStore(path) as store:

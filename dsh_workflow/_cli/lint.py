@@ -31,8 +31,8 @@ from functools import cache
 import tree_sitter
 import tree_sitter_javascript
 
+from .._agent_options import EFFORTS, FAILURE_MODES, ISOLATIONS, SUPPORTED_OPTIONS
 from .._agents import AgentRegistry
-from .._engines.host.agent_options import EFFORTS, FAILURE_MODES, ISOLATIONS, SUPPORTED_OPTIONS
 
 __all__ = ["AGENT_OPTIONS", "COMBINATOR_OPTIONS", "FAILURES", "FILTER_BOOLEAN", "MISSING_GLOBALS",
            "LintWarning", "lint"]

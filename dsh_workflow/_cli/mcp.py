@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 from .announce import announcing_server
 from .commands import Subcommands
 from .errors import CliError
-from .library import add_library_option
 from .options import EngineSetup, add_engine_options, count, engine_setup, port_type
+from .saved import add_library_option
 from .server_token import ServerToken, add_token_option, server_token
 from .stores import add_store_option, ensure_folder, store_path
 

@@ -20,7 +20,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import CliError
 
@@ -234,6 +234,7 @@ class EngineSetup:
     engine: str = "quickjs"
     agents: AgentRegistry | None = None
     library: WorkflowLibrary | None = None  # saved workflows for workflow(name)
+    telemetry: Any = None  # --otel: the engines' telemetry (docs/telemetry.md)
 
     def make_engine(self, provider: SubagentProvider,
                     store: RunStore | None = None) -> WorkflowEngine:
@@ -243,11 +244,12 @@ class EngineSetup:
             from dsh_workflow import SubprocessEngine
 
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents, store=store, library=self.library)
+                                    agents=self.agents, store=store, library=self.library,
+                                    telemetry=self.telemetry)
         from dsh_workflow import QuickJSEngine
 
         return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
-                             library=self.library)
+                             library=self.library, telemetry=self.telemetry)
 
 
 def limit_flags(ns: argparse.Namespace) -> dict[str, str]:
@@ -475,25 +477,25 @@ def _command_factory(command_line: str | None) -> Callable[[], SubagentProvider]
     return lambda: CommandProvider(argv)
 
 
-def check_command(ns: argparse.Namespace) -> None:
-    """For a run about to start: the program a ``command`` run or a ``claude``/``codex``
-    preset would start must be startable (not found on PATH, no such file, not executable:
-    :class:`CliError`, one clear line, instead of a run whose every child fails)."""
-    if ns.provider in AGENT_CLIS:
-        argv = _preset_argv(ns.provider, ns.command_line)
+def check_command(provider: str, command_line: str | None) -> None:
+    """For a run about to start on ``--provider provider`` (``--command command_line``): the
+    program a ``command`` run or a ``claude``/``codex`` preset would start must be startable
+    (not found on PATH, no such file, not executable: :class:`CliError`, one clear line,
+    instead of a run whose every child fails)."""
+    if provider in AGENT_CLIS:
+        argv = _preset_argv(provider, command_line)
         problem = _unrunnable(argv[0])
         if problem is not None:
-            given = f"--command {ns.command_line!r}" if ns.command_line \
-                else f"--provider {ns.provider}"
+            given = f"--command {command_line!r}" if command_line else f"--provider {provider}"
             raise CliError(f"{given}: {problem} (install it, or name the executable with "
                            "--command)")
         return
-    if ns.provider != "command" or not ns.command_line:
+    if provider != "command" or not command_line:
         return
-    argv = shlex.split(ns.command_line)
+    argv = shlex.split(command_line)
     problem = _unrunnable(argv[0]) if argv else None
     if problem is not None:
-        raise CliError(f"--command {ns.command_line!r}: {problem}")
+        raise CliError(f"--command {command_line!r}: {problem}")
 
 
 def _unrunnable(program: str) -> str | None:

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from .._text import LONE_SURROGATE, escape_controls, valid_text
+from .options import name_limit_flags
 
 if TYPE_CHECKING:
     from dsh_workflow import WorkflowEvent, WorkflowResult
@@ -77,8 +78,6 @@ def print_result(result: WorkflowResult, run_id: str, *, as_json: bool,
     present only when there are any)."""
     error = result.error
     if error is not None and limit_flags:
-        from .options import name_limit_flags
-
         error = name_limit_flags(error, limit_flags)
     document: Any = result.value
     if as_json:

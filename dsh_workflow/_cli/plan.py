@@ -1,6 +1,9 @@
 """Preparing a run of ``run`` and ``resume``: every option read and checked into a
 :class:`Plan` before any event loop starts (raises :class:`~.errors.CliError`, never starts
-anything).
+anything). The parsed command line is read once, into :class:`RunOptions` (the engine, limit
+and provider options checked there); :func:`plan_run` and :func:`plan_resume` then build the
+plan from those options in one pass (the script, the agent definitions, the library, the
+store's folder).
 
 - ``--meta`` replaces the file's leading ``export const meta = {...};`` literal (read as data
   by :mod:`dsh_workflow._metafile`); a script without either is a usage error.
@@ -17,14 +20,14 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._metafile import MetaFileError, split_meta
 from .errors import CliError
-from .library import add_library_option, load_library, saved_script, unknown_workflow
 from .options import (
+    EngineSetup,
     add_engine_options,
     check_command,
     default_config,
@@ -35,6 +38,7 @@ from .options import (
     provider_factory,
 )
 from .otel import add_otel_option
+from .saved import add_library_option, load_library, saved_script, unknown_workflow
 from .stores import ensure_folder, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
@@ -47,8 +51,9 @@ if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (s
         WorkflowLibrary,
     )
 
-__all__ = ["NO_META", "Plan", "add_run_options", "args_value", "meta_option_value",
-           "no_meta_error", "plan_options", "plan_run", "script_parts", "script_source"]
+__all__ = ["NO_META", "Plan", "RunOptions", "add_run_options", "args_value",
+           "meta_option_value", "no_meta_error", "plan_resume", "plan_run", "script_parts",
+           "script_source"]
 
 NO_META = ("no meta: add `export const meta = {name, description}` at the top of the file or "
            "pass --meta")
@@ -64,7 +69,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     add_otel_option(run)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """Everything a run needs, checked before any event loop starts."""
 
@@ -85,16 +90,46 @@ class Plan:
     telemetry: Any = None  # --otel: the engine's telemetry (docs/telemetry.md)
 
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
-        if self.engine == "subprocess":
-            from dsh_workflow import SubprocessEngine
+        """A new, not yet entered engine of the chosen kind (:meth:`EngineSetup.make_engine`)."""
+        setup = EngineSetup(config=self.config, provider=self.provider, engine=self.engine,
+                            agents=self.agents, library=self.library, telemetry=self.telemetry)
+        return setup.make_engine(provider, store)
 
-            return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents, store=store, library=self.library,
-                                    telemetry=self.telemetry)
-        from dsh_workflow import QuickJSEngine
 
-        return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
-                             library=self.library, telemetry=self.telemetry)
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of ``run`` or ``resume``, read from the parsed command line once
+    (:meth:`from_namespace`): the engine, limit and provider options checked into the engine's
+    config and the provider's factory, the rest as given. Nothing is read from disk here."""
+
+    script: str | None  # run: SCRIPT (a file, "-", or a saved workflow's name); resume: --script
+    meta: str | None  # --meta: JSON text, @FILE or @-
+    args: str | None  # --args: as given (see args_value)
+    store: str | None  # the run store file (absolute); None records nothing
+    engine: str
+    config: EngineConfig
+    provider: Callable[[], SubagentProvider]
+    provider_kind: str  # --provider (resume: the recorded one when not given)
+    command_line: str | None  # --command
+    provider_argv: tuple[str, ...]  # the provider options a resume command repeats
+    limit_flags: Mapping[str, str]  # EngineConfig setting -> the flag as given
+    agents: tuple[str, ...]  # --agents folders
+    workflows: tuple[str, ...]  # --workflows folders
+    rerun: frozenset[int] = frozenset()  # resume --rerun
+
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace) -> RunOptions:
+        """Read ``ns`` (of ``run`` or ``resume``); a bad engine, limit or provider option
+        raises :class:`CliError`."""
+        config = engine_config(ns)
+        factory = provider_factory(ns, config)
+        assert factory is not None  # run and resume offer only the base providers
+        return cls(script=ns.script, meta=ns.meta, args=ns.args, store=store_path(ns),
+                   engine=ns.engine, config=config, provider=factory, provider_kind=ns.provider,
+                   command_line=ns.command_line, provider_argv=tuple(_provider_argv(ns)),
+                   limit_flags=limit_flags(ns), agents=tuple(ns.agents),
+                   workflows=tuple(ns.workflows),
+                   rerun=ns.rerun if "rerun" in ns else frozenset())
 
 
 def _read_text(path: str, what: str) -> str:
@@ -205,46 +240,46 @@ def _provider_argv(ns: argparse.Namespace) -> list[str]:
     return argv
 
 
-def plan_options(ns: argparse.Namespace, *, meta: dict[str, Any], body: str, args: Any,
-                 store: str | None, resume_from: str | None = None,
-                 script_dir: str | os.PathLike[str] | None = None) -> Plan:
-    """A :class:`Plan` from the run options of ``ns`` (shared by ``run`` and ``resume``);
-    ``script_dir`` is where ``workflow({scriptPath})`` resolves relative paths."""
-    config = engine_config(ns)
-    factory = provider_factory(ns, config)
-    assert factory is not None  # run offers only the base providers
-    check_command(ns)
-    return Plan(meta=meta, body=body, args=args, config=config,
-                provider=factory, engine=ns.engine,
-                agents=load_agents(ns.agents), store_path=store, resume_from=resume_from,
-                provider_argv=_provider_argv(ns), limit_flags=limit_flags(ns),
-                library=load_library(ns.workflows, base_dir=script_dir))
-
-
-def plan_run(ns: argparse.Namespace) -> Plan:
-    """Read and check everything ``run`` needs; raises :class:`CliError`. ``SCRIPT`` that is
-    not a file but names a saved workflow runs that workflow."""
-    if ns.script != "-" and not os.path.exists(ns.script):
-        saved = load_library(ns.workflows)
-        found = saved_script(ns.script, saved)
+def plan_run(options: RunOptions) -> Plan:
+    """The plan of ``run``: ``SCRIPT`` a file, ``-`` (stdin), or the name of a saved workflow
+    when no such file exists; the store's folder is made when the run records. Raises
+    :class:`CliError`."""
+    script = options.script
+    assert script is not None  # run's SCRIPT is positional
+    if script != "-" and not os.path.exists(script):
+        saved = load_library(list(options.workflows))
+        found = saved_script(script, saved)
         if found is None:
-            raise CliError(unknown_workflow(ns.script, saved))
-        if found is not None:
-            saved_meta, saved_body, saved_path = found
-            meta = _json_option("--meta", ns.meta) if ns.meta is not None else saved_meta
-            args = _args_option(ns.args) if ns.args is not None else None
-            store = store_path(ns)
-            plan = plan_options(ns, meta=meta, body=saved_body, args=args, store=store,
-                                script_dir=saved_path.parent)
-            if store is not None:
-                ensure_folder(store)
-            return plan
-    meta, body = script_parts(ns.script, ns.meta)
-    args = _args_option(ns.args) if ns.args is not None else None
-    store = store_path(ns)
-    plan = plan_options(ns, meta=meta, body=body, args=args, store=store,
-                        script_dir=os.path.dirname(os.path.abspath(ns.script))
-                        if ns.script != "-" else None)
-    if store is not None:
-        ensure_folder(store)
+            raise CliError(unknown_workflow(script, saved))
+        saved_meta, body, saved_path = found
+        meta = _json_option("--meta", options.meta) if options.meta is not None else saved_meta
+        script_dir: str | os.PathLike[str] | None = saved_path.parent
+    else:
+        meta, body = script_parts(script, options.meta)
+        script_dir = os.path.dirname(os.path.abspath(script)) if script != "-" else None
+    args = _args_option(options.args) if options.args is not None else None
+    plan = _plan(options, meta=meta, body=body, args=args, script_dir=script_dir)
+    if options.store is not None:
+        ensure_folder(options.store)
     return plan
+
+
+def plan_resume(options: RunOptions, *, meta: dict[str, Any], body: str, args: Any,
+                resume_from: str) -> Plan:
+    """The plan of ``resume``: a new run of ``meta``, ``body`` and ``args`` (the stored ones or
+    the given) that resumes ``resume_from``. Raises :class:`CliError`."""
+    return _plan(options, meta=meta, body=body, args=args, resume_from=resume_from)
+
+
+def _plan(options: RunOptions, *, meta: dict[str, Any], body: str, args: Any,
+          script_dir: str | os.PathLike[str] | None = None,
+          resume_from: str | None = None) -> Plan:
+    """The plan of a script; ``script_dir`` is where ``workflow({scriptPath})`` resolves
+    relative paths."""
+    check_command(options.provider_kind, options.command_line)
+    return Plan(meta=meta, body=body, args=args, config=options.config,
+                provider=options.provider, engine=options.engine,
+                agents=load_agents(options.agents), store_path=options.store,
+                resume_from=resume_from, provider_argv=list(options.provider_argv),
+                limit_flags=dict(options.limit_flags), rerun=options.rerun,
+                library=load_library(list(options.workflows), base_dir=script_dir))

@@ -157,7 +157,7 @@ def resume_provider(ns: argparse.Namespace, recorded: Mapping[str, Any] | None,
     old = None if recorded is None else recorded.get("identity")
     if not isinstance(old, str):
         return
-    from .._engines.host.provider_options import provider_options
+    from .._provider_options import provider_options
     from .._secrets import run_secrets
 
     factory = provider_factory(ns, engine_config(ns))

@@ -32,9 +32,9 @@ import sys
 from .commands import Subcommands
 from .errors import EXIT_OK, CliError
 from .estimate import add_estimate_options
-from .options import add_agent_options
+from .options import add_agent_options, load_agents
 from .output import write_stdout
-from .plan import add_run_options
+from .plan import RunOptions, add_run_options, no_meta_error, plan_run, script_source
 from .stores import add_store_option
 
 __all__ = ["command_check", "command_run", "register"]
@@ -63,15 +63,15 @@ def register(commands: Subcommands) -> None:
 
 def command_run(ns: argparse.Namespace) -> int:
     from .execute import run_plan
-    from .plan import plan_run
 
     if ns.estimate:  # docs/embedding.md, "Cost in money": offline, so nothing is recorded
         from .estimate import estimate, print_estimate
 
         ns.no_store = True
-        print_estimate(estimate(plan_run(ns), ns.model), as_json=ns.json)
+        print_estimate(estimate(plan_run(RunOptions.from_namespace(ns)), ns.model),
+                       as_json=ns.json)
         return EXIT_OK
-    plan = plan_run(ns)
+    plan = plan_run(RunOptions.from_namespace(ns))
     if ns.confirm_above is not None:
         from .estimate import confirm, estimate
 
@@ -87,8 +87,6 @@ def command_check(ns: argparse.Namespace) -> int:
     from dsh_workflow._script import check_body
 
     from .lint import lint
-    from .options import load_agents
-    from .plan import no_meta_error, script_source
 
     meta, body = script_source(ns.script, ns.meta)
     if meta is None:

@@ -24,9 +24,9 @@ Contract:
   both). Progress, output and exit codes are those of ``run``. Without provider options the
   recorded ones apply, and ``--rerun SEQ[,SEQ...]`` runs chosen calls live again (see
   :mod:`.resume`); ``show RUN_ID --agent SEQ`` prints one call (:mod:`.calls`).
-- A RUN_ID may be given by any prefix of at least :data:`MIN_PREFIX` characters that only one
-  run's id starts with (:func:`find_run`); an ambiguous prefix is exit code 2 with the
-  matching runs listed.
+- A RUN_ID may be given by any prefix of at least :data:`.records.MIN_PREFIX` characters that
+  only one run's id starts with (:func:`.records.find_run`); an ambiguous prefix is exit code 2
+  with the matching runs listed.
 - An unknown run id (or a store file that does not exist) is exit code 2 with one
   ``Error: ...`` line; so is a store that cannot be read, a run whose stored row, events or
   journal cannot be read (the line names the run and what is wrong; ``runs`` lists such a
@@ -38,32 +38,34 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .commands import Subcommands
 from .errors import EXIT_OK, CliError
 from .options import count
 from .output import write_stdout
-from .plan import add_run_options, args_value, meta_option_value, plan_options, script_parts
+from .plan import (
+    RunOptions,
+    add_run_options,
+    args_value,
+    meta_option_value,
+    plan_resume,
+    script_parts,
+)
+from .records import read_store, run_record, stored_meta, unknown_run
 from .resume import resume_provider, seq_list
 from .stores import add_store_option, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the commands must stay cheap (start-up time)
-    from dsh_workflow import RunRecord, RunStore, SQLiteRunStore
+    from dsh_workflow import RunRecord, SQLiteRunStore
 
-__all__ = ["MIN_PREFIX", "POLL_S", "find_run", "register"]
+__all__ = ["POLL_S", "register"]
 
 #: How often ``logs --follow`` looks for new events.
 POLL_S = 0.2
 _STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "broken")
-#: The fewest characters of a run id that name a run (when no other id starts with them).
-MIN_PREFIX = 4
 #: The last line of ``logs`` for a run whose process died before it ended.
 INTERRUPTED_LINE = "[interrupted] the process running it died before the run ended"
-
-T = TypeVar("T")
 
 
 def register(commands: Subcommands) -> None:
@@ -123,62 +125,6 @@ def register(commands: Subcommands) -> None:
     resume.set_defaults(handler=command_resume, provider=None)
 
 
-# -- store access ----------------------------------------------------------------------------------
-
-
-def _read(ns: argparse.Namespace, reader: Callable[[SQLiteRunStore], Awaitable[T]],
-          missing: T) -> T:
-    """Run ``reader`` on the command's store, or return ``missing`` when the file does not
-    exist (it is never created here). Store failures are usage errors."""
-    import anyio
-
-    from dsh_workflow import RunStoreError, SQLiteRunStore
-
-    path = store_path(ns)
-    assert path is not None  # reading commands have no --no-store
-    if not os.path.exists(path):
-        return missing
-
-    async def read() -> T:
-        async with SQLiteRunStore(path) as store:
-            return await reader(store)
-
-    try:
-        return anyio.run(read, backend="trio")
-    except RunStoreError as exc:
-        raise CliError(str(exc)) from None
-
-
-def _unknown(ns: argparse.Namespace, run_id: str) -> CliError:
-    return CliError(f"no run {run_id!r} in the run store {store_path(ns)}")
-
-
-async def find_run(store: RunStore, run_id: str, *, where: str) -> RunRecord:
-    """The run ``run_id`` names: its whole id, else the one run whose id starts with it (at
-    least :data:`MIN_PREFIX` characters, any case). Raises :class:`CliError` (exit 2) for no
-    such run and for an ambiguous prefix, listing the runs it matches; ``where`` names the
-    store in the message."""
-    record = await store.get_run(run_id)
-    if record is not None:
-        return record
-    prefix = run_id.strip().lower()
-    if len(prefix) < MIN_PREFIX:
-        short = f" (a run id prefix needs at least {MIN_PREFIX} characters)" if prefix else ""
-        raise CliError(f"no run {run_id!r} in the run store {where}{short}")
-    matches = [r for r in await store.list_runs() if r.id.lower().startswith(prefix)]
-    if not matches:
-        raise CliError(f"no run {run_id!r} in the run store {where}")
-    if len(matches) > 1:
-        listed = "\n".join(f"  {r.id}  {r.meta.get('name', '')}  {r.status}" for r in matches)
-        raise CliError(f"the run id prefix {run_id!r} is ambiguous: it matches "
-                       f"{len(matches)} runs in {where}; give more characters:\n{listed}")
-    return matches[0]
-
-
-async def _record(store: SQLiteRunStore, ns: argparse.Namespace, run_id: str) -> RunRecord:
-    return await find_run(store, run_id, where=str(store_path(ns)))
-
-
 # -- commands ------------------------------------------------------------------------------------
 
 
@@ -200,7 +146,7 @@ def command_runs(ns: argparse.Namespace) -> int:
             records.append(record)
         return records
 
-    records: list[RunRecord] = _read(ns, reader, [])
+    records: list[RunRecord] = read_store(ns, reader, [])
     if ns.json:
         write_stdout(json.dumps([run_summary(r) for r in records], indent=2,
                                 ensure_ascii=False) + "\n")
@@ -221,19 +167,19 @@ def command_show(ns: argparse.Namespace) -> int:
     if ns.agent is not None:
         from .calls import show_call
 
-        return show_call(ns, _read, _record)
+        return show_call(ns)
 
     from .history import agent_rows, event_counts, run_document, show_text, with_counts
 
     async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any]]:
-        record = await _record(store, ns, ns.run_id)
+        record = await run_record(store, ns, ns.run_id)
         events = await store.events(record.id)
         return (with_counts(record, event_counts(events)),
                 agent_rows(events, running=record.status == "running"))
 
-    found = _read(ns, reader, None)
+    found = read_store(ns, reader, None)
     if found is None:
-        raise _unknown(ns, ns.run_id)
+        raise unknown_run(ns, ns.run_id)
     record, rows = found
     if ns.json:
         write_stdout(json.dumps(run_document(record, rows), indent=2, ensure_ascii=False) + "\n")
@@ -249,11 +195,11 @@ def _show_result(ns: argparse.Namespace) -> int:
     from dsh_workflow._tool.results import PartError, rendered, resolve_pointer
 
     async def reader(store: SQLiteRunStore) -> RunRecord:
-        return await _record(store, ns, ns.run_id)
+        return await run_record(store, ns, ns.run_id)
 
-    record = _read(ns, reader, None)
+    record = read_store(ns, reader, None)
     if record is None:
-        raise _unknown(ns, ns.run_id)
+        raise unknown_run(ns, ns.run_id)
     result = record.result
     if result is None or result.get("stop_reason") != "completed":
         why = record.status if result is None else result.get("stop_reason")
@@ -272,13 +218,13 @@ def command_logs(ns: argparse.Namespace) -> int:
     from .history import EventLines
 
     async def reader(store: SQLiteRunStore) -> bool:
-        record = await _record(store, ns, ns.run_id)
+        record = await run_record(store, ns, ns.run_id)
         lines = EventLines(record)
         after = 0
         while True:
             # The status is read before the events: once it is no longer running, every event
             # the run posted was committed before it (the store applies writes in order).
-            status = (await _record(store, ns, record.id)).status if ns.follow else None
+            status = (await run_record(store, ns, record.id)).status if ns.follow else None
             events = await store.events(record.id, after=after)
             if events:
                 write_stdout("".join(lines.line(event) + "\n" for event in events))
@@ -289,31 +235,27 @@ def command_logs(ns: argparse.Namespace) -> int:
                 return True
             await anyio.sleep(POLL_S)
 
-    if not _read(ns, reader, False):
-        raise _unknown(ns, ns.run_id)
+    if not read_store(ns, reader, False):
+        raise unknown_run(ns, ns.run_id)
     return EXIT_OK
-
-
-def _stored_meta(record: RunRecord) -> dict[str, Any]:
-    return {key: value for key, value in record.meta.items() if value is not None}
 
 
 def command_resume(ns: argparse.Namespace) -> int:
     from .execute import run_plan
 
     async def reader(store: SQLiteRunStore) -> tuple[RunRecord, dict[str, Any] | None, set[int]]:
-        record = await _record(store, ns, ns.run_id)
+        record = await run_record(store, ns, ns.run_id)
         # the journal is read here, so one that cannot be read is named before a start
         completed = {entry.seq for entry in await store.journal(record.id)
                      if entry.kind == "agent"}
         return record, await store.provider(record.id), completed
 
-    found = _read(ns, reader, None)
+    found = read_store(ns, reader, None)
     if found is None:
-        raise _unknown(ns, ns.run_id)
+        raise unknown_run(ns, ns.run_id)
     record, recorded_provider, completed = found
     if record.status == "running":
-        from .._engines.host.journal import still_running
+        from .._store.liveness import still_running
 
         raise CliError(still_running(record))
     from .._store.signing import verified
@@ -323,16 +265,15 @@ def command_resume(ns: argparse.Namespace) -> int:
         recorded_provider, signed_by_user = verified(record.id, recorded_provider)
     resume_provider(ns, recorded_provider, completed, verified=signed_by_user)
     if ns.script is not None:
-        meta, body = script_parts(ns.script, ns.meta, fallback_meta=_stored_meta(record))
+        meta, body = script_parts(ns.script, ns.meta, fallback_meta=stored_meta(record))
     else:
-        meta = meta_option_value(ns.meta) if ns.meta is not None else _stored_meta(record)
+        meta = meta_option_value(ns.meta) if ns.meta is not None else stored_meta(record)
         if not isinstance(meta, dict):
             raise CliError("--meta must be a JSON object like "
                            "{\"name\": ..., \"description\": ...}")
         body = record.script
     args = args_value(ns.args) if ns.args is not None else record.args
-    plan = plan_options(ns, meta=meta, body=body, args=args, store=store_path(ns),
-                        resume_from=record.id)
-    plan.rerun = ns.rerun
+    plan = plan_resume(RunOptions.from_namespace(ns), meta=meta, body=body, args=args,
+                       resume_from=record.id)
     return run_plan(plan, ns)
 

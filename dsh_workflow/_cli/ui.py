@@ -14,7 +14,7 @@ Contract:
   error (exit 2).
 - While it serves, the store's beacon (:mod:`dsh_workflow._ui.beacon`, owner-only, holding the
   token) names it, so ``run`` prints ``viewer: <url of the run>?token=...`` on stderr for a run
-  recorded in that store (:func:`announce_viewer`).
+  recorded in that store (:func:`.announce.announce_viewer`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ import argparse
 import os
 import signal
 import socket
-import sys
-from collections.abc import Callable
 from urllib.parse import quote
 
 from .announce import announcing_server
@@ -34,7 +32,7 @@ from .options import port_type
 from .server_token import add_token_option, server_token
 from .stores import add_store_option, store_path
 
-__all__ = ["DEFAULT_PORT", "announce_viewer", "command_ui", "register"]
+__all__ = ["DEFAULT_PORT", "command_ui", "register"]
 
 DEFAULT_PORT = 8765
 _MISSING_EXTRA = ("the viewer needs the 'ui' extra: pip install 'dsh-workflow[ui]' "
@@ -128,26 +126,3 @@ class _Stopped(Exception):
 
 def _stopped(signum: int, frame: object) -> None:
     raise _Stopped
-
-
-def announce_viewer(store_path: str | None, run_id: str,
-                    write: Callable[[str], object] | None = None) -> str | None:
-    """When a viewer serves ``store_path``, write ``viewer: <run page URL>`` (default: a line
-    on stderr) and return the URL; else do nothing and return None. Never raises."""
-    if store_path is None:
-        return None
-    from dsh_workflow._ui.beacon import viewer_url
-
-    try:
-        url = viewer_url(store_path, run_id)
-    except Exception:  # noqa: BLE001 - a broken beacon must never disturb a run
-        return None
-    if url is None:
-        return None
-    line = f"viewer: {url}"
-    if write is None:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-    else:
-        write(line)
-    return url

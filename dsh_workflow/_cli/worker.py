@@ -39,7 +39,8 @@ from datetime import timedelta
 from typing import Any, NoReturn
 
 from .commands import Subcommands
-from .options import count, positive_seconds, seconds
+from .errors import CliError
+from .options import count, positive_seconds, provider_factory, seconds
 
 __all__ = ["command_worker", "register"]
 
@@ -99,9 +100,6 @@ def command_worker(ns: argparse.Namespace) -> int:
     import asyncio  # here, not at the top: `dsh-workflow --help` must not load it
 
     from dsh_workflow import EngineConfig
-
-    from .errors import CliError
-    from .options import provider_factory
 
     try:
         from temporalio.client import Client  # noqa: F401 - fail early without the SDK
@@ -178,7 +176,7 @@ async def _serve(ns: argparse.Namespace, make_provider: Any, progress: _WorkerLo
         client = connecting.result()
         async with contextlib.AsyncExitStack() as stack:
             provider = make_provider()
-            if hasattr(provider, "__aenter__"):
+            if isinstance(provider, contextlib.AbstractAsyncContextManager):
                 provider = await stack.enter_async_context(provider)
             child = ChildActivity(provider, report=progress)
             worker = Worker(client, task_queue=ns.task_queue, activities=[child.activity],

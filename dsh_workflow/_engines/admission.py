@@ -23,7 +23,7 @@ from .._request import WorkflowStartRequest
 from .._script import check_body, run_header
 from .._secrets import RedactingProvider, run_secrets
 from .._store import RunStore
-from .._subagent import SubagentProvider, provider_identity, provider_info
+from .._subagent import SubagentProvider, is_provider, provider_identity, provider_info
 from .._telemetry import Telemetry, TracedProvider, traced_nesting
 from .host.faults import RetryGates
 from .host.host import HostedRun
@@ -116,11 +116,11 @@ def resolve_provider(value: object, default: SubagentProvider) -> SubagentProvid
     """The run's provider: ``value`` if given, which must have an async ``run(request)``."""
     if value is None:
         return default
-    if not callable(getattr(value, "run", None)):
+    if not is_provider(value):
         raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
             f"provider must be a SubagentProvider with an async run(request) method "
             f"(got {type(value).__name__})"))
-    return value  # type: ignore[return-value]  # duck-checked just above
+    return value
 
 
 def encode_args(args: Any, max_depth: int | None = None) -> str | None:

@@ -29,9 +29,9 @@ from .._events import EventHub, RunInfo, WorkflowStarted
 from .._library import WorkflowLibrary
 from .._prices import load_async
 from .._request import WorkflowStartRequest
-from .._run import WorkflowEngine, WorkflowRun
+from .._run import RecordedResult, WorkflowEngine, WorkflowRun
 from .._store import RunStore
-from .._subagent import SubagentProvider, provider_info
+from .._subagent import SubagentProvider, is_provider, provider_info
 from .._telemetry import RunStart, Telemetry, is_traceparent
 from .admission import (
     Admission,
@@ -85,6 +85,8 @@ class EngineBase(WorkflowEngine, Generic[R]):
     #: script begins at once instead of after the drive task's first turn.
     _launch_at_start: ClassVar[bool] = False
     _pool: WarmPool[Any]
+    config: EngineConfig
+    provider: SubagentProvider
 
     def __init__(self, config: EngineConfig | None, *, provider: SubagentProvider,
                  agents: AgentRegistry | None, store: RunStore | None,
@@ -92,7 +94,7 @@ class EngineBase(WorkflowEngine, Generic[R]):
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
-        if not callable(getattr(provider, "run", None)):
+        if not is_provider(provider):
             raise TypeError("provider must be a SubagentProvider with an async run(request)")
         self.provider = provider
         self.agents = check_agents(agents)
@@ -112,6 +114,20 @@ class EngineBase(WorkflowEngine, Generic[R]):
         self._drives_done = anyio.Event()  # set while no run's drive task is alive
         self._drives_done.set()
         self._tg: TaskGroup | None = None
+
+    # ---- what the seam declares (WorkflowEngine) --------------------------------------------
+
+    @property
+    def durable(self) -> bool:
+        """Whether the engine was given a run store (``store=``)."""
+        return self.store is not None
+
+    async def recorded_result(self, run_id: str) -> RecordedResult | None:
+        if self.store is None:
+            return None
+        record = await self.store.get_run(run_id)
+        return None if record is None else RecordedResult(status=record.status,
+                                                           result=record.result)
 
     # ---- what an engine supplies ----------------------------------------------------------
 

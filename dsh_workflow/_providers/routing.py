@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from types import TracebackType
 from typing import Self
 
@@ -110,8 +110,8 @@ class RoutingProvider:
                 if id(route) in seen:
                     continue
                 seen.add(id(route))
-                if hasattr(route, "__aenter__") and hasattr(route, "__aexit__"):
-                    await stack.enter_async_context(route)  # type: ignore[arg-type]  # a context manager, checked above
+                if isinstance(route, AbstractAsyncContextManager):
+                    await stack.enter_async_context(route)
             self._stack = stack.pop_all()
         return self
 

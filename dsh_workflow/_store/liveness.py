@@ -1,5 +1,6 @@
 """Whether a ``running`` run is still running: a run whose owner process died reads
-``interrupted`` (``owners.py`` tells a live owner from a dead one)."""
+``interrupted`` (``owners.py`` tells a live owner from a dead one); and why one that still runs
+cannot be resumed (:func:`still_running`, the engine's and the command line's one text)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,17 @@ from .models import RunRecord
 from .owners import HOST, OwnerLock, owner_alive
 from .rows import record
 
-__all__ = ["Liveness"]
+__all__ = ["Liveness", "still_running"]
+
+
+def still_running(record: RunRecord) -> str:
+    """Why a run that is still ``running`` cannot be resumed (its owner is alive, or on
+    another machine where this one cannot tell)."""
+    where = f"process {record.owner_pid}" if record.owner_pid is not None else "its process"
+    if record.owner_host:
+        where += f" on {record.owner_host}"
+    return (f"run {record.id!r} is still running ({where}); resuming it now would run its "
+            f"unfinished agent() calls a second time — wait for it to end, or stop it, first")
 
 
 class Liveness:

@@ -3,9 +3,11 @@
 The tool validates the model's arguments, starts one run through
 :meth:`WorkflowEngine.start`, awaits its result, always disposes it, and turns the outcome into
 a :class:`ToolResult` whose text a model can read and correct from. It uses nothing of an
-engine but the seam (``start``, ``WorkflowRun.result/cancel/dispose``), so any engine works.
+engine but the seam (``start``, ``WorkflowRun.result/cancel/dispose``, and what
+:class:`WorkflowEngine` declares: ``config``, ``provider``, ``agents``, ``library``, ``durable``,
+``recorded_result``, ``start_soon``), so any engine works.
 
-Durable runs (docs/durable-runs.md): over an engine with a run store (``engine.store is not None``) the tool
+Durable runs (docs/durable-runs.md): over an engine with a run store (``engine.durable``) the tool
 also accepts ``resumeFrom`` (a run id), its description says how to fix a script and resume,
 and every text of a run that started ends with its id on its own last line, ``Run id: <id>``.
 Without a store the schema, the description and the texts are exactly those of release 1.
@@ -249,7 +251,7 @@ class WorkflowTool:
                 raise TypeError("on_complete must be callable")
             self._background = BackgroundRuns(max_runs=max_background_runs,
                                               describe=self._completion, on_complete=on_complete,
-                                              start_soon=getattr(engine, "start_soon", None),
+                                              start_soon=engine.start_soon,
                                               kept_statuses=kept_background_statuses)
             self._unsubscribe = engine.events.subscribe(self._background.on_event)
 
@@ -295,19 +297,18 @@ class WorkflowTool:
 
     @property
     def durable(self) -> bool:
-        """Whether the engine records runs (``engine.store is not None``), so runs can be
-        resumed with ``resumeFrom``."""
-        return getattr(self._engine, "store", None) is not None
+        """Whether the engine records runs (``engine.durable``), so runs can be resumed with
+        ``resumeFrom``."""
+        return self._engine.durable
 
     @property
     def description(self) -> str:
         """The authoring contract, written for a model (with how to resume, when durable, and
         how background runs work, when background)."""
         engine = self._engine
-        text = texts.tool_description(getattr(engine, "config", None),
-                                      getattr(engine, "provider", None),
-                                      getattr(engine, "library", None), self._max_result_chars,
-                                      durable=self.durable, agents=getattr(engine, "agents", None))
+        text = texts.tool_description(engine.config, engine.provider, engine.library,
+                                      self._max_result_chars, durable=self.durable,
+                                      agents=engine.agents)
         if self._background is not None:
             text = text + texts.BACKGROUND_NOTE.format(
                 name=self._name, status=self._name + "_status", cancel=self._name + "_cancel")
@@ -424,11 +425,10 @@ class WorkflowTool:
         found, value = self._recent.get(run_id)
         if found:
             return True, value, ""
-        store = getattr(self._engine, "store", None)
-        if store is None:
+        if not self._engine.durable:
             return False, None, ("no such run among this tool's last results (an engine "
                                  "without a run store keeps only a few)")
-        record = await store.get_run(run_id)
+        record = await self._engine.recorded_result(run_id)
         if record is None:
             return False, None, "no such run in the run store"
         result = record.result
@@ -527,8 +527,7 @@ class WorkflowTool:
         assert self._background is not None
         if self._background.entered or not self._background.has_on_complete:
             return True
-        start_soon = getattr(type(self._engine), "start_soon", None)
-        return start_soon is not None and start_soon is not WorkflowEngine.start_soon
+        return type(self._engine).start_soon is not WorkflowEngine.start_soon
 
     async def _completion(self, run: WorkflowRun, result: WorkflowResult) -> ToolResult:
         """What a finished run's call returns (foreground) or delivers (background)."""

@@ -257,7 +257,7 @@ def test_the_gate_reads_as_its_provider_to_the_engine_and_the_store() -> None:
     from dsh_workflow import CommandProvider, RoutingProvider
     from dsh_workflow._cli.estimate import ConfirmationGate
     from dsh_workflow._engines.host.calls import default_model
-    from dsh_workflow._engines.host.provider_options import provider_options
+    from dsh_workflow._provider_options import provider_options
 
     command = CommandProvider(["sh", "-c", "cat"], cwd="/")
     routed = RoutingProvider({"fast": command}, default="fast")

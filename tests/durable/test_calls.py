@@ -31,7 +31,7 @@ from dsh_workflow import (
 )
 from dsh_workflow._cli.calls import call_text
 from dsh_workflow._engines.host.control import CANCEL_REASON
-from dsh_workflow._engines.host.provider_options import provider_options
+from dsh_workflow._provider_options import provider_options
 from dsh_workflow._store import CallRow
 from dsh_workflow.testing import FunctionProvider
 

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from dsh_workflow import Usage
-from dsh_workflow._cli.ui import announce_viewer
+from dsh_workflow._cli.announce import announce_viewer
 from dsh_workflow._store import RunRecord, StoredEvent
 from dsh_workflow._ui import beacon
 from dsh_workflow._ui.summary import Counts, count_events, error_view, format_duration, run_row

@@ -1,23 +1,29 @@
 """Who may import whom inside the package (ARCHITECTURE.md, "Layers"), checked on the source.
 
 A layer may import its own modules and the layers listed for it; anything else is a violation,
-named with the importing module and the imported one.
+named with the importing module and the imported one. Every import counts, those inside
+functions (kept there so that ``dsh-workflow --help`` loads little) and under
+``TYPE_CHECKING`` included. ARCHITECTURE.md's table of layers is the picture of :data:`ALLOWED`.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import dsh_workflow
+from dsh_workflow._cli import main as cli_main
 
 PACKAGE = Path(dsh_workflow.__file__).resolve().parent
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
 
 #: The core: the seam's data types and the rules every layer shares (no I/O of its own).
 CORE = {"_errors", "_meta", "_config", "_depth", "_subagent", "_result", "_request", "_events",
         "_run", "_tally", "_script", "_metafile", "_schema", "_schema_limits", "_patterns",
         "_schema_instance", "_agents", "_library", "_loop", "_failure", "_prices",
-        "_secrets", "_text", "_questions", "_telemetry"}
+        "_secrets", "_text", "_questions", "_agent_options", "_provider_options",
+        "_telemetry"}
 
 #: layer -> the layers it may import besides itself (the core may import only the core).
 ALLOWED: dict[str, set[str]] = {
@@ -29,7 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "integrations": {"core", "_tool", "_providers"},
     "_ui": {"core", "_store"},
     "testing": {"core"},
-    "_cli": {"core", "_store", "_engines", "_providers", "_tool", "integrations", "_ui", "api"},
+    # The command line is a client: the engines only through the public API (``api``).
+    "_cli": {"core", "_store", "_providers", "_tool", "integrations", "_ui", "api"},
     "api": {"core", "_store", "_engines", "_providers", "_tool"},
     "__main__": {"_cli"},
 }
@@ -136,32 +143,19 @@ def _module_name(path: Path) -> tuple[str, bool]:
     return ".".join(parts[:-1] if is_package else parts), is_package
 
 
-def _module_level(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
-    """The imports a module runs when it is loaded, plus those under ``if TYPE_CHECKING`` (a
-    circle of types is a circle too); imports inside functions load later and are left out."""
-    found: list[ast.Import | ast.ImportFrom] = []
-    for node in body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            found.append(node)
-        elif isinstance(node, ast.If):
-            found += _module_level(node.body) + _module_level(node.orelse)
-        elif isinstance(node, ast.Try):
-            found += _module_level(node.body) + _module_level(node.orelse)
-            found += _module_level(node.finalbody)
-            for handler in node.handlers:
-                found += _module_level(handler.body)
-    return found
-
-
 def _import_graph() -> dict[str, set[str]]:
-    """module -> the package modules it imports at module level."""
+    """module -> the package modules it imports anywhere: at module level, under
+    ``TYPE_CHECKING`` (a circle of types is a circle too) and inside functions (a circle that
+    only closes when a function runs is a circle all the same)."""
     paths = {_module_name(p)[0]: p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for module, path in paths.items():
         is_package = _module_name(path)[1]
         package = module.split(".") if is_package else module.split(".")[:-1]
         targets: set[str] = set()
-        for node in _module_level(ast.parse(path.read_text(encoding="utf-8")).body):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
             if isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names}
                 continue
@@ -200,3 +194,71 @@ def test_the_import_graph_sees_module_level_imports() -> None:
     graph = _import_graph()
     assert "dsh_workflow._engines.subprocess.child" in graph
     assert graph["dsh_workflow._engines.subprocess.child"], "the child's imports were not seen"
+
+
+def test_the_import_graph_sees_imports_inside_functions() -> None:
+    """``run`` imports the module that executes a plan only inside its handler (start-up
+    time); the graph has that edge all the same."""
+    assert "dsh_workflow._cli.execute" in _import_graph()["dsh_workflow._cli.run"]
+
+
+# ---- the command line: a client, whose commands share only non-command modules ---------------
+
+#: The command modules: those whose ``register`` is in the table of commands (``main.py``).
+COMMAND_MODULES = {register.__module__ for register in cli_main.COMMANDS}
+
+
+def test_command_modules_do_not_import_each_other() -> None:
+    """What two commands share lives in a module of ``_cli/`` that registers no command (plan,
+    options, output, stores, records, saved, ...) or in the core."""
+    graph = _import_graph()
+    assert len(COMMAND_MODULES) >= 7, COMMAND_MODULES
+    violations = [f"{module} imports {target}" for module in sorted(COMMAND_MODULES)
+                  for target in sorted(graph[module])
+                  if target in COMMAND_MODULES or target.rsplit(".", 1)[0] in COMMAND_MODULES]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_command_line_imports_nothing_of_the_engines_host_floor() -> None:
+    """What the command line needs of a run's host is declared on the seam or in the core."""
+    violations = [f"{src} imports {dst}"
+                  for path in sorted((PACKAGE / "_cli").rglob("*.py"))
+                  for src, dst in _imports(path)
+                  if _floor(dst) == "host"]
+    assert not violations, "\n".join(violations)
+
+
+# ---- ARCHITECTURE.md's picture ----------------------------------------------------------------
+
+#: The names ARCHITECTURE.md's table gives the layers.
+_LAYER_NAMES = {"core": "core", "store": "_store", "engines": "_engines",
+                "providers": "_providers", "tool": "_tool", "integrations": "integrations",
+                "viewer": "_ui", "testing": "testing", "api": "api", "cli": "_cli"}
+
+
+def _architecture_layers() -> dict[str, tuple[str, str]]:
+    """layer -> (its modules, what it may import) as ARCHITECTURE.md's "Layers" table says."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text[text.index("## Layers"):]
+    rows: dict[str, tuple[str, str]] = {}
+    for line in section.splitlines()[1:]:
+        if line.startswith("#"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] in _LAYER_NAMES:
+            rows[_LAYER_NAMES[cells[0]]] = (cells[1], cells[2])
+    return rows
+
+
+def test_architecture_md_pictures_the_layers_as_checked() -> None:
+    rows = _architecture_layers()
+    assert set(rows) == set(ALLOWED) - {"__main__"}, set(rows) ^ (set(ALLOWED) - {"__main__"})
+    for layer, (_, may_import) in rows.items():
+        # "core, tool, providers", "the core only", "core, store, ... (the engines through api)"
+        named = re.sub(r"\([^)]*\)", "", may_import)
+        said = set() if named.strip() == "the core only" else {
+            _LAYER_NAMES[item.strip()] for item in named.split(",")}
+        assert said == ALLOWED[layer], f"{layer}: ARCHITECTURE.md says {sorted(said)}, the " \
+                                       f"check allows {sorted(ALLOWED[layer])}"
+    core = set(re.findall(r"`(_[a-z_]+)`", re.sub(r"\([^)]*\)", "", rows["core"][0])))
+    assert core == CORE, f"ARCHITECTURE.md's core differs: {sorted(core ^ CORE)}"

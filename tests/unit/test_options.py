@@ -1,7 +1,7 @@
 """Options, checked without an engine or an event loop.
 
 Two sets: an ``agent()`` call's options as the host receives them (untrusted JSON, validated in
-``_engines/host/agent_options.py``), and the command line's engine, limit and provider options
+``_agent_options.py``), and the command line's engine, limit and provider options
 (``_cli/options.py``), which are all checked before any event loop starts.
 """
 
@@ -22,9 +22,7 @@ from dsh_workflow import (
     QuickJSEngine,
     SubprocessEngine,
 )
-from dsh_workflow._cli import options as cli
-from dsh_workflow._cli.errors import CliError
-from dsh_workflow._engines.host.agent_options import (
+from dsh_workflow._agent_options import (
     EFFORTS,
     ISOLATIONS,
     SUPPORTED_OPTIONS,
@@ -32,6 +30,8 @@ from dsh_workflow._engines.host.agent_options import (
     default_label,
     parse_agent_options,
 )
+from dsh_workflow._cli import options as cli
+from dsh_workflow._cli.errors import CliError
 from dsh_workflow._errors import WorkflowError, WorkflowErrorCode
 
 INVALID = WorkflowErrorCode.INVALID_ARGUMENT

@@ -31,8 +31,8 @@ from dsh_workflow import (
 )
 from dsh_workflow._cli import options as cli
 from dsh_workflow._engines.host.calls import default_model
-from dsh_workflow._engines.host.provider_options import provider_options
 from dsh_workflow._failure import REDACTED, argv_secrets, redact_argv
+from dsh_workflow._provider_options import provider_options
 from dsh_workflow._providers.agent_cli import toml_string
 from dsh_workflow._subagent import provider_info
 from dsh_workflow._tool.texts import tool_description

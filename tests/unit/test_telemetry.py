@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_workflow._engines.host.agent_options import default_label
+from dsh_workflow._agent_options import default_label
 from dsh_workflow._telemetry import (
     child_context,
     child_traceparent,

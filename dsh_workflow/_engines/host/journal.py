@@ -26,15 +26,15 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel
 
+from ..._provider_options import provider_options
 from ..._store import JournalEntry, RunRecord, RunStore, RunStoreError
+from ..._store.liveness import still_running
 from ..._store.owners import HOST
 from ..._store.signing import signed
 from ..._subagent import SubagentRequest, Usage
 from .calls import CallLog
-from .provider_options import provider_options
 
-__all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume",
-           "still_running"]
+__all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume"]
 
 logger = logging.getLogger("dsh_workflow.engine")
 
@@ -218,16 +218,6 @@ def check_resume(store: RunStore | None, resume_from: object) -> str | None:
 def _ours(record: RunRecord) -> bool:
     """Whether ``record`` was made by this process (then :data:`_UNSETTLED` knows if it runs)."""
     return record.owner_pid == os.getpid() and record.owner_host == HOST
-
-
-def still_running(record: RunRecord) -> str:
-    """Why a run that is still ``running`` cannot be resumed (its owner is alive, or on
-    another machine where this one cannot tell)."""
-    where = f"process {record.owner_pid}" if record.owner_pid is not None else "its process"
-    if record.owner_host:
-        where += f" on {record.owner_host}"
-    return (f"run {record.id!r} is still running ({where}); resuming it now would run its "
-            f"unfinished agent() calls a second time — wait for it to end, or stop it, first")
 
 
 class EventRecorder:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ..._agent_options import default_label, parse_agent_options
 from ..._agents import AgentRegistry
 from ..._config import EngineConfig
 from ..._depth import deeper_than
@@ -30,7 +31,6 @@ from ..._schema_limits import SchemaLimits
 from ..._subagent import SubagentRequest
 from ..._text import LONE_SURROGATE, MAX_WARNINGS, json_may_hold_surrogates, valid_data
 from ..script.wire import HookKind, answer, refusal
-from .agent_options import default_label, parse_agent_options
 from .budget import Spend
 from .journal import RunJournal, call_key
 from .ledger import CallLedger, ChildCall

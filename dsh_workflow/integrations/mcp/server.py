@@ -192,8 +192,8 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
         token = _progress_token(ctx)
         async with contextlib.AsyncExitStack() as stack:
             child_provider = provider(call)
-            if hasattr(child_provider, "__aenter__"):
-                child_provider = await stack.enter_async_context(child_provider)  # type: ignore[arg-type]  # it has __aenter__
+            if isinstance(child_provider, contextlib.AbstractAsyncContextManager):
+                child_provider = await stack.enter_async_context(child_provider)
             engine = await stack.enter_async_context(make_engine(child_provider))
             tool = WorkflowTool(engine, tool_name=tool_name, max_result_chars=max_result_chars,
                                 recent_results=recent)

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._failure import redact
-from ..._subagent import provider_info
+from ._failure import redact
+from ._subagent import provider_info
 
 __all__ = ["provider_options"]
 

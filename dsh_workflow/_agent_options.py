@@ -1,7 +1,8 @@
-"""Host-side rules for one ``agent()`` call: options, default label.
+"""The rules for one ``agent()`` call: its options, its default label.
 
-Shared by every engine; the runtime has already checked the prompt and turned the options into
-JSON data, so what arrives here is untrusted JSON, validated again in full.
+The host of every engine parses each call's options here (the runtime has already checked the
+prompt and turned the options into JSON data, so what arrives is untrusted JSON, validated
+again in full); ``check``'s lint reads the same option names and choices.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from ..._errors import WorkflowError, WorkflowErrorCode
-from ..._subagent import Effort, Isolation
+from ._errors import WorkflowError, WorkflowErrorCode
+from ._subagent import Effort, Isolation
 
 __all__ = [
     "EFFORTS",
@@ -122,7 +123,7 @@ def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptio
                 + f" (got {_shown(values[key])})"))
     schema = values.get("schema")
     if "schema" in values and check_schema:
-        from ..._schema import check_agent_schema  # jsonschema loads only for runs with schemas
+        from ._schema import check_agent_schema  # jsonschema loads only for runs with schemas
 
         check_agent_schema(schema)
     return AgentOptions(label=values.get("label"), phase=values.get("phase"), schema=schema,
