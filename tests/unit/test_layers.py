@@ -17,7 +17,8 @@ PACKAGE = Path(dsh_workflow.__file__).resolve().parent
 CORE = {"_errors", "_meta", "_config", "_depth", "_subagent", "_result", "_request", "_events",
         "_run", "_tally", "_script", "_metafile", "_schema", "_schema_limits", "_patterns",
         "_schema_instance", "_agents", "_library", "_loop", "_failure", "_prices",
-        "_secrets", "_text", "_questions"}
+        "_secrets", "_text", "_questions",
+        "_option_table"}
 
 #: layer -> the layers it may import besides itself (the core may import only the core).
 ALLOWED: dict[str, set[str]] = {
