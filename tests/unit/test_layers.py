@@ -201,3 +201,23 @@ def test_the_import_graph_sees_module_level_imports() -> None:
     graph = _import_graph()
     assert "dsh_workflow._engines.subprocess.child" in graph
     assert graph["dsh_workflow._engines.subprocess.child"], "the child's imports were not seen"
+
+
+#: The integrations' third-party packages: extras (ARCHITECTURE.md, "Layers").
+EXTRAS = ("mcp", "temporalio", "langchain_core", "agents", "pydantic_ai", "uvicorn", "starlette")
+
+
+def test_no_layer_below_the_integrations_imports_an_extra() -> None:
+    """Nothing in the core, the store, the engines, the providers, the tool or the viewer imports
+    an extra (the CLI and the integrations may)."""
+    violations = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module, _ = _module_name(path)
+        if _layer(module) in ("integrations", "_cli", "__main__", "_ui"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            violations += [f"{module} imports {name}" for name in names
+                           if name.split(".")[0] in EXTRAS]
+    assert not violations, "\n".join(violations)
