@@ -129,7 +129,7 @@ def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptio
                 from ..._schema import check_agent_schema  # jsonschema loads only with a schema
 
                 check_agent_schema(values[key])
-    return AgentOptions(**{field: values[key] for key, field in _FIELDS.items() if key in values})
+    return AgentOptions(**{_FIELDS[key]: value for key, value in values.items() if key in _FIELDS})
 
 
 def default_label(prompt: str) -> str:
