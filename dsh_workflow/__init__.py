@@ -5,15 +5,20 @@ The whole public API is importable from here; every other module is private.
 The public names load lazily (PEP 562): ``import dsh_workflow`` costs almost nothing, and a
 name's module is imported the first time the name is used, so a command line that only prints
 its help never loads the engine, pydantic or httpx. Every name in :data:`__all__` resolves, and
-each public class reads as ``dsh_workflow.<Name>``.
+each public class reads as ``dsh_workflow.<Name>``. The public names are written once, in the
+``if TYPE_CHECKING:`` block below; ``__all__`` and the lazy loading are derived from it.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the same names, seen statically
+# The one list of public names, one line each: ``from <its module> import <Name> as <Name>``.
+# Type checkers read it as it is; at run time :func:`_homes` reads it from this file, on first
+# use, and each name is imported from its module when it is first used.
+if TYPE_CHECKING:
     from ._agents import AgentRegistry as AgentRegistry
     from ._config import EngineConfig as EngineConfig
     from ._config import RetryPolicy as RetryPolicy
@@ -76,141 +81,55 @@ if TYPE_CHECKING:  # the same names, seen statically
     from ._tool import ToolResult as ToolResult
     from ._tool import WorkflowTool as WorkflowTool
 
-#: public name -> the private module that defines it (relative to this package).
-_HOME: dict[str, str] = {
-    "AnswerProvider": "._questions",
-    "AgentDefinition": "._subagent",
-    "AgentEnded": "._events",
-    "AgentFailure": "._failure",
-    "AgentOutcome": "._events",
-    "AgentRegistry": "._agents",
-    "AgentReplayed": "._events",
-    "AgentRetried": "._events",
-    "AgentStarted": "._events",
-    "CallRecord": "._store",
-    "ClaudeCodeProvider": "._providers",
-    "CodexProvider": "._providers",
-    "CommandProvider": "._providers",
-    "EchoProvider": "._providers",
-    "EngineConfig": "._config",
-    "ErrorKind": "._subagent",
-    "EventHub": "._events",
-    "JournalEntry": "._store",
-    "LibraryProblem": "._library",
-    "LogEmitted": "._events",
-    "OpenAIProvider": "._providers",
-    "PhaseMeta": "._meta",
-    "PhaseStarted": "._events",
-    "ProviderInfo": "._subagent",
-    "ProviderUnavailable": "._failure",
-    "Question": "._questions",
-    "QuestionAnswered": "._events",
-    "QuestionAsked": "._events",
-    "QuickJSEngine": "._engines.quickjs",
-    "RecordedResult": "._run",
-    "RetryPolicy": "._config",
-    "RoutingProvider": "._providers",
-    "RunInfo": "._events",
-    "RunRecord": "._store",
-    "RunStatus": "._store",
-    "RunStore": "._store",
-    "RunStoreError": "._store",
-    "SQLiteRunStore": "._store",
-    "SandboxPolicy": "._engines.subprocess.sandbox",
-    "SavedWorkflow": "._library",
-    "StopReason": "._result",
-    "StoredEvent": "._store",
-    "SubagentProvider": "._subagent",
-    "SubagentRequest": "._subagent",
-    "SubagentResult": "._subagent",
-    "SubprocessEngine": "._engines.subprocess.engine",
-    "ToolCallCard": "._tool",
-    "ToolResult": "._tool",
-    "Usage": "._subagent",
-    "WorkflowEnded": "._events",
-    "WorkflowEngine": "._run",
-    "WorkflowError": "._errors",
-    "WorkflowErrorCode": "._errors",
-    "WorkflowEvent": "._events",
-    "WorkflowLibrary": "._library",
-    "WorkflowMeta": "._meta",
-    "WorkflowResult": "._result",
-    "WorkflowRun": "._run",
-    "WorkflowStartRequest": "._request",
-    "WorkflowStarted": "._events",
-    "WorkflowTool": "._tool",
-}
-
-__all__ = [
-    "AgentDefinition",
-    "AgentEnded",
-    "AgentFailure",
-    "AgentOutcome",
-    "AgentRegistry",
-    "AgentReplayed",
-    "AgentRetried",
-    "AgentStarted",
-    "AnswerProvider",
-    "CallRecord",
-    "ClaudeCodeProvider",
-    "CodexProvider",
-    "CommandProvider",
-    "EchoProvider",
-    "EngineConfig",
-    "ErrorKind",
-    "EventHub",
-    "JournalEntry",
-    "LibraryProblem",
-    "LogEmitted",
-    "OpenAIProvider",
-    "PhaseMeta",
-    "PhaseStarted",
-    "ProviderInfo",
-    "ProviderUnavailable",
-    "Question",
-    "QuestionAnswered",
-    "QuestionAsked",
-    "QuickJSEngine",
-    "RecordedResult",
-    "RetryPolicy",
-    "RoutingProvider",
-    "RunInfo",
-    "RunRecord",
-    "RunStatus",
-    "RunStore",
-    "RunStoreError",
-    "SQLiteRunStore",
-    "SandboxPolicy",
-    "SavedWorkflow",
-    "StopReason",
-    "StoredEvent",
-    "SubagentProvider",
-    "SubagentRequest",
-    "SubagentResult",
-    "SubprocessEngine",
-    "ToolCallCard",
-    "ToolResult",
-    "Usage",
-    "WorkflowEnded",
-    "WorkflowEngine",
-    "WorkflowError",
-    "WorkflowErrorCode",
-    "WorkflowEvent",
-    "WorkflowLibrary",
-    "WorkflowMeta",
-    "WorkflowResult",
-    "WorkflowRun",
-    "WorkflowStartRequest",
-    "WorkflowStarted",
-    "WorkflowTool",
-]
-
 __version__ = "0.1.0"
 
 
+_HOME: dict[str, str] | None = None  # public name -> its module, once read (see _homes)
+
+
+def _homes() -> dict[str, str]:
+    """Public name -> the private module that defines it (relative to this package), read once
+    from this file (:func:`_read_homes`)."""
+    global _HOME
+    if _HOME is None:
+        with open(__file__, encoding="utf-8") as source:
+            _HOME = _read_homes(source)
+    return _HOME
+
+
+def _read_homes(lines: Iterable[str]) -> dict[str, str]:
+    """The public names of the ``if TYPE_CHECKING:`` block in ``lines`` (this file's text), the
+    one list of public names, with their modules.
+
+    Raises ImportError when a line of that block is not ``from <module> import <Name> as
+    <Name>`` (``tests/unit/test_exports.py`` checks the block the way a type checker reads it).
+    """
+    homes: dict[str, str] = {}
+    lines = iter(lines)
+    for line in lines:
+        if line.startswith("if TYPE_CHECKING:"):
+            break
+    for line in lines:
+        if not line.startswith("    ") and line.strip():
+            break
+        words = line.split("#", 1)[0].split()
+        if not words:  # a blank or comment line
+            continue
+        if len(words) != 6 or words[0::2] != ["from", "import", "as"] or words[3] != words[5]:
+            raise ImportError(f"{__name__}: a public name's line is not "
+                              f"'from <module> import <Name> as <Name>': {line.strip()!r}")
+        homes[words[3]] = words[1]
+    return homes
+
+
 def __getattr__(name: str) -> Any:
-    """Load a public name on first use (PEP 562) and keep it, so later uses are plain lookups."""
-    home = _HOME.get(name)
+    """Load a public name on first use (PEP 562) and keep it, so later uses are plain lookups;
+    ``__all__`` (every public name, sorted) is made on first use too."""
+    if name == "__all__":
+        names = sorted(_homes())
+        globals()["__all__"] = names
+        return names
+    home = _homes().get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(home, __name__), name)
@@ -224,4 +143,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(_homes()))

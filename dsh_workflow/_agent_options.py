@@ -1,16 +1,17 @@
 """The rules for one ``agent()`` call: its options, its default label.
 
-The host of every engine parses each call's options here (the runtime has already checked the
-prompt and turned the options into JSON data, so what arrives is untrusted JSON, validated
-again in full); ``check``'s lint reads the same option names and choices.
+Shared by every engine; the runtime has already checked the prompt and turned the options into
+JSON data, so what arrives here is untrusted JSON, validated again in full. Which options exist
+and what each takes is the table of ``_option_table.py`` (:data:`AGENT_OPTIONS`), read here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, get_args
+from dataclasses import dataclass, fields
+from typing import Any
 
 from ._errors import WorkflowError, WorkflowErrorCode
+from ._option_table import AGENT_OPTIONS, EFFORTS, FAILURE_MODES, ISOLATIONS, agent_option_names
 from ._subagent import Effort, Isolation
 
 __all__ = [
@@ -23,17 +24,14 @@ __all__ = [
     "parse_agent_options",
 ]
 
-SUPPORTED_OPTIONS = ("label", "phase", "schema", "model", "provider", "effort", "agentType",
-                     "isolation", "failure")
+#: The keys a script may pass (the table's).
+SUPPORTED_OPTIONS = agent_option_names()
 _SUPPORTED_TEXT = ", ".join(SUPPORTED_OPTIONS)
-EFFORTS: tuple[str, ...] = get_args(Effort)
-ISOLATIONS: tuple[str, ...] = get_args(Isolation)
-#: What a failed child does in the script: resolve ``null`` (the default) or reject with a
-#: non-fatal ``AgentFailure`` error (docs/scripts.md, "Truthful outcomes").
-FAILURE_MODES: tuple[str, ...] = ("null", "throw")
-_CHOICES: dict[str, tuple[str, ...]] = {"effort": EFFORTS, "isolation": ISOLATIONS,
-                                        "failure": FAILURE_MODES}
-_STRING_OPTIONS = ("label", "phase", "model", "provider", "agentType")
+_STRING_OPTIONS = tuple(option.name for option in AGENT_OPTIONS if option.kind in ("text", "name"))
+_NAME_OPTIONS = tuple(option.name for option in AGENT_OPTIONS if option.kind == "name")
+_NONEMPTY = {option.name: option.nonempty for option in AGENT_OPTIONS if option.nonempty}
+_CHOICES = {option.name: option.choices for option in AGENT_OPTIONS if option.kind == "choice"}
+_SCHEMA_OPTIONS = tuple(option.name for option in AGENT_OPTIONS if option.kind == "schema")
 _LABEL_CHARS = 48
 _NAME_CHARS = 256  # model, provider and agent type names
 
@@ -58,6 +56,9 @@ class AgentOptions:
 
 #: The options of a call that passed none (frozen, so one instance serves every such call).
 _NO_OPTIONS = AgentOptions()
+#: option key -> the AgentOptions field it fills (every row of the table has one: a test checks).
+_FIELDS = {option.name: option.field for option in AGENT_OPTIONS
+           if option.field in {f.name for f in fields(AgentOptions)}}
 
 
 def _kind(value: object) -> str:
@@ -107,30 +108,28 @@ def parse_agent_options(raw: object, *, check_schema: bool = True) -> AgentOptio
         if key in values and not isinstance(values[key], str):
             raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
                 f'agent() option "{key}" must be a string (got {_kind(values[key])})'))
-    for key in ("model", "provider", "agentType"):
+    for key in _NAME_OPTIONS:
         if key in values and len(values[key]) > _NAME_CHARS:
             raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
                 f'agent() option "{key}" is {len(values[key])} characters; a {key} name is at '
                 f"most {_NAME_CHARS}"))
-    if values.get("agentType") == "":
-        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
-                            'agent() option "agentType" must be a non-empty agent type name')
+    for key, what in _NONEMPTY.items():
+        if values.get(key) == "":
+            raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                                f'agent() option "{key}" must be a non-empty {what}')
     for key, allowed in _CHOICES.items():
         if key in values and values[key] not in allowed:
             raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT, (
                 f'agent() option "{key}" must be one of '
                 + ", ".join(f'"{choice}"' for choice in allowed)
                 + f" (got {_shown(values[key])})"))
-    schema = values.get("schema")
-    if "schema" in values and check_schema:
-        from ._schema import check_agent_schema  # jsonschema loads only for runs with schemas
+    if check_schema:
+        for key in _SCHEMA_OPTIONS:
+            if key in values:
+                from ._schema import check_agent_schema  # jsonschema loads only with a schema
 
-        check_agent_schema(schema)
-    return AgentOptions(label=values.get("label"), phase=values.get("phase"), schema=schema,
-                        model=values.get("model"), provider=values.get("provider"),
-                        effort=values.get("effort"), agent_type=values.get("agentType"),
-                        isolation=values.get("isolation"),
-                        failure=values.get("failure"))
+                check_agent_schema(values[key])
+    return AgentOptions(**{_FIELDS[key]: value for key, value in values.items() if key in _FIELDS})
 
 
 def default_label(prompt: str) -> str:

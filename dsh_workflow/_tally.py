@@ -1,14 +1,19 @@
-"""What one run's live events have said so far: the one count every progress view reads.
+"""What one run's events have said so far: the one count of live events every progress view
+reads, and the one count of stored events.
 
 The CLI's progress panel, a background run's status and the MCP server's progress
-notifications are all views of a :class:`RunTally`; only how they show it differs.
+notifications are all views of a :class:`RunTally`; only how they show it differs. A stored
+run's events (``runs``/``show`` for a run whose totals are not in yet, the viewer's run list)
+are counted by :func:`count_stored` alone.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ._events import (
     AgentEnded,
@@ -22,7 +27,7 @@ from ._events import (
     WorkflowStarted,
 )
 
-__all__ = ["RunTally"]
+__all__ = ["RunTally", "StoredCounts", "count_stored"]
 
 
 @dataclass(eq=False)
@@ -111,3 +116,73 @@ class RunTally:
     def elapsed(self) -> float:
         """Seconds from the start to the end (or to now, while the run goes on)."""
         return (self.ended_at if self.ended_at is not None else time.monotonic()) - self.began
+
+
+class _Stored(Protocol):
+    """A stored event as the store gives it back: ``{"event": <class name>, ...fields}``."""
+
+    @property
+    def data(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class StoredCounts:
+    """A run's counts as its stored events tell them: children started (``agents``), calls
+    replayed from a journal, children that failed (neither completed nor cancelled) and
+    children cancelled; the tokens the children reported, the sum of their known costs (None
+    while none is known) and how many reported tokens without a cost (``unpriced``)."""
+
+    agents: int = 0
+    replayed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    unpriced: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """Input and output tokens together."""
+        return self.input_tokens + self.output_tokens
+
+
+def _whole(value: object) -> int:
+    """A count from stored event data (which a foreign writer may have filled with anything)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def count_stored(events: Iterable[_Stored], start: StoredCounts = StoredCounts()) -> StoredCounts:
+    """The counts of a run's stored ``events``, added to ``start`` (the counts of the events
+    before them), so a run can be counted a page at a time.
+
+    Never raises on what a foreign writer stored: an unknown event, outcome or usage counts
+    as nothing, a count that is not a whole number as 0, a cost that is not a number as unknown.
+    """
+    agents, replayed, failed, cancelled = start.agents, start.replayed, start.failed, start.cancelled
+    input_tokens, output_tokens = start.input_tokens, start.output_tokens
+    cost, unpriced = start.cost_usd, start.unpriced
+    for stored in events:
+        data = stored.data
+        kind = data.get("event")
+        if kind == "AgentStarted":
+            agents += 1
+        elif kind == "AgentReplayed":
+            replayed += 1
+        elif kind == "AgentEnded":
+            outcome = data.get("outcome")
+            cancelled += outcome == "cancelled"
+            failed += outcome not in ("completed", "cancelled")
+            usage = data.get("usage")
+            if not isinstance(usage, Mapping):
+                continue
+            spent_in, spent_out = _whole(usage.get("input_tokens")), _whole(usage.get("output_tokens"))
+            input_tokens, output_tokens = input_tokens + spent_in, output_tokens + spent_out
+            child_cost = usage.get("cost_usd")
+            if isinstance(child_cost, int | float) and not isinstance(child_cost, bool):
+                cost = (cost or 0.0) + child_cost
+            elif spent_in + spent_out:
+                unpriced += 1
+    return StoredCounts(agents=agents, replayed=replayed, failed=failed, cancelled=cancelled,
+                        input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost,
+                        unpriced=unpriced)

@@ -162,6 +162,8 @@ const maxItems = config.maxItemsPerCall;
 const maxDepth = config.maxValueDepth;
 const maxPromptChars = config.maxPromptChars;
 const maxLogChars = config.maxLogChars;
+// The agent() options as one object's shape, "{label, phase, ...}" (_option_table.py).
+const agentOptionsShape = config.agentOptions;
 // Lossy steps of the return value's conversion to JSON (and of workflow() return values).
 const runWarnings = newWarnings();
 
@@ -440,8 +442,7 @@ const agent = async function agent(prompt, opts) {
   if (opts !== undefined) {
     if (opts === null || typeof opts !== 'object' || _isArray(opts)) {
       throw makeError('INVALID_ARGUMENT', 'agent() options must be an object such as '
-        + '{label, phase, schema, model, provider, effort, agentType, isolation, failure} (got '
-        + describeKind(opts) + ')');
+        + agentOptionsShape + ' (got ' + describeKind(opts) + ')');
     }
     try {
       optsText = materialize(opts, 'options', maxDepth);

@@ -17,10 +17,11 @@ from typing import Any
 from dsh_workflow import RunRecord, StoredEvent
 from dsh_workflow._prices import UNPRICED, cost_text, format_usd
 from dsh_workflow._result import stored_code
+from dsh_workflow._tally import StoredCounts
 
 from .progress import ended_line, format_elapsed, kind_reason, retried_line, summary_text
 
-__all__ = ["UNSETTLED", "AgentRow", "EventCounts", "EventLines", "agent_rows", "event_counts", "format_time",
+__all__ = ["UNSETTLED", "AgentRow", "EventLines", "agent_rows", "format_time",
            "run_document", "run_summary", "runs_table", "show_text", "stored_reason", "with_counts"]
 
 #: Statuses whose stored totals are not in yet (a run's owner records them when it ends).
@@ -49,42 +50,9 @@ def _tokens(usage: Mapping[str, Any] | None) -> int | None:
     return _whole(usage.get("input_tokens")) + _whole(usage.get("output_tokens"))
 
 
-@dataclass(frozen=True)
-class EventCounts:
-    """A run's counts as its stored events tell them: children started, children that failed
-    (neither completed nor cancelled), calls replayed from a journal, the tokens the children
-    reported, and children cancelled."""
-
-    agents: int = 0
-    failed: int = 0
-    replayed: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cancelled: int = 0
-
-
-def event_counts(events: Iterable[StoredEvent]) -> EventCounts:
-    """Count a run's stored events (see :class:`EventCounts`)."""
-    agents = failed = replayed = input_tokens = output_tokens = cancelled = 0
-    for stored in events:
-        kind = stored.data.get("event")
-        if kind == "AgentStarted":
-            agents += 1
-        elif kind == "AgentReplayed":
-            replayed += 1
-        elif kind == "AgentEnded":
-            outcome = stored.data.get("outcome")
-            cancelled += outcome == "cancelled"
-            failed += outcome not in ("completed", "cancelled")
-            usage = stored.data.get("usage")
-            if isinstance(usage, Mapping):
-                input_tokens += _whole(usage.get("input_tokens"))
-                output_tokens += _whole(usage.get("output_tokens"))
-    return EventCounts(agents, failed, replayed, input_tokens, output_tokens, cancelled)
-
-
-def with_counts(record: RunRecord, counts: EventCounts) -> RunRecord:
-    """``record`` with its agents, replayed and usage taken from ``counts`` when its owner has
+def with_counts(record: RunRecord, counts: StoredCounts) -> RunRecord:
+    """``record`` with its agents, replayed and usage taken from ``counts`` (its stored events
+    counted by :func:`~dsh_workflow._tally.count_stored`) when its owner has
     not recorded them (a run still running, or interrupted: its totals would read 0), as the
     viewer counts them; a finished run's recorded totals stand."""
     if record.status not in UNSETTLED:

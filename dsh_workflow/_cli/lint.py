@@ -6,8 +6,8 @@ expressions are never mistaken for code) and reports, with 1-based line and colu
 
 - ``agent()``/``subagent()`` option keys the engine does not support (an object literal as the
   second argument; spreads and computed keys are not judged; a real script's ``stallMs`` is
-  one: unknown options stay fatal), and literal ``effort``, ``isolation`` or ``failure``
-  values outside the allowed ones;
+  one: unknown options stay fatal), and literal values of an option with a fixed set of them
+  (``effort``, ``isolation``, ``failure``: ``_option_table.py``) outside that set;
 - ``parallel()``/``pipeline()``/``settle()`` options (an object literal as parallel's or
   settle's second or pipeline's last argument): keys other than ``concurrency``, and a
   literal ``concurrency`` that is not a whole number of at least 1;
@@ -31,10 +31,10 @@ from functools import cache
 import tree_sitter
 import tree_sitter_javascript
 
-from .._agent_options import EFFORTS, FAILURE_MODES, ISOLATIONS, SUPPORTED_OPTIONS
 from .._agents import AgentRegistry
+from .._option_table import AGENT_OPTIONS as _AGENT_OPTION_TABLE
 
-__all__ = ["AGENT_OPTIONS", "COMBINATOR_OPTIONS", "FAILURES", "FILTER_BOOLEAN", "MISSING_GLOBALS",
+__all__ = ["AGENT_OPTIONS", "COMBINATOR_OPTIONS", "FILTER_BOOLEAN", "MISSING_GLOBALS",
            "LintWarning", "lint"]
 
 #: Globals scripts written for other runtimes reach for; none exists in the sandbox.
@@ -56,11 +56,11 @@ MISSING_GLOBALS: dict[str, str] = {
 
 _HOOKS = ("agent", "subagent")
 _COMBINATORS = ("parallel", "pipeline", "settle")
-#: agent(prompt, {failure}): "null" (the default: a failed child resolves null) or "throw" (it
-#: rejects with a non-fatal AgentFailure error).
-FAILURES = FAILURE_MODES
-#: The agent() options check knows: the engine's own list.
-AGENT_OPTIONS: tuple[str, ...] = SUPPORTED_OPTIONS
+#: The agent() options check knows: the engine's own table (_option_table.py).
+AGENT_OPTIONS: tuple[str, ...] = tuple(option.name for option in _AGENT_OPTION_TABLE)
+#: option -> the values a literal may take, for the options with a fixed set of them.
+_AGENT_CHOICES = {option.name: option.choices for option in _AGENT_OPTION_TABLE
+                  if option.kind == "choice"}
 #: The keys of parallel()/pipeline() options (hooks.js, concurrencyOption).
 COMBINATOR_OPTIONS = ("concurrency",)
 #: Why ``.filter(Boolean)`` after a parallel() of schema calls is flagged.
@@ -313,18 +313,10 @@ class _Linter:
             literal = _literal(value)
             if literal is None or value is None:
                 continue
-            if key == "failure" and literal not in FAILURES:
-                self.at(value, f'{hook}() option "failure" must be one of '
-                               + ", ".join(f'"{e}"' for e in FAILURES) + f' (got "{literal}")')
-            elif key == "effort" and literal not in EFFORTS:
-                self.at(value, f'{hook}() option "effort" must be one of '
-                               + ", ".join(f'"{e}"' for e in EFFORTS) + f' (got "{literal}")')
-            elif key == "isolation" and literal not in ISOLATIONS:
-                self.at(value, f'{hook}() option "isolation" must be one of '
-                               + ", ".join(f'"{e}"' for e in ISOLATIONS) + f' (got "{literal}")')
-            elif key == "failure" and literal not in FAILURE_MODES:
-                self.at(value, f'{hook}() option "failure" must be one of '
-                               + ", ".join(f'"{e}"' for e in FAILURE_MODES) + f' (got "{literal}")')
+            choices = _AGENT_CHOICES.get(key)
+            if choices is not None and literal not in choices:
+                self.at(value, f'{hook}() option "{key}" must be one of '
+                               + ", ".join(f'"{e}"' for e in choices) + f' (got "{literal}")')
             elif key == "agentType" and self.agents is not None and literal not in self.agents:
                 self.at(value, f'agent type "{literal}" is not defined (known types: '
                                + ", ".join(self.agents.names)

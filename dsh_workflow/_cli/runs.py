@@ -131,7 +131,8 @@ def register(commands: Subcommands) -> None:
 def command_runs(ns: argparse.Namespace) -> int:
     from dsh_workflow import RunStoreError
 
-    from .history import UNSETTLED, event_counts, run_summary, runs_table, with_counts
+    from .._tally import count_stored
+    from .history import UNSETTLED, run_summary, runs_table, with_counts
 
     async def reader(store: SQLiteRunStore) -> list[RunRecord]:
         records = []
@@ -140,7 +141,7 @@ def command_runs(ns: argparse.Namespace) -> int:
             # events; a broken row is listed as it is.
             if record.problem is None and record.status in UNSETTLED:
                 try:
-                    record = with_counts(record, event_counts(await store.events(record.id)))
+                    record = with_counts(record, count_stored(await store.events(record.id)))
                 except RunStoreError:  # its events cannot be read: show says why
                     pass
             records.append(record)
@@ -169,12 +170,13 @@ def command_show(ns: argparse.Namespace) -> int:
 
         return show_call(ns)
 
-    from .history import agent_rows, event_counts, run_document, show_text, with_counts
+    from .._tally import count_stored
+    from .history import agent_rows, run_document, show_text, with_counts
 
     async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any]]:
         record = await run_record(store, ns, ns.run_id)
         events = await store.events(record.id)
-        return (with_counts(record, event_counts(events)),
+        return (with_counts(record, count_stored(events)),
                 agent_rows(events, running=record.status == "running"))
 
     found = read_store(ns, reader, None)

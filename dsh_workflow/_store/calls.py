@@ -22,16 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._subagent import Usage
 from .bulk import insert_rows
 from .encoding import loads, untext
+from .tables import select
 
 __all__ = ["CALL_COLUMNS", "CallBrief", "CallRecord", "CallRow", "cancel_origin",
            "cancel_requested", "insert_calls", "read_briefs", "read_call", "read_calls",
            "read_provider", "request_cancel", "write_provider"]
-
-CALL_COLUMNS = ("run_id", "seq", "label", "phase", "request", "started_at", "ended_at",
-                "outcome", "text", "structured", "failure", "usage", "replayed")
-_SELECT = ("SELECT seq, label, phase, request, started_at, ended_at, outcome, text, structured, "
-           "failure, usage, replayed FROM calls")
-
 
 class CallRow(NamedTuple):
     """One ``calls`` row as the engine writes it: JSON columns already encoded as text."""
@@ -49,6 +44,11 @@ class CallRow(NamedTuple):
     failure: str | bytes | None = None
     usage: str | bytes | None = None
     replayed: int = 0
+
+
+#: The ``calls`` columns, in the table's order: :class:`CallRow`'s fields.
+CALL_COLUMNS = CallRow._fields
+_SELECT = select("calls", CALL_COLUMNS[1:])
 
 
 class CallRecord(BaseModel):
@@ -166,20 +166,19 @@ def _usage(value: str | bytes | None) -> Usage | None:
     return Usage.model_validate(known)
 
 
-def _record(run_id: str, row: Sequence[Any]) -> CallRecord:
-    (seq, label, phase, request, started_at, ended_at, outcome, text, structured, failure,
-     usage, replayed) = row
-    options = _json(request)
+def _record(run_id: str, values: Sequence[Any]) -> CallRecord:
+    row = CallRow(run_id, *values)
+    options = _json(row.request)
     if not isinstance(options, dict):
         options = {}
     prompt = options.pop("prompt", "")
-    failed = _json(failure)
-    return CallRecord(run_id=run_id, seq=seq, label=_untext(label) or "", phase=_untext(phase),
-                      prompt=prompt if isinstance(prompt, str) else "", options=options,
-                      started_at=started_at, ended_at=ended_at, outcome=outcome,
-                      text=_untext(text), structured=_json(structured),
+    failed = _json(row.failure)
+    return CallRecord(run_id=run_id, seq=row.seq, label=_untext(row.label) or "",
+                      phase=_untext(row.phase), prompt=prompt if isinstance(prompt, str) else "",
+                      options=options, started_at=row.started_at, ended_at=row.ended_at,
+                      outcome=row.outcome, text=_untext(row.text), structured=_json(row.structured),
                       failure=failed if isinstance(failed, dict) else None,
-                      usage=_usage(usage), replayed=bool(replayed))
+                      usage=_usage(row.usage), replayed=bool(row.replayed))
 
 
 def insert_calls(conn: sqlite3.Connection, ticks: Iterable[Iterable[CallRow]]) -> None:

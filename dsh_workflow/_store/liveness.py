@@ -11,6 +11,7 @@ from typing import Any
 from .models import RunRecord
 from .owners import HOST, OwnerLock, owner_alive
 from .rows import record
+from .tables import RunRecordRow
 
 __all__ = ["Liveness", "still_running"]
 
@@ -48,7 +49,7 @@ class Liveness:
         records = []
         for row in rows:
             found = record(row)
-            owner = row[9]
+            owner = RunRecordRow._make(row).owner
             if found.status == "running" and isinstance(owner, str) and self._owner_dead(
                     owner, found.owner_host):
                 if owner not in found_dead:

@@ -15,27 +15,28 @@ from .._subagent import Usage
 from .encoding import loads as _loads
 from .encoding import untext as _untext
 from .models import JournalEntry, RunRecord
+from .tables import JournalRow, RunRecordRow, names, select
 
 __all__ = ["JOURNAL_SELECT", "RUN_COLUMNS", "BadRow", "event_pairs", "invalid", "journal_entry",
            "record", "short"]
 
-RUN_COLUMNS = ("id, meta, script, args, created_at, ended_at, status, result, resumed_from, "
-               "owner, owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, "
-               "agents_failed, cost_usd")
-"""The ``runs`` columns :func:`record` reads, in its order (``owner`` is ``row[9]``)."""
+RUN_COLUMNS = names(RunRecordRow._fields)
+"""The ``runs`` columns :func:`record` reads (:class:`~.tables.RunRecordRow`'s)."""
 
-JOURNAL_SELECT = ("SELECT kind, seq, key, text, structured, number, input_tokens, output_tokens, "
-                  "cost_usd, cache_read_tokens, cache_write_tokens FROM journal")
-"""The ``journal`` columns :func:`journal_entry` reads, in its order."""
+JOURNAL_SELECT = select("journal", JournalRow._fields[1:])
+"""The ``journal`` columns :func:`journal_entry` reads (:class:`~.tables.JournalRow`'s but the
+run id)."""
 
 
 class BadRow(Exception):
     """A stored value that cannot be read; ``str()`` says which and why."""
 
 
-def record(row: tuple[Any, ...]) -> RunRecord:
-    """The record of a ``runs`` row; a row that cannot be read whole gives a ``broken`` record
-    naming what is wrong (never an exception: one bad row must not hide the others)."""
+def record(values: tuple[Any, ...]) -> RunRecord:
+    """The record of a ``runs`` row (its :data:`RUN_COLUMNS`); a row that cannot be read whole
+    gives a ``broken`` record naming what is wrong (never an exception: one bad row must not
+    hide the others)."""
+    row = RunRecordRow._make(values)
     try:
         return _whole_record(row)
     except BadRow as exc:
@@ -64,19 +65,22 @@ def event_pairs(first_seq: Any, data: Any) -> list[tuple[int, float, dict[str, A
     return pairs
 
 
-def journal_entry(run_id: str, row: tuple[Any, ...]) -> JournalEntry:
+def journal_entry(run_id: str, values: tuple[Any, ...]) -> JournalEntry:
     """The entry of a ``journal`` row (its :data:`JOURNAL_SELECT` columns)."""
-    kind, seq, key, text, structured, number, tin, tout, cost, cread, cwrite = row
+    row = JournalRow(run_id, *values)
+    kind, seq = row.kind, row.seq
     try:
         return JournalEntry(
-            run_id=run_id, kind=kind, seq=seq, key=key,
-            text=None if text is None else _column_text(f"journal entry {seq} text", text),
-            structured=None if structured is None
-            else _column_json(f"journal entry {kind} {seq}", structured),
-            number=number,
-            usage=None if tin is None else Usage(
-                input_tokens=tin, output_tokens=tout or 0, cost_usd=cost,
-                cache_read_tokens=cread or 0, cache_write_tokens=cwrite or 0))
+            run_id=run_id, kind=kind, seq=seq, key=row.key,
+            text=None if row.text is None
+            else _column_text(f"journal entry {seq} text", row.text),
+            structured=None if row.structured is None
+            else _column_json(f"journal entry {kind} {seq}", row.structured),
+            number=row.number,
+            usage=None if row.input_tokens is None else Usage(
+                input_tokens=row.input_tokens, output_tokens=row.output_tokens or 0,
+                cost_usd=row.cost_usd, cache_read_tokens=row.cache_read_tokens or 0,
+                cache_write_tokens=row.cache_write_tokens or 0))
     except ValidationError as exc:
         raise BadRow(f"journal entry {kind} {seq}: {invalid(exc)}") from None
 
@@ -123,25 +127,23 @@ def _column_text(column: str, value: Any) -> str:
         raise BadRow(f"its {column} is not UTF-8 text ({short(exc)})") from None
 
 
-def _whole_record(row: tuple[Any, ...]) -> RunRecord:
-    (run_id, meta, script, args, created_at, ended_at, status, result, resumed_from, _owner,
-     owner_pid, owner_host, agents, replayed, input_tokens, output_tokens, agents_failed,
-     cost_usd) = row
+def _whole_record(row: RunRecordRow) -> RunRecord:
+    meta, result, args = row.meta, row.result, row.args
     meta = _column_json("meta", meta)
     if not isinstance(meta, dict):
         raise BadRow(f"its meta is not a JSON object (it is {type(meta).__name__})")
     loaded = None if result is None else _column_json("result", result)
     if loaded is not None and not isinstance(loaded, dict):
         raise BadRow(f"its result is not a JSON object (it is {type(loaded).__name__})")
-    return RunRecord(id=run_id, meta=meta, script=_column_text("script", script),
+    return RunRecord(id=row.id, meta=meta, script=_column_text("script", row.script),
                      args=None if args is None else _column_json("args", args),
-                     created_at=created_at, ended_at=ended_at, status=status,
+                     created_at=row.created_at, ended_at=row.ended_at, status=row.status,
                      result=None if loaded is None else _stored_result(loaded),
-                     resumed_from=resumed_from, owner_pid=owner_pid, owner_host=owner_host,
-                     agents=agents, replayed=replayed,
-                     usage=Usage(input_tokens=input_tokens, output_tokens=output_tokens,
-                                 cost_usd=cost_usd),
-                     agents_failed=agents_failed,
+                     resumed_from=row.resumed_from, owner_pid=row.owner_pid,
+                     owner_host=row.owner_host, agents=row.agents, replayed=row.replayed,
+                     usage=Usage(input_tokens=row.input_tokens, output_tokens=row.output_tokens,
+                                 cost_usd=row.cost_usd),
+                     agents_failed=row.agents_failed,
                      agents_cancelled=_stored_count(loaded, "agents_cancelled"))
 
 
@@ -151,9 +153,9 @@ def _stored_count(result: dict[str, Any] | None, key: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _broken_record(row: tuple[Any, ...], problem: str) -> RunRecord:
+def _broken_record(row: RunRecordRow, problem: str) -> RunRecord:
     """A ``broken`` record of ``row``: its id and what else reads cleanly (for the listing)."""
-    run_id, meta, created_at, ended_at = row[0], row[1], row[4], row[5]
+    run_id, meta, created_at, ended_at = row.id, row.meta, row.created_at, row.ended_at
     if isinstance(run_id, bytes):
         run_id = run_id.decode("utf-8", "replace")
     run_id = str(run_id) if run_id is not None and str(run_id) else "(no id)"

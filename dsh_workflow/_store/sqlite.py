@@ -49,6 +49,7 @@ from .models import (
 )
 from .owners import HOST, OwnerLock
 from .reads import Readers, naming
+from .tables import RunEnd
 from .writer import Waiter, Writer
 from .writes import Event, EventRows, Tick, journal_rows
 
@@ -268,10 +269,12 @@ class SQLiteRunStore:
         if agents < 0 or replayed < 0 or agents_failed < 0:
             raise ValueError("agents, replayed and agents_failed must not be negative")
         usage = usage or Usage()
-        values = (status, None if result is None else _dumps(dict(result)),
-                  time.time() if ended_at is None else ended_at, _count(agents),
-                  _count(replayed), _count(usage.input_tokens), _count(usage.output_tokens),
-                  _count(agents_failed), usage.cost_usd, run_id)
+        values = RunEnd(status=status, result=None if result is None else _dumps(dict(result)),
+                        ended_at=time.time() if ended_at is None else ended_at,
+                        agents=_count(agents), replayed=_count(replayed),
+                        input_tokens=_count(usage.input_tokens),
+                        output_tokens=_count(usage.output_tokens),
+                        agents_failed=_count(agents_failed), cost_usd=usage.cost_usd)
 
         def job(conn: sqlite3.Connection) -> RunRecord:
             record = writes.end_run(conn, self._path, run_id, values)

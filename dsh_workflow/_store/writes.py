@@ -26,6 +26,7 @@ from .encoding import text_or_none as _text_or_none
 from .encoding import untext as _untext
 from .models import JournalEntry, RunRecord, RunStoreError
 from .rows import RUN_COLUMNS, record
+from .tables import EventRow, JournalRow, NewRun, RunEnd, RunRecordRow, names
 from .writer import Waiter
 
 __all__ = ["FINAL", "Event", "EventRows", "Tick", "end_run", "events_payload", "insert_journal",
@@ -40,10 +41,11 @@ EventsPayload = tuple[str, float, list[str | bytes]]
 FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
 """The statuses a run finishes with."""
 
-_EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")
-_JOURNAL_COLUMNS = ("run_id", "kind", "seq", "key", "text", "structured", "number",
-                    "input_tokens", "output_tokens", "cost_usd", "cache_read_tokens",
-                    "cache_write_tokens")
+#: What a new run's row says besides its columns (tables.NewRun).
+_NEW_RUN = (f"INSERT INTO runs ({names(NewRun._fields)}, status) "
+            f"VALUES ({', '.join('?' * len(NewRun._fields))}, 'running')")
+_END_RUN = (f"UPDATE runs SET {', '.join(f'{column} = ?' for column in RunEnd._fields)} "
+            "WHERE id = ? AND status = 'running'")
 
 
 class Tick:
@@ -96,7 +98,7 @@ class EventRows:
             stamp = repr(at)
             pairs.setdefault(run_id, []).extend(
                 f"[{stamp},{text if isinstance(text, str) else _untext(text)}]" for text in data)
-        rows: list[tuple[str, int, int, str | bytes]] = []
+        rows: list[EventRow] = []
         for run_id, items in pairs.items():
             if not items:
                 continue
@@ -104,9 +106,10 @@ class EventRows:
             if last is None:
                 last = conn.execute("SELECT coalesce(max(last_seq), 0) FROM events "
                                     "WHERE run_id = ?", (run_id,)).fetchone()[0]
-            rows.append((run_id, last + 1, last + len(items), _text("[" + ",".join(items) + "]")))
+            rows.append(EventRow(run_id, first_seq=last + 1, last_seq=last + len(items),
+                                 data=_text("[" + ",".join(items) + "]")))
             self._event_seq[run_id] = last + len(items)
-        insert_rows(conn, "events", _EVENT_COLUMNS, rows)
+        insert_rows(conn, "events", EventRow._fields, rows)
 
     def forget_run(self, run_id: str) -> None:
         """The run ended: nothing more to number."""
@@ -116,60 +119,56 @@ class EventRows:
         self._event_seq.clear()
 
 
-def journal_rows(entries: Sequence[JournalEntry]) -> list[tuple[Any, ...]]:
-    """``journal`` rows of ``entries`` (the columns :func:`insert_journal` writes)."""
-    return [(e.run_id, e.kind, e.seq, e.key, _text_or_none(e.text),
-             None if e.structured is None else _dumps(e.structured), e.number,
-             None if e.usage is None else _count(e.usage.input_tokens),
-             None if e.usage is None else _count(e.usage.output_tokens),
-             None if e.usage is None else e.usage.cost_usd,
-             None if e.usage is None or not e.usage.cache_read_tokens
-             else _count(e.usage.cache_read_tokens),
-             None if e.usage is None or not e.usage.cache_write_tokens
-             else _count(e.usage.cache_write_tokens)) for e in entries]
+def journal_rows(entries: Sequence[JournalEntry]) -> list[JournalRow]:
+    """``journal`` rows of ``entries`` (what :func:`insert_journal` writes)."""
+    return [JournalRow(
+        run_id=e.run_id, kind=e.kind, seq=e.seq, key=e.key, text=_text_or_none(e.text),
+        structured=None if e.structured is None else _dumps(e.structured), number=e.number,
+        input_tokens=None if e.usage is None else _count(e.usage.input_tokens),
+        output_tokens=None if e.usage is None else _count(e.usage.output_tokens),
+        cost_usd=None if e.usage is None else e.usage.cost_usd,
+        cache_read_tokens=None if e.usage is None or not e.usage.cache_read_tokens
+        else _count(e.usage.cache_read_tokens),
+        cache_write_tokens=None if e.usage is None or not e.usage.cache_write_tokens
+        else _count(e.usage.cache_write_tokens)) for e in entries]
 
 
-def insert_journal(conn: sqlite3.Connection, ticks: list[list[tuple[Any, ...]]]) -> None:
-    insert_rows(conn, "journal", _JOURNAL_COLUMNS,
+def insert_journal(conn: sqlite3.Connection, ticks: list[list[JournalRow]]) -> None:
+    insert_rows(conn, "journal", JournalRow._fields,
                 ticks[0] if len(ticks) == 1 else [row for tick in ticks for row in tick])
 
 
-def new_run_row(record: RunRecord, args: Any, owner: str) -> tuple[Any, ...]:
+def new_run_row(record: RunRecord, args: Any, owner: str) -> NewRun:
     """The values :func:`insert_run` writes for a new run (its ``args`` as given) owned by
     ``owner`` (a lock token)."""
-    return (record.id, _dumps(record.meta), _text(record.script),
-            None if args is None else _dumps(args), record.created_at,
-            record.resumed_from, owner, record.owner_pid, record.owner_host)
+    return NewRun(id=record.id, meta=_dumps(record.meta), script=_text(record.script),
+                  args=None if args is None else _dumps(args), created_at=record.created_at,
+                  resumed_from=record.resumed_from, owner=owner, owner_pid=record.owner_pid,
+                  owner_host=record.owner_host)
 
 
-def insert_run(conn: sqlite3.Connection, path: str, row: tuple[Any, ...]) -> None:
+def insert_run(conn: sqlite3.Connection, path: str, row: NewRun) -> None:
     """Insert a :func:`new_run_row`; raises :class:`RunStoreError` when its id is taken or the
     run it resumes is not in the store."""
-    run_id, resumed_from = row[0], row[5]
+    run_id, resumed_from = row.id, row.resumed_from
     if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
         raise RunStoreError(path, f"a run with id {run_id!r} already exists")
     if resumed_from is not None and not conn.execute(
             "SELECT 1 FROM runs WHERE id = ?", (resumed_from,)).fetchone():
         raise RunStoreError(path, f"resumed_from {resumed_from!r}: no such run")
-    conn.execute("INSERT INTO runs (id, meta, script, args, created_at, status, "
-                 "resumed_from, owner, owner_pid, owner_host) "
-                 "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)", row)
+    conn.execute(_NEW_RUN, row)
 
 
-def end_run(conn: sqlite3.Connection, path: str, run_id: str,
-            values: tuple[Any, ...]) -> RunRecord:
-    """End the ``running`` run with ``values`` (status, result, ended_at, agents, replayed,
-    input and output tokens, agents_failed, cost, then the run id); returns its record.
+def end_run(conn: sqlite3.Connection, path: str, run_id: str, values: RunEnd) -> RunRecord:
+    """End the ``running`` run with ``values``; returns its record.
     Raises :class:`RunStoreError` when the run is unknown or no longer running."""
-    cursor = conn.execute("UPDATE runs SET status = ?, result = ?, ended_at = ?, "
-                          "agents = ?, replayed = ?, input_tokens = ?, output_tokens = ?, "
-                          "agents_failed = ?, cost_usd = ? "
-                          "WHERE id = ? AND status = 'running'", values)
+    cursor = conn.execute(_END_RUN, (*values, run_id))
     row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise RunStoreError(path, f"no such run: {run_id!r}")
     if cursor.rowcount == 0:
-        raise RunStoreError(path, f"run {run_id!r} is not running (it is {row[6]})")
+        raise RunStoreError(path, f"run {run_id!r} is not running (it is "
+                                  f"{RunRecordRow._make(row).status})")
     return record(row)
 
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from .._option_table import AGENT_OPTIONS
 from .._prices import million_token_prices
 from .._subagent import provider_description, provider_info
 
@@ -64,12 +65,9 @@ cycles are errors.
 
 Globals:
 - agent(prompt, opts?) (alias subagent): runs one subagent, a fresh child that sees only its \
-prompt (give it everything it needs), and resolves to its final text. opts: label (display \
-name, any string, need not be unique; default: the prompt's first line, up to 48 characters), \
-phase (progress group, display only; default: the current phase(title)), schema, model, \
-provider, effort ("low"|"medium"|"high"|"xhigh"|"max"), agentType (an agent type, e.g. \
-"general-purpose"), isolation ("worktree": its own git worktree), failure ("null", the \
-default, or "throw"); any other key is a fatal error. With schema the child is given the \
+prompt (give it everything it needs), and resolves to its final text. opts: \
+""" + ", ".join(option.description() for option in AGENT_OPTIONS) + """; any other key is a \
+fatal error. With schema the child is given the \
 schema and asked to answer in it; agent() resolves to the validated object. The schema: JSON Schema 2020-12, root \
 type "object", self-contained (local $defs/$ref only); every keyword is enforced (pattern, \
 format, minimum, enum...). The host does not re-ask a child whose answer is invalid (a \

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from .._store import RunRecord, RunStore, RunStoreError
-from .summary import Counts, count_events
+from .._tally import StoredCounts, count_stored
 
 __all__ = ["BUDGET", "SoFar"]
 
@@ -41,17 +41,17 @@ class SoFar:
         self._budget = budget
         self._page = page
         self._keep = keep
-        self._known: OrderedDict[str, tuple[int, Counts]] = OrderedDict()
+        self._known: OrderedDict[str, tuple[int, StoredCounts]] = OrderedDict()
 
-    async def counts(self, records: Sequence[RunRecord]) -> dict[str, Counts]:
+    async def counts(self, records: Sequence[RunRecord]) -> dict[str, StoredCounts]:
         """The counts so far of the unfinished runs among ``records``, by run id."""
         left = self._budget
-        found: dict[str, Counts] = {}
+        found: dict[str, StoredCounts] = {}
         for record in records:
             if record.status not in ("running", "interrupted"):
                 self._known.pop(record.id, None)
                 continue
-            last, so_far = self._known.pop(record.id, (0, Counts()))
+            last, so_far = self._known.pop(record.id, (0, StoredCounts()))
             while left > 0:
                 asked = min(left, self._page)
                 try:
@@ -59,7 +59,7 @@ class SoFar:
                 except RunStoreError:
                     break
                 if events:
-                    so_far = count_events(events, so_far)
+                    so_far = count_stored(events, so_far)
                     last = events[-1].seq
                     left -= len(events)
                 if len(events) < asked:

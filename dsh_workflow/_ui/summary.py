@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +23,11 @@ from pygments.lexers import JavascriptLexer, JsonLexer
 
 from .._prices import cost_text
 from .._result import code_in_text, stored_code
-from .._store import RunRecord, StoredEvent
+from .._store import RunRecord
+from .._tally import StoredCounts
 
-__all__ = ["CHUNK_CHARS", "HIGHLIGHT_CLASS", "PARTS", "SHOWN_CHARS", "Counts", "ErrorView", "RunRow",
-           "Shown", "count_events", "error_view", "highlight_css", "highlight_js",
+__all__ = ["CHUNK_CHARS", "HIGHLIGHT_CLASS", "PARTS", "SHOWN_CHARS", "ErrorView", "RunRow",
+           "Shown", "error_view", "highlight_css", "highlight_js",
            "highlight_json", "part_text", "run_payload", "run_row", "show_js", "show_json",
            "text_chunk"]
 
@@ -58,53 +58,6 @@ class RunRow:
     problem: str | None = None  # a broken run: what is wrong with its stored row
     failed: int = 0  # children that failed (neither completed nor cancelled)
     cancelled: int = 0  # children the run's stop cancelled
-
-
-@dataclass(frozen=True)
-class Counts:
-    """Agents started, agents replayed, tokens spent and agents failed or cancelled, as
-    counted from a run's events (the store records its totals only when the run ends)."""
-
-    agents: int = 0
-    replayed: int = 0
-    tokens: int = 0
-    cost_usd: float | None = None
-    unpriced: int = 0
-    failed: int = 0
-    cancelled: int = 0
-
-
-def count_events(events: Iterable[StoredEvent], start: Counts = Counts()) -> Counts:
-    """The counts of a run so far, from its stored events (added to ``start``: the counts of
-    the events before them)."""
-    agents, replayed, tokens = start.agents, start.replayed, start.tokens
-    unpriced, cost = start.unpriced, start.cost_usd
-    failed, cancelled = start.failed, start.cancelled
-    for event in events:
-        kind = event.data.get("event")
-        if kind == "AgentStarted":
-            agents += 1
-        elif kind == "AgentReplayed":
-            replayed += 1
-        elif kind == "AgentEnded":
-            outcome = event.data.get("outcome")
-            if outcome == "cancelled":
-                cancelled += 1
-            elif outcome != "completed":
-                failed += 1
-            usage = event.data.get("usage")
-            if not isinstance(usage, dict):  # stored data: anything a foreign writer put there
-                continue
-            spent = sum(n for n in (usage.get("input_tokens"), usage.get("output_tokens"))
-                        if isinstance(n, int) and not isinstance(n, bool))
-            tokens += spent
-            child_cost = usage.get("cost_usd")
-            if isinstance(child_cost, int | float) and not isinstance(child_cost, bool):
-                cost = (cost or 0.0) + child_cost
-            elif spent:
-                unpriced += 1
-    return Counts(agents=agents, replayed=replayed, tokens=tokens, cost_usd=cost,
-                  unpriced=unpriced, failed=failed, cancelled=cancelled)
 
 
 @dataclass(frozen=True)
@@ -147,15 +100,17 @@ def unpriced_of(record: RunRecord) -> int:
 
 
 def run_row(record: RunRecord, *, now: float | None = None,
-            so_far: Counts | None = None) -> RunRow:
+            so_far: StoredCounts | None = None) -> RunRow:
     """The run-list row of ``record``. A run still going shows its duration so far, and its
-    counts so far when ``so_far`` is given (else the store's totals)."""
+    counts so far when ``so_far`` is given (its events counted by
+    :func:`~dsh_workflow._tally.count_stored`; else the store's totals)."""
     ended = record.ended_at if record.ended_at is not None else (now or time.time())
-    counts = so_far or Counts(agents=record.agents, replayed=record.replayed,
-                              tokens=record.usage.total_tokens,
-                              cost_usd=record.usage.cost_usd, unpriced=unpriced_of(record),
-                              failed=record.agents_failed,
-                              cancelled=record.agents_cancelled)
+    counts = so_far or StoredCounts(agents=record.agents, replayed=record.replayed,
+                                    input_tokens=record.usage.input_tokens,
+                                    output_tokens=record.usage.output_tokens,
+                                    cost_usd=record.usage.cost_usd, unpriced=unpriced_of(record),
+                                    failed=record.agents_failed,
+                                    cancelled=record.agents_cancelled)
     return RunRow(id=record.id, name=run_name(record), status=record.status,
                   agents=counts.agents, replayed=counts.replayed, tokens=counts.tokens,
                   cost=cost_text(counts.cost_usd, counts.unpriced) or "—",

@@ -8,14 +8,15 @@ from typing import Any
 import pytest
 
 from .._events import AgentEnded, AgentStarted, LogEmitted, PhaseStarted
+from .._option_table import agent_option_names
 from .._subagent import SubagentRequest, SubagentResult
 from ._doubles import FailingProvider, FunctionProvider
 from ._suite_base import ConformanceBase, assert_hook_error, assert_run_error, caught
 
 __all__ = ["AgentSuite", "NarrationSuite"]
 
-SUPPORTED_OPTIONS = ("label", "phase", "schema", "model", "provider", "effort", "agentType",
-                     "isolation")
+#: The agent() options an engine lists when it refuses an unknown one (the one table).
+SUPPORTED_OPTIONS = agent_option_names()
 FILES_SCHEMA = {"type": "object", "properties": {"files": {"type": "array",
                                                            "items": {"type": "string"}}},
                 "required": ["files"]}

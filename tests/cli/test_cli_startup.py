@@ -148,6 +148,6 @@ def test_a_lazy_name_is_the_defining_modules_object(name: str) -> None:
 
     import dsh_workflow
 
-    home = dsh_workflow._HOME[name]
+    home = dsh_workflow._homes()[name]
     module = importlib.import_module(home, "dsh_workflow")
     assert getattr(dsh_workflow, name) is getattr(module, name)

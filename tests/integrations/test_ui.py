@@ -28,9 +28,9 @@ import pytest
 
 from dsh_workflow import Usage
 from dsh_workflow._cli.announce import announce_viewer
-from dsh_workflow._store import RunRecord, StoredEvent
+from dsh_workflow._store import RunRecord
 from dsh_workflow._ui import beacon
-from dsh_workflow._ui.summary import Counts, count_events, error_view, format_duration, run_row
+from dsh_workflow._ui.summary import error_view, format_duration, run_row
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -635,28 +635,6 @@ def test_error_view_splits_the_code(result: dict[str, Any] | None,
     (0.0123, "12 ms"), (3.21, "3.2 s"), (125, "2 min 05 s"), (7380, "2 h 03 min")])
 def test_durations_read_naturally(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
-
-
-def test_counts_so_far_come_from_the_events() -> None:
-    data = [{"event": "WorkflowStarted"}, {"event": "AgentReplayed", "seq": 1, "label": "a"},
-            {"event": "AgentStarted", "seq": 2, "label": "b"},
-            {"event": "AgentStarted", "seq": 3, "label": "c"},
-            {"event": "AgentEnded", "seq": 2, "label": "b", "outcome": "completed",
-             "usage": {"input_tokens": 3, "output_tokens": 4}},
-            {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "cancelled",
-             "usage": None}]
-    events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d) for i, d in enumerate(data, 1)]
-    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7, unpriced=1,
-                                          cancelled=1)
-    failed = [*data[:5], {**data[5], "outcome": "timeout"}]
-    events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d)
-              for i, d in enumerate(failed, 1)]
-    assert count_events(events) == Counts(agents=2, replayed=1, tokens=7, unpriced=1, failed=1)
-    priced = [*data[:4], {"event": "AgentEnded", "seq": 3, "label": "c", "outcome": "completed",
-                          "usage": {"input_tokens": 1, "output_tokens": 1, "cost_usd": 0.25}}]
-    events = [StoredEvent(run_id="r", seq=i, at=float(i), data=d)
-              for i, d in enumerate(priced, 1)]
-    assert count_events(events) == Counts(agents=2, replayed=1, tokens=2, cost_usd=0.25)
 
 
 def test_a_run_page_lists_the_return_values_warnings(tmp_path: pathlib.Path) -> None:

@@ -12,8 +12,8 @@ pytest.importorskip("starlette")
 
 from dsh_workflow import SQLiteRunStore
 from dsh_workflow._store import StoredEvent
+from dsh_workflow._tally import count_stored
 from dsh_workflow._ui.counts import SoFar
-from dsh_workflow._ui.summary import count_events
 
 
 @pytest.mark.anyio
@@ -54,4 +54,4 @@ async def test_counts_so_far_are_read_incrementally_and_bounded(tmp_path: pathli
         read.clear()
         grown = await counter.counts(records)
         assert sum(read) == 1 and grown["r3"].agents == 1001
-        assert grown["r3"] == count_events(await store.events("r3"))
+        assert grown["r3"] == count_stored(await store.events("r3"))

@@ -72,3 +72,58 @@ def test_every_relative_link_points_to_an_existing_file_and_heading(page: Path) 
         if anchor and file.suffix == ".md":
             anchors = {_anchor(h) for h in _HEADING.findall(_prose(file.read_text(encoding="utf-8")))}
             assert anchor in anchors, f"{page.relative_to(REPO)} links {target!r}: no such heading"
+
+
+_LAYOUT_ROW = re.compile(r"^\| `([^`]+)`(.*)$", re.M)
+
+
+def _layout_rows() -> list[tuple[str, str]]:
+    """``docs/layout.md``'s table as (folder the row speaks of, the row's text)."""
+    rows = []
+    for path, rest in _LAYOUT_ROW.findall((DOCS / "layout.md").read_text(encoding="utf-8")):
+        folder = path if path.endswith("/") else path.rpartition("/")[0] + "/"
+        rows.append((folder, f"`{path}`{rest}"))
+    return rows
+
+
+def _modules() -> list[str]:
+    """Every module of the package and every file of ``runtime_js/``, as paths from the repository."""
+    package = sorted((REPO / "dsh_workflow").rglob("*.py"))
+    runtime = sorted((REPO / "runtime_js").glob("*.js"))
+    return [path.relative_to(REPO).as_posix() for path in [*package, *runtime]]
+
+
+def _named_in_layout(module: str, rows: list[tuple[str, str]]) -> bool:
+    """Whether the layout rows of ``module``'s nearest folder name it (``name.py``, ``sub/name.py``).
+
+    A package's ``__init__.py`` is named by a row for its folder (or its own path)."""
+    folder, _, name = module.rpartition("/")
+    folder += "/"
+    rows = [(row_folder, text) for row_folder, text in rows if folder.startswith(row_folder)]
+    if not rows:
+        return False
+    deepest = max(len(row_folder) for row_folder, _ in rows)
+    texts = [text for row_folder, text in rows if len(row_folder) == deepest]
+    if name == "__init__.py" and module != "dsh_workflow/__init__.py":
+        if deepest == len(folder):
+            return True
+        package = folder[deepest:]  # e.g. "mcp/", named in its parent folder's row
+        named = re.compile(r"`" + re.escape(package))
+    else:
+        named = re.compile(r"[`/]" + re.escape(name) + "`")
+    return any(named.search(text) for text in texts)
+
+
+def test_the_layout_page_names_every_module() -> None:
+    """SPEC §28: ``docs/layout.md`` lists every module and every file of ``runtime_js/``."""
+    rows = _layout_rows()
+    missing = [module for module in _modules() if not _named_in_layout(module, rows)]
+    assert not missing, f"docs/layout.md does not name {missing}"
+
+
+def test_the_layout_check_finds_a_module_the_page_does_not_name() -> None:
+    rows = _layout_rows()
+    assert _named_in_layout("dsh_workflow/_store/writes.py", rows)
+    assert not _named_in_layout("dsh_workflow/_store/unlisted.py", rows)
+    assert not _named_in_layout("dsh_workflow/_unlisted.py", rows)
+    assert not _named_in_layout("runtime_js/unlisted.js", rows)

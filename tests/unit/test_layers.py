@@ -23,7 +23,7 @@ CORE = {"_errors", "_meta", "_config", "_depth", "_subagent", "_result", "_reque
         "_run", "_tally", "_script", "_metafile", "_schema", "_schema_limits", "_patterns",
         "_schema_instance", "_agents", "_library", "_loop", "_failure", "_prices",
         "_secrets", "_text", "_questions", "_agent_options", "_provider_options",
-        "_telemetry"}
+        "_telemetry", "_option_table"}
 
 #: layer -> the layers it may import besides itself (the core may import only the core).
 ALLOWED: dict[str, set[str]] = {
@@ -262,3 +262,23 @@ def test_architecture_md_pictures_the_layers_as_checked() -> None:
                                        f"check allows {sorted(ALLOWED[layer])}"
     core = set(re.findall(r"`(_[a-z_]+)`", re.sub(r"\([^)]*\)", "", rows["core"][0])))
     assert core == CORE, f"ARCHITECTURE.md's core differs: {sorted(core ^ CORE)}"
+
+
+#: The integrations' third-party packages: extras (ARCHITECTURE.md, "Layers").
+EXTRAS = ("mcp", "temporalio", "langchain_core", "agents", "pydantic_ai", "uvicorn", "starlette")
+
+
+def test_no_layer_below_the_integrations_imports_an_extra() -> None:
+    """Nothing in the core, the store, the engines, the providers, the tool or the viewer imports
+    an extra (the CLI and the integrations may)."""
+    violations = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module, _ = _module_name(path)
+        if _layer(module) in ("integrations", "_cli", "__main__", "_ui"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            violations += [f"{module} imports {name}" for name in names
+                           if name.split(".")[0] in EXTRAS]
+    assert not violations, "\n".join(violations)

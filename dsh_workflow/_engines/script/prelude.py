@@ -25,6 +25,7 @@ import re
 from functools import cache
 from typing import TYPE_CHECKING
 
+from ..._option_table import agent_options_shape
 from ..._script import run_header
 
 if TYPE_CHECKING:
@@ -111,4 +112,6 @@ def js_config(limits: RuntimeLimits) -> str:
         # (a body that opens with "use strict" has a longer one; see _script.run_header).
         "bodyHeaderChars": len(run_header("")),
         "heapEvidenceBytes": heap_evidence_bytes(limits.memory_limit_bytes),
+        # What agent()'s error names when its options are not an object (the one table).
+        "agentOptions": agent_options_shape(),
     })
