@@ -248,7 +248,9 @@ def test_the_launcher_starts_in_order_on_its_own_thread_and_ends_when_idle() -> 
     done = threading.Event()
     seen: list[tuple[int, str]] = []
     for index in range(5):
-        launcher.submit(lambda index=index: seen.append((index, threading.current_thread().name)))
+        def record(index: int = index) -> None:
+            seen.append((index, threading.current_thread().name))
+        launcher.submit(record)
     launcher.submit(done.set)
     assert done.wait(5)
     assert seen == [(i, "dsh-workflow-launcher-test") for i in range(5)]

@@ -448,7 +448,8 @@ async def test_saved_workflows_are_prompts_and_workflow_finds_them(tmp_path: Pat
         prompts = (await session.list_prompts()).prompts
         assert [p.name for p in prompts] == ["greet"]
         prompt = await session.get_prompt("greet", {"args": '{"who": "mcp"}'})
-        assert '"who": "mcp"' in prompt.messages[0].content.text
+        content = prompt.messages[0].content
+        assert isinstance(content, types.TextContent) and '"who": "mcp"' in content.text
         result = await session.call_tool("workflow", {
             "meta": META, "script": "return await workflow('greet', {who: 'nested'});"})
     assert not result.is_error, _text(result)

@@ -165,7 +165,7 @@ async def test_without_start_soon_an_unentered_tool_refuses_instead_of_losing() 
         inner.events.subscribe(lambda e: started.append(e) if isinstance(e, WorkflowStarted)
                                else None)
         bare = _BareEngine(inner)
-        assert not bare.start_soon(anyio.sleep, name="x")
+        assert not bare.start_soon(anyio.lowlevel.checkpoint, name="x")
         tool = WorkflowTool(bare, background=True, on_complete=delivered.append)
         refused = await tool.execute(call("return 1"))
         assert refused.is_error and "async with WorkflowTool" in refused.text
