@@ -101,7 +101,7 @@ async def test_an_on_complete_that_raises_is_logged_and_cancels_nothing(
             await wait_for(lambda: len(delivered) == 2)
     assert [c.is_error for c in delivered] == [False, False], [c.text for c in delivered]
     assert delivered[1].data is not None and delivered[1].data["result"] == "ok:slow"
-    assert delivered[1].data["run_id"] == slow.data["run_id"]  # type: ignore[index]
+    assert slow.data is not None and delivered[1].data["run_id"] == slow.data["run_id"]
     assert not gate.cancelled
     assert any("on_complete raised" in record.getMessage() and record.exc_info
                for record in caplog.records if record.name == "dsh_workflow.tool")

@@ -169,7 +169,7 @@ def test_usage_problem_accepts_exactly_the_bounded_numbers_and_never_raises(
     problem = usage_problem(usage)
     counts_ok = all(type(t) is int and 0 <= t <= MAX_CHILD_TOKENS for t in tokens)
     cost_ok = cost is None or (type(cost) in (int, float)
-                               and 0 <= cost <= MAX_CHILD_COST_USD)  # type: ignore[operator]
+                               and 0 <= cost <= MAX_CHILD_COST_USD)  # type: ignore[operator]  # its type just checked
     assert (problem is None) == (counts_ok and cost_ok)
     if problem is not None:
         assert problem.startswith("the provider reported ") and len(problem) < 200

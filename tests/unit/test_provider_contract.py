@@ -146,7 +146,8 @@ def test_routing_declares_its_routes_models_and_descriptions() -> None:
     assert info.kind == "routing" and info.default_model is None
     assert info.record["default"] == "fast"
     assert info.record["models"] == {"big": "opus", "fast": None}
-    assert set(info.record["descriptions"]) == {"big", "fast"}  # type: ignore[arg-type]
+    descriptions = info.record["descriptions"]
+    assert isinstance(descriptions, dict) and set(descriptions) == {"big", "fast"}
     assert default_model(routing, None) is None and default_model(routing, "big") == "opus"
 
 

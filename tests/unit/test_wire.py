@@ -129,5 +129,6 @@ def test_a_completed_outcomes_warnings_are_checked_again_on_the_host() -> None:
     [cut] = wire.warnings_of({"ok": True, "value": None, "warnings": [long]})
     assert len(cut) == wire.MAX_WARNING_CHARS and cut.endswith("…")
     assert wire.warnings_of({"ok": True, "value": None}) == ()
+    # a runtime's record is read defensively: warnings of the wrong shape, on purpose
     assert wire.warnings_of({"ok": True, "value": None, "warnings": "x"}) == ()  # type: ignore[typeddict-item]
     assert wire.warnings_of({"ok": True, "value": None, "warnings": ["a", 3, "b"]}) == ("a", "b")  # type: ignore[list-item]
