@@ -5,15 +5,19 @@
   tight limits of the suites that drive runs into their caps.
 - :data:`ENGINE_FACTORIES`: every engine, built from ``(config, provider)``; an engine that
   cannot run here maps to ``None`` with the reason in :data:`ENGINE_SKIPS`.
+- :func:`run_cli`, :func:`cli_command` and :func:`cli_env`: the one way a test runs the
+  ``dsh-workflow`` command, as a real process of this checkout.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal, overload
 
 from dsh_workflow import (
     EngineConfig,
@@ -21,8 +25,11 @@ from dsh_workflow import (
     WorkflowEngine,
 )
 
-__all__ = ["ENGINE_SKIPS", "TIGHT_CONFIG", "EngineFactory", "both_engines", "child_pids",
-           "quickjs_factory", "subprocess_factory"]
+__all__ = ["ENGINE_SKIPS", "REPO", "TIGHT_CONFIG", "EngineFactory", "both_engines", "child_pids",
+           "cli_command", "cli_env", "quickjs_factory", "run_cli", "subprocess_factory"]
+
+#: The checkout's root: the CLI processes tests start import the package from here.
+REPO = Path(__file__).resolve().parents[1]
 
 EngineFactory = Callable[[EngineConfig, Any], AbstractAsyncContextManager[WorkflowEngine]]
 
@@ -81,3 +88,86 @@ def child_pids() -> set[int]:
             if stat[stat.rfind(")") + 2:].split()[1] == me:
                 found.add(int(entry))
     return found
+
+
+#: Names of the test's own environment a CLI process does not inherit: what would steer it
+#: from outside the test (provider keys, this project's settings, a terminal's width or colour).
+_CLI_ENV_DROPPED_PREFIXES = ("OPENAI_", "DSH_WORKFLOW_")
+_CLI_ENV_DROPPED = ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE")
+
+
+def cli_env(*, store: Path | None = None, home: Path | None = None,
+            path_first: Path | None = None, drop_prefixes: tuple[str, ...] = (),
+            **names: str | None) -> dict[str, str]:
+    """The environment of a CLI process a test starts.
+
+    The test's own environment without ``OPENAI_*``, ``DSH_WORKFLOW_*``, ``COLUMNS``,
+    ``FORCE_COLOR``, ``TTY_COMPATIBLE`` and any name starting with one of ``drop_prefixes``;
+    the checkout first on ``PYTHONPATH``; ``TERM=dumb``. ``store`` sets
+    ``DSH_WORKFLOW_STORE``, ``home`` sets ``HOME``, ``path_first`` is put first on ``PATH``
+    (fake agent CLIs). Each of ``names`` is then set, or removed where its value is None.
+    A new dict each call; the test's own ``os.environ`` is never changed.
+    """
+    dropped = _CLI_ENV_DROPPED_PREFIXES + drop_prefixes
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(dropped) and k not in _CLI_ENV_DROPPED}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["TERM"] = "dumb"
+    if store is not None:
+        env["DSH_WORKFLOW_STORE"] = str(store)
+    if home is not None:
+        env["HOME"] = str(home)
+    if path_first is not None:
+        env["PATH"] = f"{path_first}{os.pathsep}{env.get('PATH', '')}"
+    for name, value in names.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+def cli_command(*argv: str | Path) -> list[str]:
+    """The argv that runs ``dsh-workflow *argv`` from this checkout with this interpreter
+    (for tests that start the process themselves: signals, servers)."""
+    return [sys.executable, "-m", "dsh_workflow", *map(str, argv)]
+
+
+@overload
+def run_cli(*argv: str | Path, cwd: Path = ..., store: Path | None = ...,
+            home: Path | None = ..., env: Mapping[str, str] | None = ...,
+            stdin: str | None = ..., timeout: float = ..., umask: int = ...,
+            binary: Literal[False] = ...) -> subprocess.CompletedProcess[str]: ...
+
+
+@overload
+def run_cli(*argv: str | Path, cwd: Path = ..., store: Path | None = ...,
+            home: Path | None = ..., env: Mapping[str, str] | None = ...,
+            stdin: str | None = ..., timeout: float = ..., umask: int = ...,
+            binary: Literal[True]) -> subprocess.CompletedProcess[bytes]: ...
+
+
+def run_cli(*argv: str | Path, cwd: Path = REPO, store: Path | None = None,
+            home: Path | None = None, env: Mapping[str, str] | None = None,
+            stdin: str | None = None, timeout: float = 120, umask: int = -1,
+            binary: bool = False) -> subprocess.CompletedProcess[str] | subprocess.CompletedProcess[bytes]:
+    """Run ``dsh-workflow *argv`` in ``cwd`` as a real process and wait for it.
+
+    The environment is ``env`` when given (build it with :func:`cli_env`), else
+    ``cli_env(store=store, home=home)``; passing ``env`` with ``store`` or ``home`` is a
+    ``TypeError``. Output is captured, as UTF-8 text, or as bytes with ``binary`` (nothing
+    decoded for the test); ``stdin`` is fed as UTF-8. Never raises for the command's exit code;
+    raises ``subprocess.TimeoutExpired`` (the process killed) after ``timeout`` seconds, a
+    bound for a hung command far above a healthy one's run.
+    """
+    if env is not None and (store is not None or home is not None):
+        raise TypeError("run_cli: pass store/home to cli_env() when passing env")
+    command = cli_command(*argv)
+    chosen = dict(env) if env is not None else cli_env(store=store, home=home)
+    if binary:
+        return subprocess.run(command, cwd=cwd, env=chosen, capture_output=True,
+                              input=None if stdin is None else stdin.encode("utf-8"),
+                              timeout=timeout, umask=umask, check=False)
+    return subprocess.run(command, cwd=cwd, env=chosen, capture_output=True, text=True,
+                          encoding="utf-8", input=stdin, timeout=timeout, umask=umask,
+                          check=False)
