@@ -7,6 +7,13 @@
   cannot run here maps to ``None`` with the reason in :data:`ENGINE_SKIPS`.
 - :func:`run_cli`, :func:`cli_command` and :func:`cli_env`: the one way a test runs the
   ``dsh-workflow`` command, as a real process of this checkout.
+- :func:`wait_until` and :func:`await_until`: the one way a test waits for a condition it
+  cannot be told about (a file, a process's state, a count of events), with a deadline.
+
+A test sleeps only where the sleep is the behaviour under test: a provider or a fake agent CLI
+that is slow on purpose, a heartbeat that measures the event loop's lag, a cancel or a hold
+at a chosen moment of a run, an event listener that holds the loop. Anything else a test
+waits for, it waits for with the helpers here (or on an ``anyio.Event`` it can be given).
 """
 
 from __future__ import annotations
@@ -14,10 +21,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
+
+import anyio
 
 from dsh_workflow import (
     EngineConfig,
@@ -25,8 +35,15 @@ from dsh_workflow import (
     WorkflowEngine,
 )
 
-__all__ = ["ENGINE_SKIPS", "REPO", "TIGHT_CONFIG", "EngineFactory", "both_engines", "child_pids",
-           "cli_command", "cli_env", "quickjs_factory", "run_cli", "subprocess_factory"]
+__all__ = ["ENGINE_SKIPS", "REPO", "TIGHT_CONFIG", "EngineFactory", "await_until", "both_engines",
+           "child_pids", "cli_command", "cli_env", "quickjs_factory", "run_cli",
+           "subprocess_factory", "wait_until"]
+
+T = TypeVar("T")
+
+#: How often the wait helpers look again: often enough to add no noticeable latency, rarely
+#: enough to cost nothing next to what the test waits for.
+POLL_INTERVAL_S = 0.01
 
 #: The checkout's root: the CLI processes tests start import the package from here.
 REPO = Path(__file__).resolve().parents[1]
@@ -171,3 +188,41 @@ def run_cli(*argv: str | Path, cwd: Path = REPO, store: Path | None = None,
     return subprocess.run(command, cwd=cwd, env=chosen, capture_output=True, text=True,
                           encoding="utf-8", input=stdin, timeout=timeout, umask=umask,
                           check=False)
+
+
+def _timed_out(what: str, timeout: float, last: object) -> AssertionError:
+    return AssertionError(f"waited {timeout:g} s for {what}; last seen: {last!r}")
+
+
+def wait_until(condition: Callable[[], T], *, what: str, timeout: float = 30.0,
+               interval: float = POLL_INTERVAL_S) -> T:
+    """Poll ``condition`` (in this thread, blocking it) until it returns something truthy;
+    return that.
+
+    ``condition`` is called at once, then every ``interval`` seconds. Raises AssertionError
+    naming ``what``, the timeout and the last value seen, once ``timeout`` seconds have passed
+    without it holding (it is always called once more at the deadline). For synchronous tests
+    and helpers; an async test uses :func:`await_until`, which lets its event loop run.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        last = condition()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise _timed_out(what, timeout, last)
+        time.sleep(interval)
+
+
+async def await_until(condition: Callable[[], T], *, what: str, timeout: float = 30.0,
+                      interval: float = POLL_INTERVAL_S) -> T:
+    """:func:`wait_until` for async tests: the same contract, sleeping with ``anyio.sleep``
+    between looks so the test's event loop (and the run it watches) goes on."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = condition()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise _timed_out(what, timeout, last)
+        await anyio.sleep(interval)
