@@ -8,7 +8,9 @@
 - :func:`run_cli`, :func:`cli_command` and :func:`cli_env`: the one way a test runs the
   ``dsh-workflow`` command, as a real process of this checkout.
 - :func:`wait_until` and :func:`await_until`: the one way a test waits for a condition it
-  cannot be told about (a file, a process's state, a count of events), with a deadline.
+  cannot be told about (a file, a process's state, a count of events), with a deadline;
+  :func:`wait_for_output` (a pattern in a process's output file) and :func:`store_has_call`
+  (a call recorded in a run store) are the conditions several folders wait for.
 
 A test sleeps only where the sleep is the behaviour under test: a provider or a fake agent CLI
 that is slow on purpose, a heartbeat that measures the event loop's lag, a cancel or a hold
@@ -18,7 +20,10 @@ waits for, it waits for with the helpers here (or on an ``anyio.Event`` it can b
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -37,7 +42,7 @@ from dsh_workflow import (
 
 __all__ = ["ENGINE_SKIPS", "REPO", "TIGHT_CONFIG", "EngineFactory", "await_until", "both_engines",
            "child_pids", "cli_command", "cli_env", "quickjs_factory", "run_cli",
-           "subprocess_factory", "wait_until"]
+           "store_has_call", "subprocess_factory", "wait_for_output", "wait_until"]
 
 T = TypeVar("T")
 
@@ -226,3 +231,34 @@ async def await_until(condition: Callable[[], T], *, what: str, timeout: float =
         if time.monotonic() >= deadline:
             raise _timed_out(what, timeout, last)
         await anyio.sleep(interval)
+
+
+def wait_for_output(path: Path, pattern: str, *, count: int = 1,
+                    timeout: float = 30.0) -> re.Match[str]:
+    """Wait until the regular expression ``pattern`` matches ``count`` times in the text of the
+    file ``path`` (a process's stderr written to a file; missing counts as empty); return the
+    last match. Raises AssertionError with the file's text after ``timeout`` seconds."""
+    def matches() -> list[re.Match[str]] | None:
+        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+        found = list(re.finditer(pattern, text, re.M))
+        return found if len(found) >= count else None
+
+    try:
+        return wait_until(matches, what=f"{pattern!r} x{count} in {path.name}",
+                          timeout=timeout)[-1]
+    except AssertionError:
+        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+        raise AssertionError(f"{pattern!r} x{count} not seen in {path} within {timeout:g} s: "
+                             f"{text!r}") from None
+
+
+def store_has_call(store: Path, seq: int) -> bool:
+    """Whether call ``seq`` of a run is in the run store ``store``'s ``calls`` table (read
+    straight from the file, read-only: a CLI command per look could outlast what is awaited)."""
+    if not store.exists():
+        return False
+    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
+        try:
+            return db.execute("SELECT 1 FROM calls WHERE seq = ?", (seq,)).fetchone() is not None
+        except sqlite3.OperationalError:  # not created yet
+            return False

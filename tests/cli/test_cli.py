@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import REPO, cli_command, cli_env, run_cli
+from _support import REPO, cli_command, cli_env, run_cli, wait_for_output
 from rich.console import Console
 
 from dsh_workflow import (
@@ -410,12 +410,7 @@ def start_cli(tmp_path: Path, *argv: str | Path) -> tuple[subprocess.Popen[bytes
 
 
 def wait_for(err: Path, text: str, count: int = 1, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if err.read_text(encoding="utf-8", errors="replace").count(text) >= count:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{text!r} x{count} not seen on stderr: {err.read_text()!r}")
+    wait_for_output(err, re.escape(text), count=count, timeout=timeout)
 
 
 def test_sigint_cancels_the_run(tmp_path: Path) -> None:

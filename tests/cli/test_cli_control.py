@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _support import cli_command, cli_env, run_cli
+from _support import cli_command, cli_env, run_cli, store_has_call, wait_for_output, wait_until
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 HEADER = "export const meta = { name: 'control-cli', description: 'runs under control' };\n"
@@ -23,17 +23,6 @@ def start(*argv: str | Path, cwd: Path, err: Path) -> subprocess.Popen[bytes]:
     with err.open("wb") as err_file:
         return subprocess.Popen(cli_command(*argv), cwd=cwd,
                                 env=cli_env(), stdout=subprocess.PIPE, stderr=err_file)
-
-
-def wait_for(path: Path, pattern: str, timeout: float = 30) -> re.Match[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = re.search(pattern, path.read_text(encoding="utf-8", errors="replace")
-                          if path.exists() else "")
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"{pattern!r} not seen in {path}: {path.read_text()!r}")
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -119,12 +108,9 @@ def test_cancel_stops_a_run_of_another_process(tmp_path: Path) -> None:
     running = start("run", script, "--store", store, "--provider", "command", "--command",
                     str(child), cwd=tmp_path, err=err)
     try:
-        run_id = wait_for(err, f"\\(run ({UUID})\\)|run id: ({UUID})").group(0)
+        run_id = wait_for_output(err, f"\\(run ({UUID})\\)|run id: ({UUID})").group(0)
         run_id = re.search(UUID, run_id).group(0)  # type: ignore[union-attr]  # matched above
-        deadline = time.monotonic() + 30
-        while not marker.exists():
-            assert time.monotonic() < deadline, err.read_text()
-            time.sleep(0.02)
+        wait_until(marker.exists, what=f"the child's marker (stderr: {err})")
         asked = time.monotonic()
         done = run_cli("cancel", run_id, "--store", store, cwd=tmp_path)
         took = time.monotonic() - asked
@@ -345,11 +331,8 @@ def test_show_agent_of_a_killed_run_says_interrupted(tmp_path: Path) -> None:
              "--provider", "command", "--command", str(child)), cwd=tmp_path, env=cli_env(),
             stdout=subprocess.DEVNULL, stderr=err_file, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not marker.exists():
-            assert time.monotonic() < deadline, err.read_text()
-            time.sleep(0.02)
-        time.sleep(1.0)  # the call has been open long enough to be written while it runs
+        wait_until(marker.exists, what=f"the child's marker (stderr: {err})")
+        wait_until(lambda: store_has_call(store, 1), what="the open call in the store")
     finally:
         os.killpg(running.pid, signal.SIGKILL)  # kill -9, its command child with it
         running.wait()

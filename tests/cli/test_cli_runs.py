@@ -4,13 +4,11 @@ to resume."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import re
 import shlex
 import signal
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -19,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import cli_command, cli_env, run_cli
+from _support import cli_command, cli_env, run_cli, store_has_call, wait_for_output, wait_until
 from rich.console import Console
 
 from dsh_workflow import (
@@ -48,16 +46,6 @@ def start(*argv: str | Path, cwd: Path, err: Path,
     with err.open("wb") as err_file:
         return subprocess.Popen(cli_command(*argv), cwd=cwd,
                                 env=cli_env(store=store), stdout=subprocess.PIPE, stderr=err_file)
-
-
-def wait_for(err: Path, pattern: str, timeout: float = 30) -> re.Match[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = re.search(pattern, err.read_text(encoding="utf-8", errors="replace"))
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"{pattern!r} not seen on stderr: {err.read_text()!r}")
 
 
 def run_id_of(stderr: str) -> str:
@@ -270,7 +258,7 @@ def test_logs_follow_streams_a_live_run_until_it_ends(tmp_path: Path) -> None:
     runner = start("run", write(tmp_path, "s.js", STEPS), "--echo-latency", "1.5",
                    "--store", store, cwd=tmp_path, err=err)
     try:
-        run_id = wait_for(err, f"\\(run ({UUID})\\)").group(1)
+        run_id = wait_for_output(err, f"\\(run ({UUID})\\)").group(1)
         follower = subprocess.Popen(
             cli_command("logs", run_id, "--follow", "--store",
              str(store)), cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
@@ -379,7 +367,7 @@ def test_ctrl_c_says_how_to_resume_and_that_command_finishes_the_run(tmp_path: P
     process = start("run", write(tmp_path, "s.js", STEPS), "--echo-latency", "0.4",
                     "--store", store, cwd=tmp_path, err=err)
     try:
-        wait_for(err, r"\[agent 2 completed\]")
+        wait_for_output(err, r"\[agent 2 completed\]")
         process.send_signal(signal.SIGINT)
         stdout, _ = process.communicate(timeout=20)
     finally:
@@ -411,7 +399,7 @@ def test_ctrl_c_hint_omits_the_default_store_and_keeps_provider_options(tmp_path
     process = start("run", write(tmp_path, "s.js", STEPS), "--provider", "command",
                     "--command", command, cwd=tmp_path, err=err)
     try:
-        wait_for(err, r"\[agent 1 completed\]")
+        wait_for_output(err, r"\[agent 1 completed\]")
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=20)
     finally:
@@ -461,28 +449,16 @@ def test_rich_panel_counts_replayed_agents() -> None:
     assert "2 replayed" in stream.getvalue()
 
 
-def _call_stored(store: Path, seq: int) -> bool:
-    """Whether call ``seq`` of the store's one run is in its ``calls`` table."""
-    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
-        try:
-            return db.execute("SELECT 1 FROM calls WHERE seq = ?", (seq,)).fetchone() is not None
-        except sqlite3.OperationalError:  # not created yet
-            return False
-
-
 def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
     err = tmp_path / "run.err"
     process = start("run", write(tmp_path, "s.js", STEPS), "--echo-latency", "1.0",
                     "--store", store, cwd=tmp_path, err=err)
     try:
-        wait_for(err, r"\[agent 3 started\]")
+        wait_for_output(err, r"\[agent 3 started\]")
         # Calls reach the store a moment after they are printed: kill once step 3 is stored
         # (read straight from the file: a command per poll could outlast the step).
-        deadline = time.monotonic() + 10
-        while not _call_stored(store, 3):
-            assert time.monotonic() < deadline, "step 3 never reached the store"
-            time.sleep(0.02)
+        wait_until(lambda: store_has_call(store, 3), what="step 3 in the store", timeout=10)
         process.kill()  # SIGKILL: no cleanup, no resume hint
         process.communicate(timeout=20)
         assert process.returncode == -signal.SIGKILL, "the run ended before it was killed"
@@ -491,10 +467,8 @@ def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
     stderr = err.read_text(encoding="utf-8")
     run_id = run_id_of(stderr)
     assert "Resume it with" not in stderr
-    deadline = time.monotonic() + 10
-    while runs_json(tmp_path, store)[0]["status"] != "interrupted":
-        assert time.monotonic() < deadline, "the killed run never read interrupted"
-        time.sleep(0.2)
+    wait_until(lambda: runs_json(tmp_path, store)[0]["status"] == "interrupted",
+               what="the killed run to read interrupted", timeout=10, interval=0.2)
     assert [r["id"] for r in runs_json(tmp_path, store, "--status", "interrupted")] == [run_id]
     shown = run_cli("show", run_id, "--store", store, cwd=tmp_path).stdout
     assert "status:      interrupted" in shown and "result:      none (the run was" in shown
