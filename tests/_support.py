@@ -9,8 +9,9 @@
   ``dsh-workflow`` command, as a real process of this checkout.
 - :func:`wait_until` and :func:`await_until`: the one way a test waits for a condition it
   cannot be told about (a file, a process's state, a count of events), with a deadline;
-  :func:`wait_for_output` (a pattern in a process's output file) and :func:`store_has_call`
-  (a call recorded in a run store) are the conditions several folders wait for.
+  :func:`wait_for_output` (a pattern in a process's output file), :func:`store_has_call`
+  (a call recorded in a run store) and :func:`wait_spinning` (a process burning CPU) are the
+  conditions several folders wait for.
 
 A test sleeps only where the sleep is the behaviour under test: a provider or a fake agent CLI
 that is slow on purpose, a heartbeat that measures the event loop's lag, a cancel or a hold
@@ -42,7 +43,8 @@ from dsh_workflow import (
 
 __all__ = ["ENGINE_SKIPS", "REPO", "TIGHT_CONFIG", "EngineFactory", "await_until", "both_engines",
            "child_pids", "cli_command", "cli_env", "quickjs_factory", "run_cli",
-           "store_has_call", "subprocess_factory", "wait_for_output", "wait_until"]
+           "store_has_call", "subprocess_factory", "wait_for_output", "wait_spinning",
+           "wait_until"]
 
 T = TypeVar("T")
 
@@ -238,10 +240,10 @@ def wait_for_output(path: Path, pattern: str, *, count: int = 1,
     """Wait until the regular expression ``pattern`` matches ``count`` times in the text of the
     file ``path`` (a process's stderr written to a file; missing counts as empty); return the
     last match. Raises AssertionError with the file's text after ``timeout`` seconds."""
-    def matches() -> list[re.Match[str]] | None:
+    def matches() -> list[re.Match[str]]:
         text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
         found = list(re.finditer(pattern, text, re.M))
-        return found if len(found) >= count else None
+        return found if len(found) >= count else []
 
     try:
         return wait_until(matches, what=f"{pattern!r} x{count} in {path.name}",
@@ -262,3 +264,16 @@ def store_has_call(store: Path, seq: int) -> bool:
             return db.execute("SELECT 1 FROM calls WHERE seq = ?", (seq,)).fetchone() is not None
         except sqlite3.OperationalError:  # not created yet
             return False
+
+
+def wait_spinning(pid: int, *, cpu_s: float = 0.1, timeout: float = 30.0) -> None:
+    """Wait until process ``pid`` has used ``cpu_s`` more CPU seconds than when called: a
+    script spinning in it is under way. Where the CPU cannot be read (no ``/proc``), returns
+    at once."""
+    from dsh_workflow._engines.subprocess.sandbox import process_cpu_seconds
+
+    before = process_cpu_seconds(pid)
+    if before is None:
+        return
+    wait_until(lambda: (process_cpu_seconds(pid) or 0.0) - before >= cpu_s,
+               what=f"process {pid} to spin for {cpu_s:g} s of CPU", timeout=timeout)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import REPO, cli_command, cli_env, run_cli, wait_for_output
+from _support import REPO, cli_command, cli_env, run_cli, wait_for_output, wait_spinning
 from rich.console import Console
 
 from dsh_workflow import (
@@ -449,7 +449,7 @@ def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
     process, err = start_cli(tmp_path, "run", write(tmp_path, "s.js", SPIN_SCRIPT))
     try:
         wait_for(err, "[agent 1 completed]")
-        time.sleep(0.3)
+        wait_spinning(process.pid)
         process.send_signal(signal.SIGINT)
         # The resume hint follows the printed result: from here on only the spinning slice
         # keeps the process (the end line comes earlier, before the run's end is committed).

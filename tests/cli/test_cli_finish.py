@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import cli_command, cli_env, run_cli
+from _support import cli_command, cli_env, run_cli, wait_spinning
 
 from dsh_workflow import SQLiteRunStore
 from dsh_workflow.testing import check_run_events, events_from_records
@@ -390,7 +390,7 @@ def test_the_process_exits_within_a_second_of_cancelling_a_spinning_script(
     watched = Watched("run", write(tmp_path, "spin.js", SPIN), "--store", store, cwd=tmp_path)
     try:
         watched.wait_for(r"^\[start\]")
-        time.sleep(0.5)
+        wait_spinning(watched.process.pid)
         watched.process.send_signal(signal.SIGINT)
         printed, ended = _exit_after_result(watched)
     finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import cli_command, cli_env
+from _support import cli_command, cli_env, wait_for_output
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -236,7 +236,7 @@ def test_a_second_ctrl_c_kills_the_command_children_before_exiting(tmp_path: Pat
         worktrees = [Path((tmp_path / "pids" / str(pid)).read_text()) for pid in pids]
         assert all(w.is_relative_to(tmp_path.resolve()) and w != repo for w in worktrees)
         process.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        wait_for_output(err, "press Ctrl-C again")  # the first one is being handled
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
         assert process.returncode == 130, err.read_text()
