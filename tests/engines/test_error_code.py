@@ -17,12 +17,13 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import TIGHT_CONFIG, both_engines, quickjs_factory
+from _support import TIGHT_CONFIG, await_until, both_engines, quickjs_factory
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dsh_workflow import (
+    AgentStarted,
     EngineConfig,
     QuickJSEngine,
     SQLiteRunStore,
@@ -137,7 +138,8 @@ async def test_a_cancelled_run_has_the_code_cancelled(factory: Any) -> None:
     events: list[WorkflowEvent] = []
     async with _engine(factory, CONFIG, events) as engine:
         run = engine.start(WorkflowStartRequest(meta=META, script="return await agent('hang')"))
-        await anyio.sleep(0.2)
+        await await_until(lambda: any(isinstance(e, AgentStarted) for e in events),
+                          what="the run's child to start")
         run.cancel("enough")
         with anyio.fail_after(10):
             result = await run.result()

@@ -14,8 +14,10 @@ import time
 
 import anyio
 import pytest
+from _support import await_until
 
 from dsh_workflow import (
+    AgentEnded,
     AgentStarted,
     EngineConfig,
     LogEmitted,
@@ -107,8 +109,10 @@ async def test_a_spinning_script_never_blocks_the_event_loop() -> None:
 async def test_cancel_frees_the_caller_while_the_script_spins() -> None:
     config = EngineConfig(slice_cpu_limit_s=1.5, dispose_grace_s=3.0)
     async with QuickJSEngine(config, provider=Answer()) as engine:
+        ended: list[AgentEnded] = []
+        engine.events.subscribe(lambda e: ended.append(e) if isinstance(e, AgentEnded) else None)
         run = engine.start(request("await agent('warm up'); while (true) {}"))
-        await anyio.sleep(0.2)
+        await await_until(lambda: ended, what="the warm-up child to end (the script then spins)")
         begun = time.perf_counter()
         run.cancel("enough")
         result = await run.result()
@@ -120,14 +124,18 @@ async def test_cancel_frees_the_caller_while_the_script_spins() -> None:
 
 
 async def test_leaving_the_engine_disposes_live_runs() -> None:
+    running = anyio.Event()
+
     class Hang:
         async def run(self, req: SubagentRequest) -> SubagentResult:
+            running.set()
             await anyio.sleep_forever()
             raise AssertionError
 
     async with QuickJSEngine(EngineConfig(dispose_grace_s=1.0), provider=Hang()) as engine:
         run = engine.start(request("return await agent('forever')"))
-        await anyio.sleep(0.05)
+        with anyio.fail_after(10):
+            await running.wait()
     result = await run.result()
     assert result.stop_reason == "cancelled"
     assert run_threads() == []

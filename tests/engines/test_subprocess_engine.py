@@ -386,8 +386,9 @@ async def main():
         meta = {"name": "orphan", "description": "x"}
         spinning = engine.start(WorkflowStartRequest(meta=meta, script="while (true) {}"))
         waiting = engine.start(WorkflowStartRequest(meta=meta, script="await agent('x')"))
-        await anyio.sleep(0.5)
-        pids = [engine.sandbox_pid(spinning), engine.sandbox_pid(waiting)]
+        with anyio.fail_after(30):  # both runs have their process
+            while None in (pids := [engine.sandbox_pid(spinning), engine.sandbox_pid(waiting)]):
+                await anyio.sleep(0.01)
         print(" ".join(str(pid) for pid in pids), flush=True)
         await anyio.sleep(60)
 
