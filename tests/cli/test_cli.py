@@ -24,6 +24,7 @@ from dsh_workflow import (
     PhaseStarted,
     RunInfo,
     WorkflowEnded,
+    WorkflowEvent,
     WorkflowMeta,
     WorkflowStarted,
 )
@@ -472,7 +473,7 @@ def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
 # -- progress reporters (in-process) -----------------------------------------------------------------
 
 INFO = RunInfo(id="run-1", meta=WorkflowMeta(name="demo", description="d"))
-EVENTS = [
+EVENTS: list[WorkflowEvent] = [
     WorkflowStarted(run=INFO),
     PhaseStarted(run=INFO, title="Scan"),
     LogEmitted(run=INFO, message="two\nlines"),

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from _support import cli_env, run_cli
 
@@ -19,7 +20,7 @@ STORE = Path(_STORE_DIR.name) / "runs.sqlite3"
 
 def cli(*argv: str | Path, timeout: float = 60, store: Path = STORE,
         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_cli(*argv, env=cli_env(store=store, **(extra_env or {})), timeout=timeout)
+    return run_cli(*argv, env={**cli_env(store=store), **(extra_env or {})}, timeout=timeout)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -269,7 +270,7 @@ def test_a_retry_is_shown_live_stored_and_printed_by_logs(tmp_path: Path) -> Non
             seen.append(self.path)
             if len(seen) == 1:
                 status, extra = 429, {"Retry-After": "1"}
-                body = {"error": {"message": "Rate limit reached", "type": "requests"}}
+                body: dict[str, Any] = {"error": {"message": "Rate limit reached", "type": "requests"}}
             else:
                 status, extra = 200, {}
                 body = {"choices": [{"message": {"role": "assistant", "content": "fine"}}],

@@ -43,8 +43,8 @@ return [a, b, c];
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     """No agent CLI's own settings; this user's store and record key live under ``tmp_path``."""
     names = {"NO_PROXY": "127.0.0.1", "XDG_CONFIG_HOME": str(tmp_path / "config"), **extra}
-    return cli_env(store=tmp_path / "runs.sqlite3", drop_prefixes=("CLAUDE_", "CODEX_", "XDG_"),
-                   **names)
+    return {**cli_env(store=tmp_path / "runs.sqlite3", drop_prefixes=("CLAUDE_", "CODEX_", "XDG_")),
+            **names}
 
 
 def cli(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:

@@ -25,6 +25,7 @@ from dsh_workflow import (
     AgentStarted,
     RunInfo,
     WorkflowEnded,
+    WorkflowEvent,
     WorkflowMeta,
     WorkflowStarted,
 )
@@ -420,7 +421,7 @@ def test_ctrl_c_hint_omits_the_default_store_and_keeps_provider_options(tmp_path
 # -- progress in process ---------------------------------------------------------------------------
 
 INFO = RunInfo(id="run-2", meta=WorkflowMeta(name="demo", description="d"))
-RESUMED = [
+RESUMED: list[WorkflowEvent] = [
     WorkflowStarted(run=INFO),
     AgentReplayed(run=INFO, seq=1, label="a"),
     AgentReplayed(run=INFO, seq=2, label="b"),

@@ -22,8 +22,8 @@ SECRET = "ant4live7f3a9c2e4b1d8a6"
 def cli(*argv: str | Path, store: Path, env_key: str) -> subprocess.CompletedProcess[str]:
     """The command with the agent CLIs' own keys dropped, the leaky fake CLIs first on PATH and
     the secret in ``env_key``."""
-    env = cli_env(store=store, path_first=LEAKY, drop_prefixes=("ANTHROPIC_", "CODEX_", "CLAUDE_"),
-                  **{env_key: SECRET})
+    env = cli_env(store=store, path_first=LEAKY, drop_prefixes=("ANTHROPIC_", "CODEX_", "CLAUDE_"))
+    env[env_key] = SECRET
     return run_cli(*argv, env=env, timeout=90)
 
 

@@ -175,7 +175,7 @@ async def test_definitions_and_worktree_isolation_reach_the_cli_through_the_engi
 
 
 def cli(*argv: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return run_cli(*argv, cwd=cwd, env=cli_env(store=cwd / "runs.sqlite3", **env))
+    return run_cli(*argv, cwd=cwd, env={**cli_env(store=cwd / "runs.sqlite3"), **env})
 
 
 def test_the_cli_runs_the_presets_found_on_path(logs: dict[str, Path], tmp_path: Path) -> None:
