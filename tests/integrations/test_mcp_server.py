@@ -233,7 +233,8 @@ async def test_a_cut_result_is_read_whole_through_the_result_tool(connect: Any) 
         run_id = cut.structured_content["run_id"]
         assert (f'read them with workflow_result({{"runId": "{run_id}", "offset": 50000}})'
                 in _text(cut))
-        pages, offset = [], 0
+        pages: list[str] = []
+        offset: int | None = 0
         while offset is not None:
             page = await session.call_tool("workflow_result", {"runId": run_id,
                                                                "offset": offset})
