@@ -80,7 +80,7 @@ def run_in_process(scenario: Scenario, kind: str, ctx: Ctx) -> dict[str, dict[st
         with anyio.fail_after(IN_PROCESS_TIMEOUT_S):
             return await scenario.fn(kind, ctx)
 
-    return anyio.run(guarded, backend=ctx.backend)  # type: ignore[no-any-return]  # the scenario's figures
+    return anyio.run(guarded, backend=ctx.backend)
 
 
 def run_isolated(scenario: Scenario, kind: str, ctx: Ctx) -> dict[str, dict[str, list[float]]]:
@@ -319,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"       {case}")
         return 0
     if args.from_json is not None:
-        results = json.loads(args.from_json.read_text())
-        print(render_table(table_rows(results), markdown=args.markdown))
-        print(summary(results))
+        saved = json.loads(args.from_json.read_text())
+        print(render_table(table_rows(saved), markdown=args.markdown))
+        print(summary(saved))
         return 0
     ctx = Ctx(quick=args.quick, backend=args.backend)
     kinds, notes = engine_kinds(args.engine)

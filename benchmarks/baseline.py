@@ -11,8 +11,10 @@ It also holds the providers the blocking scenarios share between baseline and en
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
 from typing import Any, Self
 
 import anyio
@@ -160,10 +162,11 @@ class BaselineHost:
         await self._tg.__aenter__()
         return self
 
-    async def __aexit__(self, *exc: object) -> bool | None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(*exc)
+        return await self._tg.__aexit__(exc_type, exc, tb)
 
     def start(self, orchestration: Callable[..., Awaitable[Any]], *args: Any) -> BaselineRun:
         """Start ``orchestration(orchestrator, *args)`` as a run."""
@@ -185,7 +188,7 @@ async def one_agent(o: Orchestrator) -> str | None:
 
 
 async def fanout(o: Orchestrator, n: int) -> int:
-    results = await o.parallel([lambda i=i: o.agent(f"item {i}") for i in range(n)])
+    results = await o.parallel([functools.partial(o.agent, f"item {i}") for i in range(n)])
     return len(results)
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -28,6 +28,7 @@ from dsh_workflow import (
     JournalEntry,
     QuickJSEngine,
     SQLiteRunStore,
+    SubagentRequest,
     WorkflowStartRequest,
 )
 from dsh_workflow._loop import LoopHandle
@@ -39,6 +40,7 @@ __all__ = ["SCENARIOS", "Ctx", "Metric", "Scenario", "Target", "engine_class", "
 
 META = {"name": "bench", "description": "benchmark run"}
 ENGINE_KINDS = ("quickjs", "subprocess")
+T = TypeVar("T")  # what Ctx.pick chooses between
 
 
 # ---- engines --------------------------------------------------------------------------------
@@ -48,10 +50,7 @@ def engine_class(kind: str) -> Any:
     if kind == "quickjs":
         return QuickJSEngine
     if kind == "subprocess":
-        try:
-            from dsh_workflow import SubprocessEngine  # type: ignore[attr-defined]  # may not be exported yet
-        except ImportError:
-            from dsh_workflow._engines.subprocess import SubprocessEngine  # type: ignore  # the module may not exist yet
+        from dsh_workflow import SubprocessEngine
         return SubprocessEngine
     raise ValueError(f"unknown engine {kind!r}")
 
@@ -78,7 +77,7 @@ class Ctx:
     quick: bool
     backend: str
 
-    def pick(self, full: Any, quick: Any) -> Any:
+    def pick(self, full: T, quick: T) -> T:
         return quick if self.quick else full
 
 
@@ -547,7 +546,7 @@ async def s8(kind: str, ctx: Ctx) -> Samples:
                         # Python's way to keep a spinning sibling off the loop: a worker thread
                         # (it still competes for the GIL).
                         if case == "spin after await":
-                            await provider.run(B.SubagentRequest(prompt="warm up",
+                            await provider.run(SubagentRequest(prompt="warm up",
                                                                  label="warm up",
                                                                  run_id="b", seq=1))
                         await anyio.to_thread.run_sync(_python_spin, slice_s)
@@ -642,7 +641,7 @@ async def _store_fanout_baseline(store: Any, provider: Any, n: int) -> None:
     async def child(index: int) -> None:
         orch.seq += 1
         seq = orch.seq
-        request = B.SubagentRequest(prompt=f"item {index}", label=f"item {index}",
+        request = SubagentRequest(prompt=f"item {index}", label=f"item {index}",
                                     run_id=orch.run_id, seq=seq)
         store.post_events(orch.run_id, [{"event": "AgentStarted", "seq": seq}])
         async with orch.slots:

@@ -211,7 +211,7 @@ def analyse(phase: Phase, warmup: float) -> dict[str, Any]:
     """Slopes after the warm-up and whether each stays within its bound."""
     skip = int(len(phase.samples) * warmup)
     steady = phase.samples[skip:]
-    figures = {
+    figures: dict[str, Any] = {
         "rss_kib_per_1000": slope_per_1000(steady, "rss_kib"),
         "threads_per_1000": slope_per_1000(steady, "threads"),
         "fds_per_1000": slope_per_1000(steady, "fds"),

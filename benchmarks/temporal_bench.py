@@ -48,7 +48,7 @@ FANOUT = "return await parallel(Array.from({length: %d}, (_, i) => () => agent('
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def _wait_port(port: int, deadline: float) -> None:

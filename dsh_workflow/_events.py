@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ._errors import WorkflowErrorCode
 from ._failure import AgentFailure
@@ -18,6 +18,7 @@ from ._result import StopReason
 from ._subagent import ErrorKind, Usage
 
 __all__ = [
+    "SPARSE_FIELDS",
     "AgentEnded",
     "AgentOutcome",
     "AgentReplayed",
@@ -59,7 +60,12 @@ class WorkflowStarted(_Event):
     the W3C trace context of the run's workflow span when the engine has telemetry
     (docs/telemetry.md), kept with the run so a resume elsewhere links to it."""
 
-    traceparent: str | None = None
+    traceparent: str | None = Field(None, exclude_if=lambda value: value is None)
+
+
+#: Fields an event's stored and exported forms carry only when set (older readers never saw
+#: them, and an unset one says nothing).
+SPARSE_FIELDS = frozenset({"traceparent"})
 
 
 class WorkflowEnded(_Event):

@@ -186,8 +186,13 @@ def parse_attack(path: Path) -> Attack:
     xfail = {engine: found[f"xfail-{engine}"] for engine in ENGINES if f"xfail-{engine}" in found}
     if "xfail" in found:
         xfail = {engine: found["xfail"] for engine in ENGINES}
-    number = lambda key: float(found[key]) if key in found else None  # noqa: E731 - a named one-liner
-    integer = lambda key: int(found[key]) if key in found else None  # noqa: E731 - a named one-liner
+
+    def number(key: str) -> float | None:
+        return float(found[key]) if key in found else None
+
+    def integer(key: str) -> int | None:
+        return int(found[key]) if key in found else None
+
     return Attack(
         path=path, description=" ".join(prose)[len("Attack:"):].strip(), expect=kind,
         expect_arg=arg.strip(), config=json.loads(found.get("config", "{}")),

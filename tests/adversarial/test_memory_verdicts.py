@@ -14,6 +14,7 @@ import pytest
 from _support import both_engines
 
 from dsh_workflow import EngineConfig, WorkflowResult, WorkflowStartRequest
+from dsh_workflow._errors import SCRIPT_FAILED
 from dsh_workflow.testing import FunctionProvider, HangingProvider
 
 pytestmark = pytest.mark.anyio
@@ -108,3 +109,36 @@ async def test_a_thrown_value_whose_rendering_runs_out_of_memory_names_memory(
     result, elapsed = await run(factory, f"throw {thrown};", config(16), HangingProvider())
     assert_memory(result, 16)
     assert elapsed < 15
+
+
+#: Fill the heap until allocation fails, leave a little room, queue one promise job, stall. An
+#: interrupt met while the heap is full cannot make its error and surfaces as an out-of-memory
+#: the script's own ``catch`` swallows; the stretch's CPU is then judged after the next promise
+#: job. So the verdict is the stretch's CPU against ``slice_cpu_limit_s``: on a busy machine
+#: the same fill can cost more CPU than on a quiet one, which is why the attack corpus's
+#: ``bomb-memory-inside-agent`` gives its fill a slice far above what it costs (issue 36, 10).
+FILL_THEN_STALL = """
+const filler = [];
+for (const size of [262144, 16384, 1024]) {
+  try { for (;;) filler.push('f'.repeat(size) + filler.length); } catch (e) { /* full */ }
+}
+for (let i = 0; i < 8; i++) filler.pop();
+await null;
+filler.length = 0;
+await new Promise(() => {});
+"""
+
+
+@pytest.mark.parametrize("factory", ENGINES)
+@pytest.mark.parametrize(("slice_s", "code", "text"), [
+    (0.005, "RESOURCE_LIMIT", "slice_cpu_limit_s=0.005"),
+    (5.0, SCRIPT_FAILED, "nothing will ever settle"),
+], ids=["over-its-slice", "within-its-slice"])
+async def test_a_full_heap_fill_is_judged_by_its_cpu_not_by_load(factory: Any, slice_s: float,
+                                                                  code: str, text: str) -> None:
+    cfg = EngineConfig(memory_limit_bytes=16 * MIB, stack_limit_bytes=256 * 1024,
+                       slice_cpu_limit_s=slice_s, dispose_grace_s=0.5)
+    for _ in range(2):  # the same verdict every time: nothing here depends on timing
+        result, _ = await run(factory, FILL_THEN_STALL, cfg, FunctionProvider())
+        assert result.stop_reason == "error" and result.error_code == code, result
+        assert result.error is not None and text in result.error, result.error

@@ -150,6 +150,7 @@ async def test_raising_provider_fails_the_run_with_agent_failed(make_engine: Eng
         run = h.start("return await agent('x')")
         result = await h.result(run)
         assert result.stop_reason == "error"
+        assert result.error is not None, result
         assert result.error_code == "AGENT_FAILED" and result.error.startswith("AGENT_FAILED:"), result.error
         assert "ConnectionError" in result.error and "upstream reset" in result.error
         assert result.agents_started == 1 and h.outcomes(run) == ["failed"]
@@ -177,6 +178,7 @@ async def test_raising_provider_fails_the_run_through_parallel(make_engine: Engi
             const r = await parallel([() => agent('good'), () => agent('bad'), () => 'plain']);
             return r;""")
         result = await h.result(run)
+        assert result.error is not None, result
         assert (result.error_code == "AGENT_FAILED"
                 and result.error.startswith("AGENT_FAILED:")) and "KeyError" in result.error, result
         assert sorted(h.outcomes(run)) == ["completed", "failed"]
@@ -185,6 +187,7 @@ async def test_raising_provider_fails_the_run_through_parallel(make_engine: Engi
 async def test_provider_exception_that_cannot_be_rendered(make_engine: EngineFactory) -> None:
     async with harness(make_engine, FailingProvider(Unprintable)) as h:
         result = await h.run("return await agent('x')")
+        assert result.error is not None, result
         assert result.error_code == "AGENT_FAILED" and result.error.startswith("AGENT_FAILED:"), result
         assert "provider raised Unprintable" in result.error, result.error
 
@@ -210,6 +213,7 @@ async def test_hanging_provider_is_freed_by_cancel(make_engine: EngineFactory) -
         await hanging.wait_started(2)
         run.cancel("the user gave up")
         result = await h.result(run)
+        assert result.error is not None, result
         assert result.stop_reason == "cancelled" and "the user gave up" in result.error
         await hanging.wait_cancelled(2)
         assert hanging.running == 0
@@ -291,6 +295,7 @@ async def test_wrong_result_type_is_agent_failed(make_engine: EngineFactory, val
     async with harness(make_engine, WrongType(value)) as h:
         run = h.start("return await agent('x')")
         result = await h.result(run)
+        assert result.error is not None, result
         assert result.error_code == "AGENT_FAILED" and result.error.startswith("AGENT_FAILED:"), result
         assert f"returned {shown}, not a SubagentResult" in result.error, result.error
         assert h.outcomes(run) == ["failed"]
@@ -314,6 +319,7 @@ async def test_huge_text_beyond_the_heap_fails_with_the_memory_bound(
     provider = FunctionProvider(lambda request: "x" * 10_000_000)
     async with harness(make_engine, provider, memory_limit_bytes=16 * 1024 * 1024) as h:
         result = await h.run("return (await agent('x')).length")
+        assert result.error is not None, result
         assert result.error_code == "RESOURCE_LIMIT" and result.error.startswith("RESOURCE_LIMIT:"), result
         assert "memory_limit_bytes=16777216" in result.error
 
@@ -436,5 +442,6 @@ async def test_provider_raising_on_cancel_still_ends_cancelled(make_engine: Engi
             await provider.started.wait()
         run.cancel("stop now")
         result = await h.result(run)
+        assert result.error is not None, result
         assert result.stop_reason == "cancelled" and "stop now" in result.error
         assert h.outcomes(run) == ["cancelled"]

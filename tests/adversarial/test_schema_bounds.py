@@ -87,7 +87,7 @@ def test_char_limit_is_exact_on_the_canonical_text() -> None:
     {"type": "object", "description": "x" * 30_000_000},
     {"type": "object", "properties": {f"p{i}": {} for i in range(500_000)}},
 ])
-def test_the_size_walk_is_bounded_whatever_the_schema(schema: dict) -> None:
+def test_the_size_walk_is_bounded_whatever_the_schema(schema: dict[str, Any]) -> None:
     started = time.perf_counter()
     ticket = prepare_schema_check(schema)
     assert time.perf_counter() - started < 0.05
@@ -170,7 +170,7 @@ def test_pattern_cost_is_bounded_and_total(pattern: str) -> None:
     {"type": "object", "dependencies": {"a": {"pattern": "((a{100}){100}){100}"}}},
     {"type": "object", "properties": {f"p{i}": {"pattern": "(?:a{20}){20}"} for i in range(60)}},
 ])
-def test_costly_patterns_are_refused_at_the_gate_without_compiling(schema: dict) -> None:
+def test_costly_patterns_are_refused_at_the_gate_without_compiling(schema: dict[str, Any]) -> None:
     rss_before = _rss_bytes()
     started = time.perf_counter()
     violations = schema_violations(schema)
@@ -249,7 +249,8 @@ def test_annotation_walks_count_against_the_budget() -> None:
     ({"p": 1, "x1": 2, "t": 3, "e": 4}, []),
     ({"p": 1, "zz": 2}, ["value: unevaluated properties are not allowed ('zz' unexpected)"]),
 ])
-def test_unevaluated_properties_collects_every_annotation(value: dict, expected: list) -> None:
+def test_unevaluated_properties_collects_every_annotation(value: dict[str, Any],
+                                                          expected: list[str]) -> None:
     schema = {"type": "object", "properties": {"p": {}}, "patternProperties": {"^x[0-9]$": {}},
               "allOf": [{"properties": {"t": {}}}],
               "if": {"required": ["p"]}, "then": {"properties": {"e": {}}},
@@ -263,7 +264,7 @@ def test_unevaluated_properties_collects_every_annotation(value: dict, expected:
     {"type": "object", "properties": {"k": {"$schema": "https://json-schema.org/draft/2020-12/schema",
                                              "propertyNames": {"pattern": "^(a|a)+$"}}}},
 ])
-def test_catastrophic_patterns_are_matched_within_the_time_budget(schema: dict) -> None:
+def test_catastrophic_patterns_are_matched_within_the_time_budget(schema: dict[str, Any]) -> None:
     key = "a" * 40 + "!"
     started = time.perf_counter()
     assert value_violations(schema, {key: 1, "k": {key: 1}}) != []

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import REPO, cli_command, cli_env, run_cli, wait_for_output, wait_spinning
 from rich.console import Console
 
 from dsh_workflow import (
@@ -24,13 +24,13 @@ from dsh_workflow import (
     PhaseStarted,
     RunInfo,
     WorkflowEnded,
+    WorkflowEvent,
     WorkflowMeta,
     WorkflowStarted,
 )
 from dsh_workflow._cli.progress import EventLog, PlainProgress, RichProgress, make_progress
 from dsh_workflow.testing import check_run_events, events_from_records
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 EXAMPLE_NAMES = ["code-review", "research-pipeline", "map-reduce-summary", "verify-findings"]
 RESULT_KEYS = {"value", "stop_reason", "error", "error_code", "agents_started", "run_id"}
@@ -51,19 +51,8 @@ STORE = Path(_STORE_DIR.name) / "runs.sqlite3"
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
-def cli_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    env["DSH_WORKFLOW_STORE"] = str(STORE)
-    return env
-
-
-def cli(*argv: str | Path, stdin: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=REPO, env=cli_env(),
-        input=stdin, capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+#: The command in the checkout, recording into this module's store.
+cli = partial(run_cli, store=STORE)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -417,18 +406,13 @@ def test_non_utf8_script(tmp_path: Path) -> None:
 def start_cli(tmp_path: Path, *argv: str | Path) -> tuple[subprocess.Popen[bytes], Path]:
     err = tmp_path / "stderr.txt"
     with err.open("wb") as err_file:
-        process = subprocess.Popen([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=REPO,
-                                   env=cli_env(), stdout=subprocess.PIPE, stderr=err_file)
+        process = subprocess.Popen(cli_command(*argv), cwd=REPO, env=cli_env(store=STORE),
+                                   stdout=subprocess.PIPE, stderr=err_file)
     return process, err
 
 
 def wait_for(err: Path, text: str, count: int = 1, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if err.read_text(encoding="utf-8", errors="replace").count(text) >= count:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{text!r} x{count} not seen on stderr: {err.read_text()!r}")
+    wait_for_output(err, re.escape(text), count=count, timeout=timeout)
 
 
 def test_sigint_cancels_the_run(tmp_path: Path) -> None:
@@ -467,7 +451,7 @@ def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
     process, err = start_cli(tmp_path, "run", write(tmp_path, "s.js", SPIN_SCRIPT))
     try:
         wait_for(err, "[agent 1 completed]")
-        time.sleep(0.3)
+        wait_spinning(process.pid)
         process.send_signal(signal.SIGINT)
         # The resume hint follows the printed result: from here on only the spinning slice
         # keeps the process (the end line comes earlier, before the run's end is committed).
@@ -490,7 +474,7 @@ def test_second_sigint_exits_at_once(tmp_path: Path) -> None:
 # -- progress reporters (in-process) -----------------------------------------------------------------
 
 INFO = RunInfo(id="run-1", meta=WorkflowMeta(name="demo", description="d"))
-EVENTS = [
+EVENTS: list[WorkflowEvent] = [
     WorkflowStarted(run=INFO),
     PhaseStarted(run=INFO, title="Scan"),
     LogEmitted(run=INFO, message="two\nlines"),

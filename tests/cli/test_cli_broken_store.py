@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import pytest
 from _broken_store import BROKEN_EVENTS, BROKEN_JOURNAL, CORRUPTIONS, GOOD, make_store
-
-REPO = Path(__file__).resolve().parents[2]
+from _support import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -27,15 +23,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def cli(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=120)
-
-
 def test_runs_lists_the_rest_and_marks_each_broken_run(store: Path, tmp_path: Path) -> None:
-    done = cli("runs", "--store", store, cwd=tmp_path)
+    done = run_cli("runs", "--store", store, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stdout.splitlines()
@@ -46,12 +35,12 @@ def test_runs_lists_the_rest_and_marks_each_broken_run(store: Path, tmp_path: Pa
         [row] = [line for line in lines if line.startswith(run_id + " ")]
         assert " broken " in row
         assert any(line.startswith(f"run {run_id} is broken: its ") for line in lines), lines
-    listed = cli("runs", "--json", "--store", store, cwd=tmp_path)
+    listed = run_cli("runs", "--json", "--store", store, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     runs = {run["id"]: run for run in json.loads(listed.stdout)}
     assert runs["bad-meta"]["status"] == "broken" and "meta" in runs["bad-meta"]["problem"]
     assert runs["good-1"]["status"] == "completed" and "problem" not in runs["good-1"]
-    only = cli("runs", "--status", "broken", "--json", "--store", store, cwd=tmp_path)
+    only = run_cli("runs", "--status", "broken", "--json", "--store", store, cwd=tmp_path)
     assert {run["id"] for run in json.loads(only.stdout)} == set(CORRUPTIONS)
 
 
@@ -60,7 +49,7 @@ def test_runs_lists_the_rest_and_marks_each_broken_run(store: Path, tmp_path: Pa
 @pytest.mark.parametrize("run_id", ["bad-meta", "bad-status", "blob-script"])
 def test_a_command_aimed_at_a_broken_run_exits_2_naming_it(
         store: Path, tmp_path: Path, command: list[str], run_id: str) -> None:
-    done = cli(*command, run_id, "--store", store, cwd=tmp_path)
+    done = run_cli(*command, run_id, "--store", store, cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()
@@ -69,14 +58,14 @@ def test_a_command_aimed_at_a_broken_run_exits_2_naming_it(
 
 def test_broken_events_and_journal_are_named_too(store: Path, tmp_path: Path) -> None:
     for argv in (["logs", BROKEN_EVENTS], ["show", BROKEN_EVENTS]):
-        done = cli(*argv, "--store", store, cwd=tmp_path)
+        done = run_cli(*argv, "--store", store, cwd=tmp_path)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert f"run {BROKEN_EVENTS!r} is broken" in done.stderr
-    done = cli("resume", BROKEN_JOURNAL, "--store", store, cwd=tmp_path)
+    done = run_cli("resume", BROKEN_JOURNAL, "--store", store, cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert f"run {BROKEN_JOURNAL!r} has a broken journal: its journal entry agent 1 is not valid JSON" in line
-    good = cli("show", "good-2", "--store", store, cwd=tmp_path)  # the others still read
+    good = run_cli("show", "good-2", "--store", store, cwd=tmp_path)  # the others still read
     assert good.returncode == 0 and "status:      completed" in good.stdout, good.stderr
 
 

@@ -4,7 +4,6 @@ first run paid for and runs only the rest."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -12,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from _support import run_cli
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """export const meta = { name: 'budgeted', description: 'a budget test' };
 const out = [];
 for (let i = 1; i <= 5; i++) out.push(await agent('step ' + i));
@@ -21,20 +20,8 @@ return out;
 """
 
 
-def env_for(store: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
-           and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    env["DSH_WORKFLOW_STORE"] = str(store)
-    return env
-
-
 def cli(argv: list[str], cwd: Path, store: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *argv], cwd=cwd,
-                          env=env_for(store), capture_output=True, text=True, encoding="utf-8",
-                          timeout=120)
+    return run_cli(*argv, cwd=cwd, store=store)
 
 
 def paid_agent(tmp_path: Path) -> tuple[str, Path]:

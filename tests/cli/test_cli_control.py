@@ -13,41 +13,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from _support import cli_command, cli_env, run_cli, store_has_call, wait_for_output, wait_until
+
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 HEADER = "export const meta = { name: 'control-cli', description: 'runs under control' };\n"
 
 
-def env_for() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
-           and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    return env
-
-
-def cli(*argv: str | Path, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env_for(), capture_output=True, text=True, encoding="utf-8",
-                          timeout=timeout)
-
-
 def start(*argv: str | Path, cwd: Path, err: Path) -> subprocess.Popen[bytes]:
     with err.open("wb") as err_file:
-        return subprocess.Popen([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                                env=env_for(), stdout=subprocess.PIPE, stderr=err_file)
-
-
-def wait_for(path: Path, pattern: str, timeout: float = 30) -> re.Match[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = re.search(pattern, path.read_text(encoding="utf-8", errors="replace")
-                          if path.exists() else "")
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"{pattern!r} not seen in {path}: {path.read_text()!r}")
+        return subprocess.Popen(cli_command(*argv), cwd=cwd,
+                                env=cli_env(), stdout=subprocess.PIPE, stderr=err_file)
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -63,7 +38,7 @@ def run_id_of(stderr: str) -> str:
 
 
 def runs_json(cwd: Path, store: Path) -> list[dict[str, Any]]:
-    done = cli("runs", "--json", "--store", store, cwd=cwd)
+    done = run_cli("runs", "--json", "--store", store, cwd=cwd)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]  # a JSON array
 
@@ -85,32 +60,32 @@ const typed = await agent('typed', {agentType: 'critic', label: 'critic',
            required: ['s']}});
 return [long.length, typed];
 """)
-    done = cli("run", script, "--store", store, "--agents", agents, "--model-alias",
+    done = run_cli("run", script, "--store", store, "--agents", agents, "--model-alias",
                "big=model-big", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     run_id = run_id_of(done.stderr)
-    first = cli("show", run_id, "--agent", "1", "--store", store, cwd=tmp_path)
+    first = run_cli("show", run_id, "--agent", "1", "--store", store, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     text = first.stdout
     assert "agent:       1  long one" in text and "phase:       ask" in text
     assert "outcome:     completed" in text and "effort:      low" in text
     assert "tell me xxx" in text and "[folded: " in text and "--full" in text
     assert len(text) < 6000  # the 5,000-character prompt and its echo are folded
-    full = cli("show", run_id, "--agent", "1", "--full", "--store", store, cwd=tmp_path)
+    full = run_cli("show", run_id, "--agent", "1", "--full", "--store", store, cwd=tmp_path)
     assert "x" * 5000 in full.stdout and "[folded" not in full.stdout
-    second = cli("show", run_id, "--agent", "2", "--store", store, cwd=tmp_path).stdout
+    second = run_cli("show", run_id, "--agent", "2", "--store", store, cwd=tmp_path).stdout
     assert "outcome:     failed" in second
     assert "failure:     " in second  # no answer can satisfy the schema
     assert "You are a harsh critic." in second and "agent type:  critic" in second
     assert "model:       model-big" in second and '"maxLength": 2' in second
-    as_json = json.loads(cli("show", run_id, "--agent", "2", "--json", "--store", store,
+    as_json = json.loads(run_cli("show", run_id, "--agent", "2", "--json", "--store", store,
                              cwd=tmp_path).stdout)
     assert as_json["seq"] == 2 and as_json["options"]["agent_type"] == "critic"
     assert as_json["model_used"] == "model-big" and as_json["failure"]["kind"]
-    missing = cli("show", run_id, "--agent", "3", "--store", store, cwd=tmp_path)
+    missing = run_cli("show", run_id, "--agent", "3", "--store", store, cwd=tmp_path)
     assert missing.returncode == 2
     assert "has no agent() call 3 (it has calls 1-2)" in missing.stderr
-    assert cli("show", "nope", "--agent", "1", "--store", store,
+    assert run_cli("show", "nope", "--agent", "1", "--store", store,
                cwd=tmp_path).returncode == 2
 
 
@@ -133,14 +108,11 @@ def test_cancel_stops_a_run_of_another_process(tmp_path: Path) -> None:
     running = start("run", script, "--store", store, "--provider", "command", "--command",
                     str(child), cwd=tmp_path, err=err)
     try:
-        run_id = wait_for(err, f"\\(run ({UUID})\\)|run id: ({UUID})").group(0)
+        run_id = wait_for_output(err, f"\\(run ({UUID})\\)|run id: ({UUID})").group(0)
         run_id = re.search(UUID, run_id).group(0)  # type: ignore[union-attr]  # matched above
-        deadline = time.monotonic() + 30
-        while not marker.exists():
-            assert time.monotonic() < deadline, err.read_text()
-            time.sleep(0.02)
+        wait_until(marker.exists, what=f"the child's marker (stderr: {err})")
         asked = time.monotonic()
-        done = cli("cancel", run_id, "--store", store, cwd=tmp_path)
+        done = run_cli("cancel", run_id, "--store", store, cwd=tmp_path)
         took = time.monotonic() - asked
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == f"cancelled run {run_id}"
@@ -160,10 +132,10 @@ def test_cancel_stops_a_run_of_another_process(tmp_path: Path) -> None:
     assert row["status"] == "cancelled"
     # the run's own stderr tells the same
     assert "cancelled from the command line" in err.read_text()
-    again = cli("cancel", run_id, "--store", store, cwd=tmp_path)
+    again = run_cli("cancel", run_id, "--store", store, cwd=tmp_path)
     assert again.returncode == 1
     assert "is not running (it is cancelled)" in again.stderr
-    assert cli("cancel", "no-such-run", "--store", store, cwd=tmp_path).returncode == 2
+    assert run_cli("cancel", "no-such-run", "--store", store, cwd=tmp_path).returncode == 2
 
 
 def test_cancel_is_noticed_within_half_a_second(tmp_path: Path) -> None:
@@ -192,7 +164,7 @@ def test_cancel_is_noticed_within_half_a_second(tmp_path: Path) -> None:
         "        print(time.monotonic() - asked)\n"
         "anyio.run(main)\n", encoding="utf-8")
     try:
-        probed = subprocess.run([sys.executable, str(probe), str(store)], env=env_for(),
+        probed = subprocess.run([sys.executable, str(probe), str(store)], env=cli_env(),
                                 capture_output=True, text=True, timeout=60)
         assert probed.returncode == 0, probed.stderr
         assert running.wait(timeout=30) == 130
@@ -223,7 +195,7 @@ def _chain_run(tmp_path: Path, store: Path) -> tuple[Path, str]:
     agent.write_text(f"#!/bin/sh\necho x >> {counter}\nn=$(wc -l < {counter})\n"
                      "printf 'n%s ' $n; cat\n", encoding="utf-8")
     agent.chmod(0o755)
-    done = cli("run", script, "--store", store, "--provider", "command", "--command",
+    done = run_cli("run", script, "--store", store, "--provider", "command", "--command",
                str(agent), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == ["n1 one", "n2 two n1 one", "n3 three n2 two n1 one"]
@@ -233,11 +205,11 @@ def _chain_run(tmp_path: Path, store: Path) -> tuple[Path, str]:
 def test_resume_uses_the_recorded_provider(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
     _, run_id = _chain_run(tmp_path, store)
-    again = cli("resume", run_id, "--store", store, cwd=tmp_path)  # no --provider given
+    again = run_cli("resume", run_id, "--store", store, cwd=tmp_path)  # no --provider given
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == ["n1 one", "n2 two n1 one", "n3 three n2 two n1 one"]
     assert "3 replayed" in again.stderr and "warning:" not in again.stderr
-    other = cli("resume", run_id, "--store", store, "--provider", "echo", cwd=tmp_path)
+    other = run_cli("resume", run_id, "--store", store, "--provider", "echo", cwd=tmp_path)
     assert other.returncode == 0, other.stderr
     warning = [line for line in other.stderr.splitlines() if line.startswith("warning:")]
     assert len(warning) == 1, other.stderr
@@ -249,15 +221,15 @@ def test_resume_uses_the_recorded_provider(tmp_path: Path) -> None:
 def test_resume_rerun_runs_the_named_calls_live(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
     _, run_id = _chain_run(tmp_path, store)
-    again = cli("resume", run_id, "--rerun", "2", "--store", store, cwd=tmp_path)
+    again = run_cli("resume", run_id, "--rerun", "2", "--store", store, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     # the second call ran live (a new number), the third depends on it, the first replayed
     assert json.loads(again.stdout) == ["n1 one", "n4 two n1 one", "n5 three n4 two n1 one"]
     assert "1 replayed" in again.stderr
-    odd = cli("resume", run_id, "--rerun", "3,7", "--store", store, cwd=tmp_path)
+    odd = run_cli("resume", run_id, "--rerun", "3,7", "--store", store, cwd=tmp_path)
     assert odd.returncode == 0, odd.stderr
     assert "warning: --rerun 7:" in odd.stderr and "2 replayed" in odd.stderr
-    bad = cli("resume", run_id, "--rerun", "two", "--store", store, cwd=tmp_path)
+    bad = run_cli("resume", run_id, "--rerun", "two", "--store", store, cwd=tmp_path)
     assert bad.returncode == 2 and "--rerun" in bad.stderr
 
 
@@ -277,11 +249,11 @@ def test_replay_check_replays_fully_or_names_the_first_divergence(tmp_path: Path
     _, run_id = _chain_run(tmp_path, store)
     spent = (tmp_path / "count").read_text()
     before = _rows(store)
-    full = cli("replay-check", run_id, "--store", store, cwd=tmp_path)
+    full = run_cli("replay-check", run_id, "--store", store, cwd=tmp_path)
     assert full.returncode == 0, full.stderr
     assert full.stdout.strip() == "replays fully (3 calls)"
     edited = write(tmp_path, "edited.js", CHAIN.replace("'two ' + a", "'deux ' + a"))
-    diverged = cli("replay-check", run_id, "--script", edited, "--store", store, cwd=tmp_path)
+    diverged = run_cli("replay-check", run_id, "--script", edited, "--store", store, cwd=tmp_path)
     assert diverged.returncode == 1, diverged.stderr
     lines = diverged.stdout.splitlines()
     assert lines[0] == "diverges at agent() call 2 (second): no journal entry for its key"
@@ -290,15 +262,15 @@ def test_replay_check_replays_fully_or_names_the_first_divergence(tmp_path: Path
     assert "Traceback" not in diverged.stderr
     options = write(tmp_path, "options.js",
                     CHAIN.replace("{label: 'third'}", "{label: 'third', effort: 'high'}"))
-    differs = cli("replay-check", run_id, "--script", options, "--store", store, cwd=tmp_path)
+    differs = run_cli("replay-check", run_id, "--script", options, "--store", store, cwd=tmp_path)
     assert differs.returncode == 1
     assert "call 3 (third)" in differs.stdout and "effort" in differs.stdout
-    args = cli("replay-check", run_id, "--args", '{"x": 1}', "--store", store, cwd=tmp_path)
+    args = run_cli("replay-check", run_id, "--args", '{"x": 1}', "--store", store, cwd=tmp_path)
     assert args.returncode == 0, args.stderr  # the script ignores its args
     # nothing recorded, nothing spent
     assert _rows(store) == before
     assert (tmp_path / "count").read_text() == spent
-    assert cli("replay-check", "nope", "--store", store, cwd=tmp_path).returncode == 2
+    assert run_cli("replay-check", "nope", "--store", store, cwd=tmp_path).returncode == 2
 
 
 def test_replay_check_and_resume_replay_parallel_schema_calls(tmp_path: Path) -> None:
@@ -313,13 +285,13 @@ const reviews = await parallel(args.files.map(file => () =>
     required: ['findings']}})));
 return reviews.map(r => r.findings.length);
 """)
-    done = cli("run", script, "--store", store, "--args", '{"files": ["a.py", "b.py"]}',
+    done = run_cli("run", script, "--store", store, "--args", '{"files": ["a.py", "b.py"]}',
                cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     run_id = run_id_of(done.stderr)
-    check = cli("replay-check", run_id[:8], "--store", store, cwd=tmp_path, timeout=30)
+    check = run_cli("replay-check", run_id[:8], "--store", store, cwd=tmp_path, timeout=30)
     assert (check.returncode, check.stdout.strip()) == (0, "replays fully (2 calls)"), check.stderr
-    again = cli("resume", run_id[:8], "--store", store, cwd=tmp_path, timeout=30)
+    again = run_cli("resume", run_id[:8], "--store", store, cwd=tmp_path, timeout=30)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout) == json.loads(done.stdout)
     assert "2 replayed" in again.stderr, again.stderr
@@ -330,15 +302,15 @@ def test_resume_and_replay_check_keep_the_recorded_model_aliases(tmp_path: Path)
     script = write(tmp_path, "aliased.js", HEADER + """
 return [await agent('a', {model: 'fast'}), await agent('b')];
 """)
-    done = cli("run", script, "--store", store, "--model-alias", "fast=model-f", cwd=tmp_path)
+    done = run_cli("run", script, "--store", store, "--model-alias", "fast=model-f", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     run_id = run_id_of(done.stderr)
-    again = cli("resume", run_id, "--store", store, cwd=tmp_path)
+    again = run_cli("resume", run_id, "--store", store, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "2 replayed" in again.stderr and "warning:" not in again.stderr
-    check = cli("replay-check", run_id, "--store", store, cwd=tmp_path)
+    check = run_cli("replay-check", run_id, "--store", store, cwd=tmp_path)
     assert check.stdout.strip() == "replays fully (2 calls)", check.stdout + check.stderr
-    other = cli("replay-check", run_id, "--model-alias", "fast=model-g", "--store", store,
+    other = run_cli("replay-check", run_id, "--model-alias", "fast=model-g", "--store", store,
                 cwd=tmp_path)
     assert other.returncode == 1 and "model (recorded 'model-f', new 'model-g')" in other.stdout
 
@@ -355,20 +327,17 @@ def test_show_agent_of_a_killed_run_says_interrupted(tmp_path: Path) -> None:
     err = tmp_path / "run.err"
     with err.open("wb") as err_file:
         running = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", "run", str(script), "--store", str(store),
-             "--provider", "command", "--command", str(child)], cwd=tmp_path, env=env_for(),
+            cli_command("run", str(script), "--store", str(store),
+             "--provider", "command", "--command", str(child)), cwd=tmp_path, env=cli_env(),
             stdout=subprocess.DEVNULL, stderr=err_file, start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while not marker.exists():
-            assert time.monotonic() < deadline, err.read_text()
-            time.sleep(0.02)
-        time.sleep(1.0)  # the call has been open long enough to be written while it runs
+        wait_until(marker.exists, what=f"the child's marker (stderr: {err})")
+        wait_until(lambda: store_has_call(store, 1), what="the open call in the store")
     finally:
         os.killpg(running.pid, signal.SIGKILL)  # kill -9, its command child with it
         running.wait()
     run_id = re.search(UUID, err.read_text()).group(0)  # type: ignore[union-attr]  # printed at start
-    shown = cli("show", run_id, "--agent", "1", "--store", store, cwd=tmp_path)
+    shown = run_cli("show", run_id, "--agent", "1", "--store", store, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert "outcome:     interrupted" in shown.stdout
     assert "wait for it" in shown.stdout and "no answer: the run ended without it" in shown.stdout
@@ -384,12 +353,12 @@ def test_replay_check_runs_saved_workflows_from_the_given_folders(tmp_path: Path
 const r = await workflow('inner', {x: 1});
 return [r, await agent('after ' + r)];
 """)
-    done = cli("run", script, "--store", store, "--workflows", folder, cwd=tmp_path)
+    done = run_cli("run", script, "--store", store, "--workflows", folder, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     run_id = run_id_of(done.stderr)
-    check = cli("replay-check", run_id, "--workflows", folder, "--store", store, cwd=tmp_path)
+    check = run_cli("replay-check", run_id, "--workflows", folder, "--store", store, cwd=tmp_path)
     assert check.stdout.strip() == "replays fully (2 calls)", check.stdout + check.stderr
-    missing = cli("replay-check", run_id, "--store", store, cwd=tmp_path)
+    missing = run_cli("replay-check", run_id, "--store", store, cwd=tmp_path)
     assert missing.returncode == 1
     assert missing.stdout.startswith("does not replay: the script ended error")
     assert "workflow('inner')" in missing.stdout

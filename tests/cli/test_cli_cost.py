@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from typing import Any
 
 import genai_prices
 import pytest
+from _support import cli_env, run_cli
 from rich.console import Console
 
 from dsh_workflow import (
@@ -28,28 +28,13 @@ from dsh_workflow import (
 )
 from dsh_workflow._cli.progress import PlainProgress, RichProgress, make_progress
 
-REPO = Path(__file__).resolve().parents[2]
 META = "export const meta = { name: 'cost-cli', description: 'costs on the command line' };\n"
-
-
-def env_for(store: Path | None = None, path_dir: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
-           and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    if store is not None:
-        env["DSH_WORKFLOW_STORE"] = str(store)
-    if path_dir is not None:
-        env["PATH"] = f"{path_dir}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 def cli(*argv: str | Path, cwd: Path, store: Path | None = None, path_dir: Path | None = None,
         stdin: str | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env_for(store, path_dir), capture_output=True, text=True,
-                          encoding="utf-8", timeout=timeout, input=stdin)
+    return run_cli(*argv, cwd=cwd, env=cli_env(store=store, path_first=path_dir), stdin=stdin,
+                   timeout=timeout)
 
 
 def agent_command(tmp_path: Path) -> str:

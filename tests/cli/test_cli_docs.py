@@ -5,24 +5,18 @@ extra the manual tells a user to install exists (also from a clone, ``pip instal
 from __future__ import annotations
 
 import itertools
-import os
 import re
-import subprocess
-import sys
 import tomllib
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from _support import REPO, run_cli
+
 #: The manual's files: the README first, then docs/ (one page per topic).
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MANUAL = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 
 
 def _help() -> str:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    done = subprocess.run([sys.executable, "-m", "dsh_workflow", "--help"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = run_cli("--help", timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

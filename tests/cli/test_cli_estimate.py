@@ -8,14 +8,13 @@ import json
 import os
 import pty
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import genai_prices
 import pytest
+from _support import cli_command, cli_env, run_cli
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """export const meta = { name: 'estimated', description: 'an estimate test' };
 phase('Research');
 const found = await parallel(args.topics.map(t => () => agent('research ' + t, {model: 'gpt-4o'})));
@@ -26,23 +25,6 @@ return {report, n: found.length};
 """
 # Offline calls: 3 in Research (gpt-4o), 1 in Report (unknown model).
 DEAD_URL = "http://127.0.0.1:9/v1"  # nothing listens there: a provider call would fail
-
-
-def env_for(store: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
-           and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    env["DSH_WORKFLOW_STORE"] = str(store)
-    return env
-
-
-def cli(*argv: str | Path, cwd: Path, store: Path,
-        stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env_for(store), capture_output=True, text=True, encoding="utf-8",
-                          timeout=120, input=stdin)
 
 
 @pytest.fixture
@@ -58,7 +40,7 @@ ARGS = ["--args", json.dumps({"topics": ["alpha", "beta", "gamma"]})]
 def test_estimate_projects_calls_per_phase_and_model_offline(script: Path,
                                                               tmp_path: Path) -> None:
     store = tmp_path / "store" / "runs.sqlite3"
-    done = cli("run", script, *ARGS, "--estimate", "--provider", "openai", "--model", "gpt-4o",
+    done = run_cli("run", script, *ARGS, "--estimate", "--provider", "openai", "--model", "gpt-4o",
                "--base-url", DEAD_URL, cwd=tmp_path, store=store)
     assert done.returncode == 0, done.stderr
     text = done.stdout
@@ -71,7 +53,7 @@ def test_estimate_projects_calls_per_phase_and_model_offline(script: Path,
 
 def test_estimate_json_prices_the_projected_tokens(script: Path, tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
-    done = cli("run", script, *ARGS, "--estimate", "--json", cwd=tmp_path, store=store)
+    done = run_cli("run", script, *ARGS, "--estimate", "--json", cwd=tmp_path, store=store)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["agents"] == 4 and found["phases"] == {"Research": 3, "Report": 1}
@@ -95,7 +77,7 @@ def test_estimate_json_prices_the_projected_tokens(script: Path, tmp_path: Path)
 def test_estimate_prices_by_the_runs_rules_price_and_aliases(script: Path,
                                                              tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
-    done = cli("run", script, *ARGS, "--estimate", "--json", "--price", "no-such-model=10/20",
+    done = run_cli("run", script, *ARGS, "--estimate", "--json", "--price", "no-such-model=10/20",
                "--price", "gpt-4o=0/0", cwd=tmp_path, store=store)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
@@ -107,7 +89,7 @@ def test_estimate_prices_by_the_runs_rules_price_and_aliases(script: Path,
     assert found["unpriced_agents"] == 0
     aliased = tmp_path / "alias.js"
     aliased.write_text(SCRIPT.replace("'gpt-4o'", "'sonnet[1m]'"), encoding="utf-8")
-    done = cli("run", aliased, *ARGS, "--estimate", "--json", cwd=tmp_path, store=store)
+    done = run_cli("run", aliased, *ARGS, "--estimate", "--json", cwd=tmp_path, store=store)
     sonnet = json.loads(done.stdout)["models"]["sonnet[1m]"]
     from dsh_workflow._prices import CLAUDE_CODE_ALIASES
 
@@ -120,17 +102,17 @@ def test_estimate_prices_by_the_runs_rules_price_and_aliases(script: Path,
 def test_confirm_above_refuses_without_a_terminal_unless_yes(script: Path,
                                                              tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
-    refused = cli("run", script, *ARGS, "--confirm-above", "2", cwd=tmp_path, store=store,
+    refused = run_cli("run", script, *ARGS, "--confirm-above", "2", cwd=tmp_path, store=store,
                   stdin="y\n")
     assert refused.returncode == 2
     assert "agent calls: 4" in refused.stderr  # the estimate is shown first
     assert "--confirm-above 2" in refused.stderr and "--yes" in refused.stderr
     assert refused.stdout == "" and not store.exists()  # nothing ran
-    agreed = cli("run", script, *ARGS, "--confirm-above", "2", "--yes", cwd=tmp_path,
+    agreed = run_cli("run", script, *ARGS, "--confirm-above", "2", "--yes", cwd=tmp_path,
                  store=store)
     assert agreed.returncode == 0, agreed.stderr
     assert json.loads(agreed.stdout)["n"] == 3 and store.exists()
-    below = cli("run", script, *ARGS, "--confirm-above", "4", cwd=tmp_path, store=store)
+    below = run_cli("run", script, *ARGS, "--confirm-above", "4", cwd=tmp_path, store=store)
     assert below.returncode == 0, below.stderr  # 4 calls do not exceed 4: nothing to ask
 
 
@@ -141,8 +123,8 @@ def _on_a_terminal(script: Path, tmp_path: Path, store: Path,
     err_path = tmp_path / f"err-{answer.strip().decode() or 'empty'}.txt"
     with err_path.open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", "run", str(script), *ARGS,
-             "--confirm-above", "2"], cwd=tmp_path, env=env_for(store), stdin=slave,
+            cli_command("run", str(script), *ARGS,
+             "--confirm-above", "2"), cwd=tmp_path, env=cli_env(store=store), stdin=slave,
             stdout=subprocess.PIPE, stderr=err)
     os.close(slave)
     try:
@@ -195,7 +177,7 @@ def test_the_confirmation_binds_the_run_without_a_terminal(tmp_path: Path) -> No
     question, it said nothing of calls nobody was shown."""
     path, count, command = _diverging(tmp_path)
     store = tmp_path / "runs.sqlite3"
-    done = cli("run", path, *command, "--confirm-above", "0", "--yes", cwd=tmp_path,
+    done = run_cli("run", path, *command, "--confirm-above", "0", "--yes", cwd=tmp_path,
                store=store)
     assert "agent calls: 1" in done.stderr  # the estimate
     assert "budget: 100000" in done.stderr  # the dry run's log: the real run's budget
@@ -211,7 +193,7 @@ def test_a_run_within_what_was_shown_is_not_asked_again(tmp_path: Path) -> None:
     path, count, command = _diverging(tmp_path)
     command[3] = f"sh -c 'echo call >> {count}; printf done'"  # answers as echo would
     store = tmp_path / "runs.sqlite3"
-    done = cli("run", path, *command, "--confirm-above", "0", "--yes", cwd=tmp_path,
+    done = run_cli("run", path, *command, "--confirm-above", "0", "--yes", cwd=tmp_path,
                store=store)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"calls": 1, "budget": 100000}
@@ -224,8 +206,8 @@ def test_the_real_run_asks_again_on_a_terminal(tmp_path: Path) -> None:
     err_path = tmp_path / "err.txt"
     with err_path.open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", "run", str(path), *command,
-             "--confirm-above", "0"], cwd=tmp_path, env=env_for(store), stdin=slave,
+            cli_command("run", str(path), *command,
+             "--confirm-above", "0"), cwd=tmp_path, env=cli_env(store=store), stdin=slave,
             stdout=subprocess.PIPE, stderr=err)
     os.close(slave)
     try:

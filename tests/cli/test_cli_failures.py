@@ -5,13 +5,14 @@ count them, ``runs``/``show``/``logs`` list them, ``--max-failed-agents`` ends a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from _support import cli_env, run_cli
+
 META_HEADER = "export const meta = { name: 'cli-failures', description: 'failed children' };\n"
 _STORE_DIR = tempfile.TemporaryDirectory(prefix="dsh-cli-failures-")
 STORE = Path(_STORE_DIR.name) / "runs.sqlite3"
@@ -19,15 +20,7 @@ STORE = Path(_STORE_DIR.name) / "runs.sqlite3"
 
 def cli(*argv: str | Path, timeout: float = 60, store: Path = STORE,
         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    env["DSH_WORKFLOW_STORE"] = str(store)
-    env.update(extra_env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=REPO, env=env,
-        capture_output=True, text=True, encoding="utf-8", timeout=timeout)
+    return run_cli(*argv, env={**cli_env(store=store), **(extra_env or {})}, timeout=timeout)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -277,7 +270,7 @@ def test_a_retry_is_shown_live_stored_and_printed_by_logs(tmp_path: Path) -> Non
             seen.append(self.path)
             if len(seen) == 1:
                 status, extra = 429, {"Retry-After": "1"}
-                body = {"error": {"message": "Rate limit reached", "type": "requests"}}
+                body: dict[str, Any] = {"error": {"message": "Rate limit reached", "type": "requests"}}
             else:
                 status, extra = 200, {}
                 body = {"choices": [{"message": {"role": "assistant", "content": "fine"}}],

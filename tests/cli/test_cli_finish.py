@@ -21,31 +21,13 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import cli_command, cli_env, run_cli, wait_spinning
 
 from dsh_workflow import SQLiteRunStore
 from dsh_workflow.testing import check_run_events, events_from_records
 
-REPO = Path(__file__).resolve().parents[2]
 META_HEADER = "export const meta = { name: 'finish', description: 'a CLI finish test' };\n"
 SPIN = META_HEADER + "while (true) {}\n"
-
-
-def env_for(store: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
-           and k not in ("COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    if store is not None:
-        env["DSH_WORKFLOW_STORE"] = str(store)
-    return env
-
-
-def cli(*argv: str | Path, cwd: Path, store: Path | None = None,
-        timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env_for(store), capture_output=True, text=True, encoding="utf-8",
-                          timeout=timeout)
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -60,8 +42,8 @@ class Watched:
     def __init__(self, *argv: str | Path, cwd: Path, store: Path | None = None) -> None:
         self.started = time.monotonic()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-            env=env_for(store), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cli_command(*argv), cwd=cwd,
+            env=cli_env(store=store), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             encoding="utf-8")
         self.lines: list[tuple[float, str]] = []
         self.stdout = ""
@@ -135,27 +117,27 @@ def _store_with(path: Path, ids: list[str]) -> None:
 
 def test_a_run_id_may_be_any_unique_prefix_of_four_characters(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
-    done = cli("run", write(tmp_path, "s.js", META_HEADER + "return await agent('hi');"),
+    done = run_cli("run", write(tmp_path, "s.js", META_HEADER + "return await agent('hi');"),
                "--store", store, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     run_id = run_id_of(done.stderr)
     for prefix in (run_id[:4], run_id[:8].upper(), run_id):
-        shown = cli("show", prefix, "--store", store, cwd=tmp_path)
+        shown = run_cli("show", prefix, "--store", store, cwd=tmp_path)
         assert shown.returncode == 0, shown.stderr
         assert f"run:         {run_id}" in shown.stdout
-    logs = cli("logs", run_id[:6], "--store", store, cwd=tmp_path)
+    logs = run_cli("logs", run_id[:6], "--store", store, cwd=tmp_path)
     assert logs.returncode == 0 and f"(run {run_id})" in logs.stdout
-    resumed = cli("resume", run_id[:5], "--json", "--store", store, cwd=tmp_path)
+    resumed = run_cli("resume", run_id[:5], "--json", "--store", store, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert f"resuming run {run_id}" in resumed.stderr  # the whole id, found from the prefix
-    saved = cli("save", run_id[:7], "--to", tmp_path / "saved", "--store", store, cwd=tmp_path)
+    saved = run_cli("save", run_id[:7], "--to", tmp_path / "saved", "--store", store, cwd=tmp_path)
     assert saved.returncode == 0, saved.stderr
     assert (tmp_path / "saved" / "finish.js").is_file()
 
-    short = cli("show", run_id[:3], "--store", store, cwd=tmp_path)
+    short = run_cli("show", run_id[:3], "--store", store, cwd=tmp_path)
     assert short.returncode == 2
     assert "at least 4 characters" in short.stderr and short.stderr.startswith("Error: ")
-    missing = cli("show", "ffffffff-no-such", "--store", store, cwd=tmp_path)
+    missing = run_cli("show", "ffffffff-no-such", "--store", store, cwd=tmp_path)
     assert missing.returncode == 2 and "no run 'ffffffff-no-such'" in missing.stderr
 
 
@@ -165,14 +147,14 @@ def test_an_ambiguous_prefix_lists_the_matches(tmp_path: Path) -> None:
            "beef3333-0000-4000-8000-000000000003"]
     _store_with(store, ids)
     for command in (["show", "abcd"], ["logs", "abcd"], ["resume", "abcd"], ["save", "abcd"]):
-        done = cli(*command, "--store", store, cwd=tmp_path)
+        done = run_cli(*command, "--store", store, cwd=tmp_path)
         assert done.returncode == 2, (command, done.stderr)
         assert done.stderr.startswith("Error: the run id prefix 'abcd' is ambiguous"), done.stderr
         assert ids[0] in done.stderr and ids[1] in done.stderr and ids[2] not in done.stderr
         assert "run-0" in done.stderr and "run-1" in done.stderr
-    one = cli("show", "abcd2", "--store", store, cwd=tmp_path)
+    one = run_cli("show", "abcd2", "--store", store, cwd=tmp_path)
     assert one.returncode == 0 and f"run:         {ids[1]}" in one.stdout
-    exact = cli("show", "beef3333-0000-4000-8000-000000000003", "--json", "--store", store,
+    exact = run_cli("show", "beef3333-0000-4000-8000-000000000003", "--json", "--store", store,
                 cwd=tmp_path)
     assert json.loads(exact.stdout)["id"] == ids[2]
 
@@ -181,7 +163,7 @@ def test_an_ambiguous_prefix_lists_the_matches(tmp_path: Path) -> None:
 
 
 def test_version(tmp_path: Path) -> None:
-    done = cli("--version", cwd=tmp_path)
+    done = run_cli("--version", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"dsh-workflow {importlib.metadata.version('dsh-workflow')}"
 
@@ -203,7 +185,7 @@ print("ok " + prompt)
 
 
 def _runs_entry(tmp_path: Path, store: Path, run_id: str) -> dict[str, Any]:
-    listed = cli("runs", "--json", "--store", store, cwd=tmp_path)
+    listed = run_cli("runs", "--json", "--store", store, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     return next(entry for entry in json.loads(listed.stdout) if entry["id"] == run_id)
 
@@ -231,11 +213,11 @@ return 1;
         assert entry["status"] == "running"
         assert (entry["agents"], entry["agents_failed"], entry["replayed"], entry["tokens"]) \
             == (3, 1, 0, 24)
-        table = cli("runs", "--store", store, cwd=tmp_path).stdout.splitlines()
+        table = run_cli("runs", "--store", store, cwd=tmp_path).stdout.splitlines()
         row = next(line for line in table if line.startswith(run_id))
         # agents, replayed, failed, cancelled, tokens
         assert row.split()[2:8] == ["running", "3", "0", "1", "0", "24"]
-        shown = cli("show", run_id, "--store", store, cwd=tmp_path).stdout
+        shown = run_cli("show", run_id, "--store", store, cwd=tmp_path).stdout
         assert "agents:      3 started, 1 failed, 0 replayed, 24 tokens" in shown
         assert re.search(r"3\s+slow\s+Work\s+running", shown), shown
 
@@ -247,15 +229,15 @@ return 1;
             time.sleep(0.2)
         entry = _runs_entry(tmp_path, store, run_id)
         assert (entry["agents"], entry["agents_failed"], entry["tokens"]) == (3, 1, 24)
-        shown = cli("show", run_id, "--store", store, cwd=tmp_path).stdout
+        shown = run_cli("show", run_id, "--store", store, cwd=tmp_path).stdout
         assert "status:      interrupted" in shown
         assert "agents:      3 started, 1 failed, 0 replayed, 24 tokens" in shown
         assert re.search(r"3\s+slow\s+Work\s+interrupted", shown), shown
         assert re.search(r"2\s+bad\s+Work\s+failed", shown), shown
-        logs = cli("logs", run_id, "--store", store, cwd=tmp_path).stdout.splitlines()
+        logs = run_cli("logs", run_id, "--store", store, cwd=tmp_path).stdout.splitlines()
         assert logs[-1] == "[interrupted] the process running it died before the run ended"
         assert "[agent 3 started] slow" in logs
-        document = json.loads(cli("show", run_id[:8], "--json", "--store", store,
+        document = json.loads(run_cli("show", run_id[:8], "--json", "--store", store,
                                   cwd=tmp_path).stdout)
         assert (document["agents"], document["agents_failed"]) == (3, 1)
         assert document["usage"] == {"input_tokens": 10, "output_tokens": 14}
@@ -282,7 +264,7 @@ return 1;
 ])
 def test_a_limit_error_names_the_flag_that_set_it(tmp_path: Path, options: list[str],
                                                  script: str, setting: str, flag: str) -> None:
-    done = cli("run", write(tmp_path, "s.js", META_HEADER + script), "--no-store", *options,
+    done = run_cli("run", write(tmp_path, "s.js", META_HEADER + script), "--no-store", *options,
                cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     error = next(line for line in done.stderr.splitlines() if line.startswith("Error: "))
@@ -291,7 +273,7 @@ def test_a_limit_error_names_the_flag_that_set_it(tmp_path: Path, options: list[
 
 
 def test_an_error_about_no_flag_given_names_none(tmp_path: Path) -> None:
-    done = cli("run", write(tmp_path, "s.js", META_HEADER + "throw new Error('plain');"),
+    done = run_cli("run", write(tmp_path, "s.js", META_HEADER + "throw new Error('plain');"),
                "--no-store", "--budget", "1000", cwd=tmp_path)
     assert done.returncode == 1
     assert "set by" not in done.stderr and "plain" in done.stderr
@@ -301,12 +283,12 @@ def test_an_error_about_no_flag_given_names_none(tmp_path: Path) -> None:
 
 
 def test_check_reports_a_syntax_error_also_without_meta(tmp_path: Path) -> None:
-    bad = cli("check", write(tmp_path, "bad.js", "const x = 1;\n\nreturn x +;\n"), cwd=tmp_path)
+    bad = run_cli("check", write(tmp_path, "bad.js", "const x = 1;\n\nreturn x +;\n"), cwd=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.startswith("Error: ") and bad.stderr.count("\n") == 1
     assert re.search(r"SyntaxError.*\(line 3, column \d+\)", bad.stderr), bad.stderr
     assert "no meta" in bad.stderr
-    fine = cli("check", write(tmp_path, "fine.js", "return 1;\n"), cwd=tmp_path)
+    fine = run_cli("check", write(tmp_path, "fine.js", "return 1;\n"), cwd=tmp_path)
     assert fine.returncode == 2 and fine.stderr.startswith("Error: no meta") \
         and "line" not in fine.stderr
 
@@ -321,15 +303,15 @@ def test_an_unknown_workflow_name_lists_saved_ones_and_the_closest(tmp_path: Pat
                           "\nreturn 1;\n")
     write(folder, "b.js", "export const meta = {name: 'summarize', description: 'Sum up'};"
                           "\nreturn 2;\n")
-    done = cli("run", "code-reveiw", "--workflows", folder, "--no-store", cwd=tmp_path)
+    done = run_cli("run", "code-reveiw", "--workflows", folder, "--no-store", cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("Error: no file or saved workflow named 'code-reveiw'; "
                                   "did you mean 'code-review'?"), done.stderr
     assert re.search(r"^\s+code-review\s+Review code$", done.stderr, re.M)
     assert re.search(r"^\s+summarize\s+Sum up$", done.stderr, re.M)
-    ran = cli("run", "code-review", "--workflows", folder, "--no-store", cwd=tmp_path)
+    ran = run_cli("run", "code-review", "--workflows", folder, "--no-store", cwd=tmp_path)
     assert ran.returncode == 0 and json.loads(ran.stdout) == 1
-    nothing = cli("run", "nothing-here", "--no-store", cwd=tmp_path)
+    nothing = run_cli("run", "nothing-here", "--no-store", cwd=tmp_path)
     assert nothing.returncode == 2
     assert "no saved workflows in:" in nothing.stderr
 
@@ -346,7 +328,7 @@ return await parallel([1, 2].map((i) => () => agent('x' + i)));
 """)
     before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
     for _ in range(2):  # two runs appended to one file
-        done = cli("run", script, "--events", events_file, "--no-store", "-q", cwd=tmp_path)
+        done = run_cli("run", script, "--events", events_file, "--no-store", "-q", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
     after = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
     records = [json.loads(line) for line in events_file.read_text("utf-8").splitlines()]
@@ -398,7 +380,7 @@ def test_the_process_exits_within_a_second_of_a_timed_out_spinning_script(tmp_pa
     assert ended - printed < 1.0, f"exited {ended - printed:.2f} s after the result"
     result = json.loads(watched.stdout)
     assert result["error_code"] == "TIMEOUT"
-    shown = cli("show", result["run_id"], "--json", "--store", store, cwd=tmp_path)
+    shown = run_cli("show", result["run_id"], "--json", "--store", store, cwd=tmp_path)
     assert json.loads(shown.stdout)["status"] == "error"  # the end was recorded first
 
 
@@ -408,7 +390,7 @@ def test_the_process_exits_within_a_second_of_cancelling_a_spinning_script(
     watched = Watched("run", write(tmp_path, "spin.js", SPIN), "--store", store, cwd=tmp_path)
     try:
         watched.wait_for(r"^\[start\]")
-        time.sleep(0.5)
+        wait_spinning(watched.process.pid)
         watched.process.send_signal(signal.SIGINT)
         printed, ended = _exit_after_result(watched)
     finally:
@@ -417,5 +399,5 @@ def test_the_process_exits_within_a_second_of_cancelling_a_spinning_script(
     assert ended - printed < 1.0, f"exited {ended - printed:.2f} s after the result"
     result = json.loads(watched.stdout)
     assert result["stop_reason"] == "cancelled"
-    shown = cli("show", result["run_id"], "--json", "--store", store, cwd=tmp_path)
+    shown = run_cli("show", result["run_id"], "--json", "--store", store, cwd=tmp_path)
     assert json.loads(shown.stdout)["status"] == "cancelled"

@@ -5,32 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from _support import run_cli
 
-REPO = Path(__file__).resolve().parents[2]
 META = "export const meta = { name: 'hostile', description: 'reads hostile folders' };\n"
-
-
-def env_for(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
-           and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    env["HOME"] = str(home)
-    return env
-
-
-def cli(*argv: str | Path, cwd: Path, home: Path,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env_for(home), capture_output=True, text=True, encoding="utf-8",
-                          timeout=timeout)
 
 
 def test_deeply_nested_agent_front_matter_is_skipped_by_run_and_check(tmp_path: Path) -> None:
@@ -44,9 +25,9 @@ def test_deeply_nested_agent_front_matter_is_skipped_by_run_and_check(tmp_path: 
     (agents / "reviewer.md").write_text("---\nname: reviewer\n---\nYou review.\n", "utf-8")
     script = tmp_path / "s.js"
     script.write_text(META + "return await agent('go', {agentType: 'reviewer'});", "utf-8")
-    checked = cli("check", script, cwd=tmp_path, home=home)
+    checked = run_cli("check", script, cwd=tmp_path, home=home)
     assert checked.returncode == 0, checked.stderr
-    ran = cli("run", script, "--no-store", "-q", cwd=tmp_path, home=home)
+    ran = run_cli("run", script, "--no-store", "-q", cwd=tmp_path, home=home)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == "echo: go"
     for stderr in (checked.stderr, ran.stderr):
@@ -73,7 +54,7 @@ def test_a_fifo_named_js_never_blocks_run_and_the_timeout_fires(tmp_path: Path) 
         out.push(await agent('slow'));
         return out;""", "utf-8")
     started = time.monotonic()
-    ran = cli("run", script, "--no-store", "--json", "--timeout", "2", "--echo-latency", "60",
+    ran = run_cli("run", script, "--no-store", "--json", "--timeout", "2", "--echo-latency", "60",
               cwd=tmp_path, home=home, timeout=40)
     assert time.monotonic() - started < 30
     assert ran.returncode == 1, ran.stderr
@@ -82,7 +63,7 @@ def test_a_fifo_named_js_never_blocks_run_and_the_timeout_fires(tmp_path: Path) 
     assert "--timeout 2" in result["error"] or "timeout" in result["error"].lower()
     assert "refused: " in ran.stderr and "is not a .js file inside the workflow folders" \
         in ran.stderr, ran.stderr
-    listed = cli("list", cwd=tmp_path, home=home, timeout=40)
+    listed = run_cli("list", cwd=tmp_path, home=home, timeout=40)
     assert listed.returncode == 0, listed.stderr
     assert "ok" in listed.stdout and "pipe.js" in listed.stderr
     assert "not a regular file" in listed.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from _support import cli_command, cli_env, run_cli
 
 from dsh_workflow import (
     EngineConfig,
@@ -29,26 +29,15 @@ from dsh_workflow import (
 )
 from dsh_workflow._text import escape_controls, valid_data, valid_text
 
-REPO = Path(__file__).resolve().parents[2]
 TITLE = "\x1b]0;pwned\x07"  # retitles the window
 FORGED = "\x1b[2K\rcompleted"  # erases the line and writes a fake end
 CLIPBOARD = "\x1b]52;c;cHduZWQ=\x07"  # writes the clipboard
 C1 = "\x9b31m"  # CSI as one C1 character
 
 
-def env() -> dict[str, str]:
-    found = {k: v for k, v in os.environ.items()
-             if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("COLUMNS",
-                                                                             "FORCE_COLOR")}
-    found["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), found.get("PYTHONPATH")]))
-    found["TERM"] = "dumb"
-    return found
-
-
 def cli(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     """The command as a real process; its output as bytes (nothing decoded for it)."""
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env(), capture_output=True, timeout=120)
+    return run_cli(*argv, cwd=cwd, binary=True)
 
 
 def assert_clean(output: bytes) -> str:
@@ -123,9 +112,9 @@ def test_the_live_panel_shows_hostile_text_escaped(tmp_path: Path) -> None:
         + "', description: 'd'};\n"
         f"phase({json.dumps(TITLE)}); log({json.dumps(FORGED + C1)});\n"
         f"await agent('x', {{label: {json.dumps(CLIPBOARD)}}});\nreturn 1;\n")
-    done = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", script, "--no-store"],
+    done = subprocess.run(cli_command("run", script, "--no-store"),
                           cwd=tmp_path, capture_output=True, timeout=120,
-                          env={**env(), "FORCE_COLOR": "1", "TERM": "xterm", "COLUMNS": "160"})
+                          env={**cli_env(), "FORCE_COLOR": "1", "TERM": "xterm", "COLUMNS": "160"})
     assert done.returncode == 0, done.stderr
     err = done.stderr.decode("utf-8")
     assert "\x1b[" in err  # the panel's own drawing
@@ -199,9 +188,9 @@ def test_runs_show_logs_and_show_agent_of_hostile_stored_text(
 def test_the_viewer_serves_hostile_stored_text(tmp_path: Path, stored: tuple[Path, str]) -> None:
     """Every page and answer of `ui` about such runs is 200 and valid UTF-8 (U+FFFD)."""
     path, run_id = stored
-    viewer = subprocess.Popen([sys.executable, "-m", "dsh_workflow", "ui", "--store", str(path),
-                               "--port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, env={k: v for k, v in env().items()
+    viewer = subprocess.Popen(cli_command("ui", "--store", str(path),
+                               "--port", "0"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, env={k: v for k, v in cli_env().items()
                                               if k != "DSH_WORKFLOW_TOKEN"})
     try:
         assert viewer.stderr is not None

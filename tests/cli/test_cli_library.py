@@ -4,21 +4,14 @@ run NAME, save, workflow() from run."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from _support import REPO, run_cli
 
 
 def cli(cwd: Path, home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["HOME"] = str(home)
-    env["TERM"] = "dumb"
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *argv], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return run_cli(*argv, cwd=cwd, home=home, timeout=60)
 
 
 def saved(folder: Path, file: str, name: str, body: str) -> Path:

@@ -72,8 +72,8 @@ class Receiver:
             elif path == "/v1/metrics":
                 metrics = ExportMetricsServiceRequest.FromString(body)
                 for resource_metrics in metrics.resource_metrics:
-                    for scope in resource_metrics.scope_metrics:
-                        self.metrics.extend(scope.metrics)
+                    for scope_metrics in resource_metrics.scope_metrics:
+                        self.metrics.extend(scope_metrics.metrics)
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import REPO, cli_command, cli_env, run_cli
 
-REPO = Path(__file__).resolve().parents[2]
 FAKES = REPO / "tests" / "providers" / "fake_clis"
 API_KEY = "sk-test-resume-0123456789abcdef"
 SCRIPT = """export const meta = { name: 'paid', description: 'two paid calls, then a stop' };
@@ -41,22 +41,14 @@ return [a, b, c];
 
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_", "CLAUDE_", "CODEX_", "XDG_"))
-           and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    env["NO_PROXY"] = "127.0.0.1"
-    env["DSH_WORKFLOW_STORE"] = str(tmp_path / "runs.sqlite3")
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # this user's record key lives here
-    env.update(extra)
-    return env
+    """No agent CLI's own settings; this user's store and record key live under ``tmp_path``."""
+    names = {"NO_PROXY": "127.0.0.1", "XDG_CONFIG_HOME": str(tmp_path / "config"), **extra}
+    return {**cli_env(store=tmp_path / "runs.sqlite3", drop_prefixes=("CLAUDE_", "CODEX_", "XDG_")),
+            **names}
 
 
 def cli(tmp_path: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *argv], cwd=tmp_path,
-                          env=env_for(tmp_path, **extra), capture_output=True, text=True,
-                          encoding="utf-8", timeout=120)
+    return run_cli(*argv, cwd=tmp_path, env=env_for(tmp_path, **extra))
 
 
 def only_run_id(tmp_path: Path) -> str:
@@ -249,8 +241,8 @@ def test_an_interrupted_claude_run_resumes_without_paying_again(tmp_path: Path) 
     (tmp_path / "wf.js").write_text(SCRIPT, encoding="utf-8")
     with open(tmp_path / "run.err", "wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", "run", "wf.js", "--args", '{"ok": true}',
-             "--provider", "claude", "--model", "opus"], cwd=tmp_path,
+            cli_command("run", "wf.js", "--args", '{"ok": true}',
+             "--provider", "claude", "--model", "opus"), cwd=tmp_path,
             env=env_for(tmp_path, **extra), stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + 60

@@ -5,16 +5,15 @@ that process is gone (``kill -9``), the run reads ``interrupted`` and resumes.""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import anyio
 import pytest
+from _support import cli_command, cli_env, run_cli
 
 from dsh_workflow import (
     EngineConfig,
@@ -26,22 +25,10 @@ from dsh_workflow import (
 )
 from dsh_workflow.testing import FunctionProvider
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = ("export const meta = { name: 'long', description: 'a long run' };\n"
           "return await agent('slow one');\n")
 META = {"name": "long", "description": "a long run"}
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-
-
-def env() -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))}
-    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), out.get("PYTHONPATH")]))
-    return out
-
-
-def cli(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env(), capture_output=True, text=True, timeout=120)
 
 
 def started_run(err: Path, timeout: float = 60) -> str:
@@ -75,13 +62,13 @@ def test_a_run_still_running_in_another_process_is_not_resumed(tmp_path: Path) -
     (tmp_path / "s.js").write_text(SCRIPT, encoding="utf-8")
     err = tmp_path / "run.err"
     with err.open("wb") as err_file:
-        holder = subprocess.Popen([sys.executable, "-m", "dsh_workflow", "run", "s.js",
-                                   "--echo-latency", "60", "--store", str(store)],
-                                  cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL,
+        holder = subprocess.Popen(cli_command("run", "s.js",
+                                   "--echo-latency", "60", "--store", str(store)),
+                                  cwd=tmp_path, env=cli_env(), stdout=subprocess.DEVNULL,
                                   stderr=err_file)
     try:
         run_id = started_run(err)
-        done = cli("resume", run_id, "--store", store, cwd=tmp_path)
+        done = run_cli("resume", run_id, "--store", store, cwd=tmp_path)
         assert done.returncode == 2, (done.stdout, done.stderr)
         assert "Traceback" not in done.stderr
         [line] = done.stderr.strip().splitlines()
@@ -95,7 +82,7 @@ def test_a_run_still_running_in_another_process_is_not_resumed(tmp_path: Path) -
         holder.wait(timeout=30)
     # its process is gone: the run reads interrupted and may be resumed
     assert anyio.run(library_resume, store, run_id) is None
-    listed = cli("runs", "--store", store, cwd=tmp_path)
+    listed = run_cli("runs", "--store", store, cwd=tmp_path)
     assert re.search(f"^{run_id} .* interrupted ", listed.stdout, re.MULTILINE), listed.stdout
 
 

@@ -4,14 +4,11 @@ to resume."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import os
 import re
 import shlex
 import signal
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -20,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import cli_command, cli_env, run_cli, store_has_call, wait_for_output, wait_until
 from rich.console import Console
 
 from dsh_workflow import (
@@ -27,12 +25,12 @@ from dsh_workflow import (
     AgentStarted,
     RunInfo,
     WorkflowEnded,
+    WorkflowEvent,
     WorkflowMeta,
     WorkflowStarted,
 )
 from dsh_workflow._cli.progress import PlainProgress, RichProgress
 
-REPO = Path(__file__).resolve().parents[2]
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 META_HEADER = "export const meta = { name: 'durable-cli', description: 'a durable CLI test' };\n"
 STEPS = META_HEADER + """
@@ -44,39 +42,11 @@ return out;
 STEPS_VALUE = [f"echo: step {i}" for i in range(1, 5)]
 
 
-def env_for(store: Path | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
-           and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    if store is not None:
-        env["DSH_WORKFLOW_STORE"] = str(store)
-    return env
-
-
-def cli(*argv: str | Path, cwd: Path, store: Path | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env_for(store), capture_output=True, text=True, encoding="utf-8",
-                          timeout=timeout)
-
-
 def start(*argv: str | Path, cwd: Path, err: Path,
           store: Path | None = None) -> subprocess.Popen[bytes]:
     with err.open("wb") as err_file:
-        return subprocess.Popen([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                                env=env_for(store), stdout=subprocess.PIPE, stderr=err_file)
-
-
-def wait_for(err: Path, pattern: str, timeout: float = 30) -> re.Match[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = re.search(pattern, err.read_text(encoding="utf-8", errors="replace"))
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"{pattern!r} not seen on stderr: {err.read_text()!r}")
+        return subprocess.Popen(cli_command(*argv), cwd=cwd,
+                                env=cli_env(store=store), stdout=subprocess.PIPE, stderr=err_file)
 
 
 def run_id_of(stderr: str) -> str:
@@ -92,7 +62,7 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 def runs_json(cwd: Path, store: Path, *extra: str) -> list[dict[str, Any]]:
-    done = cli("runs", "--json", "--store", store, *extra, cwd=cwd)
+    done = run_cli("runs", "--json", "--store", store, *extra, cwd=cwd)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)  # type: ignore[no-any-return]  # the command prints a JSON object
 
@@ -102,38 +72,38 @@ def runs_json(cwd: Path, store: Path, *extra: str) -> list[dict[str, Any]]:
 
 def test_run_records_under_the_current_directory_by_default(tmp_path: Path) -> None:
     script = write(tmp_path, "s.js", STEPS)
-    done = cli("run", script, "--json", cwd=tmp_path)
+    done = run_cli("run", script, "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert f"[start] durable-cli (run {result['run_id']})" in done.stderr
     folder = tmp_path / ".dsh-workflow"
     assert (folder / "runs.sqlite3").is_file()
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700  # the folder is private
-    listed = cli("runs", "--json", cwd=tmp_path)  # the same default from the same directory
+    listed = run_cli("runs", "--json", cwd=tmp_path)  # the same default from the same directory
     assert [run["id"] for run in json.loads(listed.stdout)] == [result["run_id"]]
 
 
 def test_environment_variable_names_the_default_store(tmp_path: Path) -> None:
     store = tmp_path / "elsewhere" / "mine.sqlite3"
-    done = cli("run", write(tmp_path, "s.js", STEPS), "-q", cwd=tmp_path, store=store)
+    done = run_cli("run", write(tmp_path, "s.js", STEPS), "-q", cwd=tmp_path, store=store)
     assert done.returncode == 0, done.stderr
     assert store.is_file() and not (tmp_path / ".dsh-workflow").exists()
     assert [run["id"] for run in runs_json(tmp_path, store)] == [run_id_of(done.stderr)]
 
 
 def test_no_store_records_nothing(tmp_path: Path) -> None:
-    done = cli("run", write(tmp_path, "s.js", STEPS), "--no-store", cwd=tmp_path)
+    done = run_cli("run", write(tmp_path, "s.js", STEPS), "--no-store", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert not (tmp_path / ".dsh-workflow").exists()
     assert "run id:" not in done.stderr
-    listed = cli("runs", cwd=tmp_path)
+    listed = run_cli("runs", cwd=tmp_path)
     assert listed.returncode == 0 and listed.stdout.startswith("no runs in ")
     assert not (tmp_path / ".dsh-workflow").exists()  # reading never creates a store
 
 
 def test_run_id_is_on_stderr_in_quiet_mode(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
-    done = cli("run", write(tmp_path, "s.js", STEPS), "-q", "--json", "--store", store,
+    done = run_cli("run", write(tmp_path, "s.js", STEPS), "-q", "--json", "--store", store,
                cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr == f"run id: {json.loads(done.stdout)['run_id']}\n"
@@ -141,12 +111,12 @@ def test_run_id_is_on_stderr_in_quiet_mode(tmp_path: Path) -> None:
 
 def test_a_store_that_cannot_be_created_is_a_usage_error(tmp_path: Path) -> None:
     blocker = write(tmp_path, "file", "not a folder")
-    done = cli("run", write(tmp_path, "s.js", STEPS), "--store", blocker / "runs.sqlite3",
+    done = run_cli("run", write(tmp_path, "s.js", STEPS), "--store", blocker / "runs.sqlite3",
                cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith("Error: cannot create the run store folder")
     not_a_db = write(tmp_path, "junk.sqlite3", "this is not a database" * 100)
-    done = cli("run", write(tmp_path, "s.js", STEPS), "--store", not_a_db, cwd=tmp_path)
+    done = run_cli("run", write(tmp_path, "s.js", STEPS), "--store", not_a_db, cwd=tmp_path)
     assert done.returncode == 2 and "Error: run store " in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -160,12 +130,12 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tests only read it)."""
     tmp_path = tmp_path_factory.mktemp("history")
     store = tmp_path / "runs.sqlite3"
-    ok = cli("run", write(tmp_path, "ok.js", STEPS), "--args", '{"n": 1}', "--store", store,
+    ok = run_cli("run", write(tmp_path, "ok.js", STEPS), "--args", '{"n": 1}', "--store", store,
              cwd=tmp_path)
-    bad = cli("run", write(tmp_path, "bad.js", META_HEADER + "await agent('one');\n"
+    bad = run_cli("run", write(tmp_path, "bad.js", META_HEADER + "await agent('one');\n"
                            "throw new Error('broken on purpose');"), "--store", store,
               cwd=tmp_path)
-    again = cli("resume", run_id_of(ok.stderr), "--store", store, cwd=tmp_path)
+    again = run_cli("resume", run_id_of(ok.stderr), "--store", store, cwd=tmp_path)
     assert (ok.returncode, bad.returncode, again.returncode) == (0, 1, 0), again.stderr
     return {"store": store, "ok": run_id_of(ok.stderr), "bad": run_id_of(bad.stderr),
             "again": run_id_of(again.stderr)}
@@ -188,7 +158,7 @@ def test_runs_lists_newest_first(tmp_path: Path, history: dict[str, Any]) -> Non
     assert [r["id"] for r in runs_json(tmp_path, store, "--status", "error")] == [history["bad"]]
     assert [r["id"] for r in runs_json(tmp_path, store, "--limit", "1")] == [history["again"]]
 
-    table = cli("runs", "--store", store, cwd=tmp_path)
+    table = run_cli("runs", "--store", store, cwd=tmp_path)
     assert table.returncode == 0
     lines = table.stdout.splitlines()
     assert lines[0].split() == ["ID", "NAME", "STATUS", "AGENTS", "REPLAYED", "FAILED",
@@ -202,7 +172,7 @@ def test_runs_lists_newest_first(tmp_path: Path, history: dict[str, Any]) -> Non
 def test_show_prints_meta_status_result_and_agents(tmp_path: Path,
                                                    history: dict[str, Any]) -> None:
     store = history["store"]
-    shown = cli("show", history["again"], "--store", store, cwd=tmp_path)
+    shown = run_cli("show", history["again"], "--store", store, cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     text = shown.stdout
     assert f"run:         {history['again']}" in text
@@ -213,7 +183,7 @@ def test_show_prints_meta_status_result_and_agents(tmp_path: Path,
     assert rows == [[str(i), "step", str(i), "Steps", "completed", "-", "yes", "-"]
                     for i in range(1, 5)]
 
-    failed = cli("show", history["bad"], "--store", store, cwd=tmp_path)
+    failed = run_cli("show", history["bad"], "--store", store, cwd=tmp_path)
     assert "status:      error" in failed.stdout and "broken on purpose" in failed.stdout
     assert "error code:  SCRIPT_ERROR" in failed.stdout
     assert re.search(r"1\s+one\s+-\s+completed\s+\d+\s+no", failed.stdout)
@@ -225,24 +195,24 @@ def test_show_result_prints_the_whole_value_or_one_part(tmp_path: Path,
     it, or its part at an RFC 6901 pointer; a run without a value or a pointer naming nothing
     is a usage error."""
     store = history["store"]
-    whole = cli("show", history["ok"], "--result", "--store", store, cwd=tmp_path)
+    whole = run_cli("show", history["ok"], "--result", "--store", store, cwd=tmp_path)
     assert whole.returncode == 0, whole.stderr
     assert whole.stdout == json.dumps(STEPS_VALUE, indent=2) + "\n"
-    part = cli("show", history["ok"], "--result", "--pointer", "/2", "--store", store,
+    part = run_cli("show", history["ok"], "--result", "--pointer", "/2", "--store", store,
                cwd=tmp_path)
     assert part.returncode == 0 and part.stdout == '"echo: step 3"\n', part.stderr
-    past = cli("show", history["ok"], "--result", "--pointer", "/9", "--store", store,
+    past = run_cli("show", history["ok"], "--result", "--pointer", "/9", "--store", store,
                cwd=tmp_path)
     assert past.returncode == 2 and "'/9' is past the end of the array (4 items)" in past.stderr
-    failed = cli("show", history["bad"], "--result", "--store", store, cwd=tmp_path)
+    failed = run_cli("show", history["bad"], "--result", "--store", store, cwd=tmp_path)
     assert failed.returncode == 2
     assert "has no return value: it did not complete (error)" in failed.stderr
-    alone = cli("show", history["ok"], "--pointer", "/0", "--store", store, cwd=tmp_path)
+    alone = run_cli("show", history["ok"], "--pointer", "/0", "--store", store, cwd=tmp_path)
     assert alone.returncode == 2 and "--pointer needs --result" in alone.stderr
 
 
 def test_show_json_is_one_document(tmp_path: Path, history: dict[str, Any]) -> None:
-    shown = cli("show", history["ok"], "--json", "--store", history["store"], cwd=tmp_path)
+    shown = run_cli("show", history["ok"], "--json", "--store", history["store"], cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     document = json.loads(shown.stdout)
     assert document["id"] == history["ok"] and document["status"] == "completed"
@@ -256,7 +226,7 @@ def test_show_json_is_one_document(tmp_path: Path, history: dict[str, Any]) -> N
 
 
 def test_logs_prints_the_stored_events(tmp_path: Path, history: dict[str, Any]) -> None:
-    logs = cli("logs", history["again"], "--store", history["store"], cwd=tmp_path)
+    logs = run_cli("logs", history["again"], "--store", history["store"], cwd=tmp_path)
     assert logs.returncode == 0, logs.stderr
     assert logs.stdout.splitlines() == [
         f"[start] durable-cli (run {history['again']})", "[phase] Steps",
@@ -264,13 +234,13 @@ def test_logs_prints_the_stored_events(tmp_path: Path, history: dict[str, Any]) 
         logs.stdout.splitlines()[-1]]
     assert re.fullmatch(r"\[done\] completed in \d+\.\ds, 0 agents, 4 replayed, 0 tokens",
                         logs.stdout.splitlines()[-1])
-    original = cli("logs", history["ok"], "--store", history["store"], cwd=tmp_path).stdout
+    original = run_cli("logs", history["ok"], "--store", history["store"], cwd=tmp_path).stdout
     assert "[agent 1 started] step 1" in original and "[agent 4 completed] step 4" in original
 
 
 @pytest.mark.parametrize("command", ["show", "logs", "resume"])
 def test_unknown_run_id_exits_2(tmp_path: Path, history: dict[str, Any], command: str) -> None:
-    done = cli(command, "no-such-run", "--store", history["store"], cwd=tmp_path)
+    done = run_cli(command, "no-such-run", "--store", history["store"], cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == f"Error: no run 'no-such-run' in the run store {history['store']}\n"
     assert done.stdout == ""
@@ -278,7 +248,7 @@ def test_unknown_run_id_exits_2(tmp_path: Path, history: dict[str, Any], command
 
 @pytest.mark.parametrize("command", ["show", "logs", "resume"])
 def test_missing_store_is_an_unknown_run_and_is_not_created(tmp_path: Path, command: str) -> None:
-    done = cli(command, "some-run", cwd=tmp_path)
+    done = run_cli(command, "some-run", cwd=tmp_path)
     assert done.returncode == 2 and "Error: no run 'some-run'" in done.stderr
     assert not (tmp_path / ".dsh-workflow").exists()
 
@@ -289,10 +259,10 @@ def test_logs_follow_streams_a_live_run_until_it_ends(tmp_path: Path) -> None:
     runner = start("run", write(tmp_path, "s.js", STEPS), "--echo-latency", "1.5",
                    "--store", store, cwd=tmp_path, err=err)
     try:
-        run_id = wait_for(err, f"\\(run ({UUID})\\)").group(1)
+        run_id = wait_for_output(err, f"\\(run ({UUID})\\)").group(1)
         follower = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", "logs", run_id, "--follow", "--store",
-             str(store)], cwd=tmp_path, env=env_for(), stdout=subprocess.PIPE,
+            cli_command("logs", run_id, "--follow", "--store",
+             str(store)), cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, encoding="utf-8")
         try:
             assert follower.stdout is not None
@@ -319,7 +289,7 @@ def test_logs_follow_streams_a_live_run_until_it_ends(tmp_path: Path) -> None:
 def test_logs_follow_of_an_ended_run_exits_at_once(tmp_path: Path,
                                                    history: dict[str, Any]) -> None:
     began = time.monotonic()
-    done = cli("logs", history["ok"], "--follow", "--store", history["store"], cwd=tmp_path)
+    done = run_cli("logs", history["ok"], "--follow", "--store", history["store"], cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith("[done] completed")
     assert time.monotonic() - began < 15
 
@@ -334,7 +304,7 @@ const a = await agent('step 1', { label: 'one' });
 const b = await agent('step 2', { label: 'two' });
 throw new Error('forgot to return ' + args.what);
 """)
-    failed = cli("run", broken, "--args", '{"what": "x"}', "--store", store, cwd=tmp_path)
+    failed = run_cli("run", broken, "--args", '{"what": "x"}', "--store", store, cwd=tmp_path)
     assert failed.returncode == 1
     run_id = run_id_of(failed.stderr)
     # No meta header: the stored meta is used. New args replace the stored ones.
@@ -344,7 +314,7 @@ const b = await agent('step 2', { label: 'two' });
 const c = await agent('step 3 for ' + args.what, { label: 'three' });
 return [a, b, c];
 """)
-    done = cli("resume", run_id, "--script", fixed, "--args", '{"what": "y"}', "--json",
+    done = run_cli("resume", run_id, "--script", fixed, "--args", '{"what": "y"}', "--json",
                "--store", store, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -355,7 +325,7 @@ return [a, b, c];
     assert "[agent 1 replayed] one" in done.stderr and "[agent 2 replayed] two" in done.stderr
     assert "[agent 3 started] three" in done.stderr
     assert re.search(r"\[done\] completed in \S+, 1 agent, 2 replayed, ", done.stderr)
-    record = json.loads(cli("show", result["run_id"], "--json", "--store", store,
+    record = json.loads(run_cli("show", result["run_id"], "--json", "--store", store,
                             cwd=tmp_path).stdout)
     assert record["resumed_from"] == run_id and record["args"] == {"what": "y"}
     assert record["meta"]["name"] == "durable-cli"
@@ -363,18 +333,18 @@ return [a, b, c];
 
 def test_resume_exit_codes_follow_run(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
-    first = cli("run", write(tmp_path, "s.js", STEPS), "-q", "--store", store, cwd=tmp_path)
+    first = run_cli("run", write(tmp_path, "s.js", STEPS), "-q", "--store", store, cwd=tmp_path)
     run_id = run_id_of(first.stderr)
     still_broken = write(tmp_path, "b.js", "await agent('step 1'); throw new Error('still');")
-    failed = cli("resume", run_id, "--script", still_broken, "--store", store, cwd=tmp_path)
+    failed = run_cli("resume", run_id, "--script", still_broken, "--store", store, cwd=tmp_path)
     assert failed.returncode == 1 and "Error: workflow run failed: " in failed.stderr
     not_js = write(tmp_path, "p.js", "return (;")
-    parse = cli("resume", run_id, "--script", not_js, "--store", store, cwd=tmp_path)
+    parse = run_cli("resume", run_id, "--script", not_js, "--store", store, cwd=tmp_path)
     assert parse.returncode == 2 and parse.stderr.startswith("Error: ")
     # Replayed calls take no time: only the new fifth call waits for the slow provider.
     longer = write(tmp_path, "l.js", STEPS.replace("return out;",
                                                    "out.push(await agent('five'));\nreturn out;"))
-    timeout = cli("resume", run_id, "--script", longer, "--echo-latency", "5", "--timeout", "1",
+    timeout = run_cli("resume", run_id, "--script", longer, "--echo-latency", "5", "--timeout", "1",
                   "--json", "--store", store, cwd=tmp_path)
     assert timeout.returncode == 1
     result = json.loads(timeout.stdout)
@@ -384,8 +354,8 @@ def test_resume_exit_codes_follow_run(tmp_path: Path) -> None:
 
 def test_resume_on_the_subprocess_engine(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
-    first = cli("run", write(tmp_path, "s.js", STEPS), "-q", "--store", store, cwd=tmp_path)
-    done = cli("resume", run_id_of(first.stderr), "--engine", "subprocess", "--json",
+    first = run_cli("run", write(tmp_path, "s.js", STEPS), "-q", "--store", store, cwd=tmp_path)
+    done = run_cli("resume", run_id_of(first.stderr), "--engine", "subprocess", "--json",
                "--store", store, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -398,7 +368,7 @@ def test_ctrl_c_says_how_to_resume_and_that_command_finishes_the_run(tmp_path: P
     process = start("run", write(tmp_path, "s.js", STEPS), "--echo-latency", "0.4",
                     "--store", store, cwd=tmp_path, err=err)
     try:
-        wait_for(err, r"\[agent 2 completed\]")
+        wait_for_output(err, r"\[agent 2 completed\]")
         process.send_signal(signal.SIGINT)
         stdout, _ = process.communicate(timeout=20)
     finally:
@@ -413,7 +383,7 @@ def test_ctrl_c_says_how_to_resume_and_that_command_finishes_the_run(tmp_path: P
     assert argv == ["dsh-workflow", "resume", run_id, "--store", str(store)]
     assert runs_json(tmp_path, store)[0]["status"] == "cancelled"
 
-    resumed = cli(*argv[1:], cwd=tmp_path)
+    resumed = run_cli(*argv[1:], cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout) == STEPS_VALUE
     replayed = re.findall(r"^\[agent (\d) replayed\] step \d$", resumed.stderr, re.MULTILINE)
@@ -430,7 +400,7 @@ def test_ctrl_c_hint_omits_the_default_store_and_keeps_provider_options(tmp_path
     process = start("run", write(tmp_path, "s.js", STEPS), "--provider", "command",
                     "--command", command, cwd=tmp_path, err=err)
     try:
-        wait_for(err, r"\[agent 1 completed\]")
+        wait_for_output(err, r"\[agent 1 completed\]")
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=20)
     finally:
@@ -441,7 +411,7 @@ def test_ctrl_c_hint_omits_the_default_store_and_keeps_provider_options(tmp_path
     argv = shlex.split(hint.group(1))
     assert argv == ["dsh-workflow", "resume", run_id_of(stderr), "--provider", "command",
                     "--command", command]
-    resumed = cli(*argv[1:], "--json", cwd=tmp_path)
+    resumed = run_cli(*argv[1:], "--json", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     result = json.loads(resumed.stdout)
     assert "[agent 1 replayed] step 1" in resumed.stderr
@@ -451,7 +421,7 @@ def test_ctrl_c_hint_omits_the_default_store_and_keeps_provider_options(tmp_path
 # -- progress in process ---------------------------------------------------------------------------
 
 INFO = RunInfo(id="run-2", meta=WorkflowMeta(name="demo", description="d"))
-RESUMED = [
+RESUMED: list[WorkflowEvent] = [
     WorkflowStarted(run=INFO),
     AgentReplayed(run=INFO, seq=1, label="a"),
     AgentReplayed(run=INFO, seq=2, label="b"),
@@ -480,28 +450,16 @@ def test_rich_panel_counts_replayed_agents() -> None:
     assert "2 replayed" in stream.getvalue()
 
 
-def _call_stored(store: Path, seq: int) -> bool:
-    """Whether call ``seq`` of the store's one run is in its ``calls`` table."""
-    with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
-        try:
-            return db.execute("SELECT 1 FROM calls WHERE seq = ?", (seq,)).fetchone() is not None
-        except sqlite3.OperationalError:  # not created yet
-            return False
-
-
 def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
     store = tmp_path / "runs.sqlite3"
     err = tmp_path / "run.err"
     process = start("run", write(tmp_path, "s.js", STEPS), "--echo-latency", "1.0",
                     "--store", store, cwd=tmp_path, err=err)
     try:
-        wait_for(err, r"\[agent 3 started\]")
+        wait_for_output(err, r"\[agent 3 started\]")
         # Calls reach the store a moment after they are printed: kill once step 3 is stored
         # (read straight from the file: a command per poll could outlast the step).
-        deadline = time.monotonic() + 10
-        while not _call_stored(store, 3):
-            assert time.monotonic() < deadline, "step 3 never reached the store"
-            time.sleep(0.02)
+        wait_until(lambda: store_has_call(store, 3), what="step 3 in the store", timeout=10)
         process.kill()  # SIGKILL: no cleanup, no resume hint
         process.communicate(timeout=20)
         assert process.returncode == -signal.SIGKILL, "the run ended before it was killed"
@@ -510,18 +468,16 @@ def test_a_killed_run_reads_interrupted_and_resumes(tmp_path: Path) -> None:
     stderr = err.read_text(encoding="utf-8")
     run_id = run_id_of(stderr)
     assert "Resume it with" not in stderr
-    deadline = time.monotonic() + 10
-    while runs_json(tmp_path, store)[0]["status"] != "interrupted":
-        assert time.monotonic() < deadline, "the killed run never read interrupted"
-        time.sleep(0.2)
+    wait_until(lambda: runs_json(tmp_path, store)[0]["status"] == "interrupted",
+               what="the killed run to read interrupted", timeout=10, interval=0.2)
     assert [r["id"] for r in runs_json(tmp_path, store, "--status", "interrupted")] == [run_id]
-    shown = cli("show", run_id, "--store", store, cwd=tmp_path).stdout
+    shown = run_cli("show", run_id, "--store", store, cwd=tmp_path).stdout
     assert "status:      interrupted" in shown and "result:      none (the run was" in shown
     assert re.search(r"3\s+step 3\s+Steps\s+interrupted", shown) or \
         re.search(r"3\s+step 3\s+Steps\s+completed", shown)  # step 3 may have ended first
-    logs = cli("logs", run_id, "--follow", "--store", store, cwd=tmp_path)
+    logs = run_cli("logs", run_id, "--follow", "--store", store, cwd=tmp_path)
     assert logs.returncode == 0 and "[done]" not in logs.stdout  # it never ended
-    resumed = cli("resume", run_id, "--json", "--store", store, cwd=tmp_path)
+    resumed = run_cli("resume", run_id, "--json", "--store", store, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     result = json.loads(resumed.stdout)
     assert result["value"] == STEPS_VALUE and result["agents_started"] <= 2

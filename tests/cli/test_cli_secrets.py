@@ -6,14 +6,13 @@ answer, their stderr and their error; the key is in no output of ``run``, ``show
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _support import cli_env, run_cli
 
-REPO = Path(__file__).resolve().parents[2]
 LEAKY = Path(__file__).resolve().parent / "leaky_clis"
 META = "export const meta = { name: 'leaky', description: 'children that echo their key' };\n"
 #: Matches none of the generic patterns (no ``sk-``, no ``key=``): only naming it redacts it.
@@ -21,16 +20,11 @@ SECRET = "ant4live7f3a9c2e4b1d8a6"
 
 
 def cli(*argv: str | Path, store: Path, env_key: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_", "ANTHROPIC_", "CODEX_", "CLAUDE_"))
-           and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["PATH"] = f"{LEAKY}{os.pathsep}{env['PATH']}"
-    env["TERM"] = "dumb"
-    env["DSH_WORKFLOW_STORE"] = str(store)
+    """The command with the agent CLIs' own keys dropped, the leaky fake CLIs first on PATH and
+    the secret in ``env_key``."""
+    env = cli_env(store=store, path_first=LEAKY, drop_prefixes=("ANTHROPIC_", "CODEX_", "CLAUDE_"))
     env[env_key] = SECRET
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=REPO,
-                          env=env, capture_output=True, text=True, encoding="utf-8", timeout=90)
+    return run_cli(*argv, env=env, timeout=90)
 
 
 SCRIPT = META + """

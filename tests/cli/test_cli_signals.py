@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import cli_command, cli_env, wait_for_output
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
-REPO = Path(__file__).resolve().parents[2]
 META = "export const meta = { name: 'signals', description: 'a run stopped by a signal' };\n"
 # The agent command: records its pid and working directory, then sleeps far past the test.
 AGENT = """\
@@ -32,13 +32,7 @@ SIGNALS = [pytest.param(signal.SIGTERM, id="SIGTERM"), pytest.param(signal.SIGHU
 
 
 def env_for(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_"))
-           and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    env["TMPDIR"] = str(tmp)  # where isolated children's worktrees are made
-    return env
+    return cli_env(TMPDIR=str(tmp))  # where isolated children's worktrees are made
 
 
 def alive(pid: int) -> bool:
@@ -89,8 +83,8 @@ def stop_run(tmp_path: Path, cwd: Path, script: str, how: signal.Signals,
     command = f"{sys.executable} {agent} {pids_dir}"
     with err.open("wb") as err_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", "run", str(body), "--provider", "command",
-             "--command", command, "--store", str(store)],
+            cli_command("run", str(body), "--provider", "command",
+             "--command", command, "--store", str(store)),
             cwd=cwd, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=err_file)
     pids: list[int] = []
     try:
@@ -125,8 +119,8 @@ def assert_cancelled_and_recorded(process: subprocess.Popen[bytes], stdout: byte
     hint = re.search(r"^Resume it with: (.+)$", stderr, re.MULTILINE)
     assert hint, stderr
     assert f"dsh-workflow resume {run_id}" in hint.group(1)
-    listed = subprocess.run([sys.executable, "-m", "dsh_workflow", "runs", "--json", "--store",
-                             str(store)], cwd=cwd, env=env_for(cwd), capture_output=True,
+    listed = subprocess.run(cli_command("runs", "--json", "--store",
+                             str(store)), cwd=cwd, env=env_for(cwd), capture_output=True,
                             text=True, timeout=60)
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
@@ -192,8 +186,8 @@ def start_run(tmp_path: Path, script: str, command: str, children: int,
     err = tmp_path / "stderr.txt"
     with err.open("wb") as err_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "dsh_workflow", "run", str(body), "--provider", "command",
-             "--command", command.format(agent=agent, pids=pids_dir), *extra],
+            cli_command("run", str(body), "--provider", "command",
+             "--command", command.format(agent=agent, pids=pids_dir), *extra),
             cwd=cwd or tmp_path, env=env_for(tmp_path), stdout=subprocess.DEVNULL,
             stderr=err_file)
     deadline = time.monotonic() + 30
@@ -242,7 +236,7 @@ def test_a_second_ctrl_c_kills_the_command_children_before_exiting(tmp_path: Pat
         worktrees = [Path((tmp_path / "pids" / str(pid)).read_text()) for pid in pids]
         assert all(w.is_relative_to(tmp_path.resolve()) and w != repo for w in worktrees)
         process.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        wait_for_output(err, "press Ctrl-C again")  # the first one is being handled
         process.send_signal(signal.SIGINT)
         process.communicate(timeout=30)
         assert process.returncode == 130, err.read_text()

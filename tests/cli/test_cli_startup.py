@@ -10,14 +10,13 @@ loaded public names still resolve.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _support import cli_env
 
-REPO = Path(__file__).resolve().parents[2]
 META_HEADER = "export const meta = { name: 'startup', description: 'a start-up test' };\n"
 
 #: Packages no command may load just to print its help.
@@ -27,15 +26,6 @@ HEAVY = ("pydantic", "pydantic_core", "anyio", "trio", "rich", "httpx", "jsonsch
 NOT_FOR_A_TRIVIAL_RUN = ("httpx", "jsonschema", "referencing", "rich", "yaml", "tree_sitter",
                          "asyncio", "dsh_workflow._tool.tool", "dsh_workflow._engines.subprocess",
                          "dsh_workflow._providers.openai", "dsh_workflow._providers.command")
-
-
-def cli_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("FORCE_COLOR",
-                                                                          "TTY_COMPATIBLE")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["TERM"] = "dumb"
-    return env
 
 
 def imported(*argv: str, cwd: Path | None = None, code: str | None = None

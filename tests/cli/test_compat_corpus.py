@@ -9,30 +9,16 @@ leaks in.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import REPO, run_cli
 
-REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "cli" / "compat"
 AGENTS = CORPUS / "agents"
-
-
-def run_cli(*argv: str | Path, home: Path, cwd: Path = REPO,
-            timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("COLUMNS", "FORCE_COLOR")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    env["HOME"] = str(home)
-    env["TERM"] = "dumb"
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *map(str, argv)], cwd=cwd,
-                          env=env, capture_output=True, text=True, encoding="utf-8",
-                          timeout=timeout, check=False)
 
 
 def _review(value: Any) -> None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_compat_corpus import run_cli
+from _support import run_cli
 
 from dsh_workflow import (
     AgentDefinition,

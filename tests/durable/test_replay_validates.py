@@ -85,7 +85,7 @@ async def run(make_engine: Any, path: Path, model: Model, *, resume_from: str | 
         await handle.dispose()
     check_run_events(events, handle, result)
     return handle.id, result, [e for e in events if getattr(e, "run", None)
-                               and e.run.id == handle.id]  # type: ignore[attr-defined]  # workflow events carry their run
+                               and e.run.id == handle.id]
 
 
 def alter(path: Path, run_id: str, seq: int, **columns: Any) -> None:

@@ -697,7 +697,7 @@ def test_records_are_frozen() -> None:
 async def test_events_may_be_pydantic_models(db: str) -> None:
     from dsh_workflow import AgentEnded, RunInfo, WorkflowMeta
 
-    event = AgentEnded(run=RunInfo(id="r", meta=WorkflowMeta(**META)), seq=3, label="c",
+    event = AgentEnded(run=RunInfo(id="r", meta=WorkflowMeta.model_validate(META)), seq=3, label="c",
                        outcome="completed")
     async with SQLiteRunStore(db) as store:
         await store.create_run("r", meta=META, script="s")

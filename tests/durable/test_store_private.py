@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from _support import REPO, run_cli
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
 
@@ -107,8 +106,7 @@ def test_an_existing_store_with_wide_modes_is_tightened(tmp_path: Path) -> None:
 
 
 def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *argv], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=120, umask=0o022)
+    return run_cli(*argv, cwd=cwd, umask=0o022)
 
 
 SCRIPT = ("export const meta = { name: 'private', description: 'a private run' };\n"

@@ -67,7 +67,7 @@ def _tally(kinds: list[str], words: list[str], quorum: int | None,
     answer is ``ok:yes``."""
     n = len(kinds)
     mode = failed or "abstain"
-    votes = []
+    votes: list[dict[str, Any]] = []
     for i, (kind, word) in enumerate(zip(kinds, words, strict=True)):
         if kind == "value":
             votes.append({"vote": "for" if word == "yes" else "against", "value": "ok:" + word})

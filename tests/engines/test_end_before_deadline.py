@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import both_engines
+from _support import await_until, both_engines
 
 from dsh_workflow import EngineConfig, LogEmitted, WorkflowEvent, WorkflowStartRequest
 from dsh_workflow.testing import FunctionProvider
@@ -32,7 +32,9 @@ async def warm(engine: Any) -> None:
     run = engine.start(WorkflowStartRequest(meta=META, script="return 0;"))
     await run.result()
     await run.dispose()
-    await anyio.sleep(1.0)  # the sandbox pool starts its next process
+    pooled = getattr(engine, "pooled_pids", None)  # the sandbox engine's warm pool
+    if pooled is not None:
+        await await_until(pooled, what="the sandbox pool's next warm process")
 
 
 @pytest.mark.parametrize("make_engine", both_engines())

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import await_until
 from anyio.abc import TaskGroup
 
 from dsh_workflow import (
@@ -73,9 +74,7 @@ async def test_start_returns_a_handle_with_only_the_seam(make: Any) -> None:
 
 
 async def _ended(hosted: HostedRun) -> None:
-    with anyio.fail_after(5):
-        while not hosted.ended:
-            await anyio.sleep(0.005)
+    await await_until(lambda: hosted.ended, what="the hosted run to end", timeout=5)
 
 
 def test_both_engines_take_their_lifecycle_from_the_base() -> None:
@@ -186,9 +185,7 @@ async def test_a_fake_engine_on_the_base_runs_and_ends_runs() -> None:
         result = await run.result()
         assert (result.stop_reason, result.value) == ("completed", {"a": [1, 2]})
         check_run_events(events, run, result)
-        with anyio.fail_after(5):
-            while engine._runs:
-                await anyio.sleep(0.005)
+        await await_until(lambda: not engine._runs, what="the engine to forget the run", timeout=5)
         assert engine._pool.calls == ["open", "take", "refill"]
         waiting = engine.start(request("wait"))
     assert engine.released

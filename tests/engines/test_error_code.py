@@ -17,12 +17,13 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import TIGHT_CONFIG, both_engines, quickjs_factory
+from _support import TIGHT_CONFIG, await_until, both_engines, quickjs_factory
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from dsh_workflow import (
+    AgentStarted,
     EngineConfig,
     QuickJSEngine,
     SQLiteRunStore,
@@ -137,7 +138,8 @@ async def test_a_cancelled_run_has_the_code_cancelled(factory: Any) -> None:
     events: list[WorkflowEvent] = []
     async with _engine(factory, CONFIG, events) as engine:
         run = engine.start(WorkflowStartRequest(meta=META, script="return await agent('hang')"))
-        await anyio.sleep(0.2)
+        await await_until(lambda: any(isinstance(e, AgentStarted) for e in events),
+                          what="the run's child to start")
         run.cancel("enough")
         with anyio.fail_after(10):
             result = await run.result()
@@ -262,11 +264,12 @@ async def test_the_stored_result_keeps_its_code(factory: Any, tmp_path: Path) ->
 
 async def test_a_row_stored_before_the_field_gets_its_code_on_load(tmp_path: Path) -> None:
     db = str(tmp_path / "runs.sqlite3")
-    old = {"cap": {"value": None, "stop_reason": "error", "error": "AGENT_CAP: too many",
-                   "agents_started": 1},
-           "bye": {"value": None, "stop_reason": "cancelled", "error": "workflow run cancelled: x"},
-           "own": {"value": None, "stop_reason": "error", "error": "Error: mine"},
-           "ok": {"value": 3, "stop_reason": "completed", "error": None}}
+    old: dict[str, dict[str, Any]] = {
+        "cap": {"value": None, "stop_reason": "error", "error": "AGENT_CAP: too many",
+                "agents_started": 1},
+        "bye": {"value": None, "stop_reason": "cancelled", "error": "workflow run cancelled: x"},
+        "own": {"value": None, "stop_reason": "error", "error": "Error: mine"},
+        "ok": {"value": 3, "stop_reason": "completed", "error": None}}
     async with SQLiteRunStore(db) as store:
         for run_id, result in old.items():
             await store.create_run(run_id, meta=META, script="s")
@@ -325,6 +328,7 @@ async def test_the_tool_data_and_the_background_status_carry_the_code() -> None:
             run_id = started.data["run_id"]
             assert background.status(run_id).data["error_code"] is None  # type: ignore[index]  # a background status has data
             completion = await anext(aiter(background.completions()))
+            assert completion.data is not None
             assert completion.data["error_code"] == "INVALID_ARGUMENT"
             status = background.status(run_id).data
             assert status is not None and status["error_code"] == "INVALID_ARGUMENT"

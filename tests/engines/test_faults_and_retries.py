@@ -223,6 +223,7 @@ def test_backoff_is_full_jitter_under_a_doubling_ceiling_capped() -> None:
         def uniform(self, low: float, high: float) -> float:
             return high
 
+    # Top stands in for random.Random: the one method backoff_delay calls
     assert [backoff_delay(policy, n, Top()) for n in (1, 2, 3, 4, 5)] == [  # type: ignore[arg-type]
         1.0, 2.0, 4.0, 5.0, 5.0]
     assert all(0 <= backoff_delay(policy, 3) <= 4.0 for _ in range(50))

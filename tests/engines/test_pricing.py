@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import ENGINE_SKIPS, subprocess_factory
+from _support import ENGINE_SKIPS, EngineFactory, subprocess_factory
 
 from dsh_workflow import (
     AgentEnded,
@@ -95,7 +95,7 @@ for (const [p, model] of args) out.push(await agent(p, model ? {model} : {}));
 return out;"""
 
 
-async def run_script(make_engine: Any, provider: Any, script: str = LOOP, *, args: Any = None,
+async def run_script(make_engine: EngineFactory, provider: Any, script: str = LOOP, *, args: Any = None,
                      config: EngineConfig | None = None,
                      events: list[WorkflowEvent] | None = None) -> WorkflowResult:
     seen: list[WorkflowEvent] = [] if events is None else events
@@ -249,7 +249,7 @@ async def test_numbers_past_the_bounds_fail_that_child_with_a_reason(make_engine
     assert result.value == [None, None, "ok"]
     assert result.agents_failed == 2
     assert result.usage.cost_usd == pytest.approx(0.25)
-    assert math.isfinite(result.usage.cost_usd)
+    assert result.usage.cost_usd is not None and math.isfinite(result.usage.cost_usd)
     ended = [e for e in events if isinstance(e, AgentEnded)]
     for event in ended[:2]:
         assert event.outcome == "failed" and event.error is not None

@@ -572,6 +572,7 @@ async def check(program: Program) -> None:
 
     if result.stop_reason == "cancelled":
         assert program.cancel_at is not None, where
+        assert result.error is not None, where
         assert "the property test cancelled the run" in result.error, where
         assert result.error_code == WorkflowErrorCode.CANCELLED, where
     elif expected is not None:
@@ -582,8 +583,10 @@ async def check(program: Program) -> None:
             assert result.value == detail, where
             assert sum(isinstance(e, LogEmitted) for e in events) == model.logs, where
         elif detail is not None:
+            assert result.error is not None, where
             assert result.error_code == detail and result.error.startswith(detail + ":"), where
         else:
+            assert result.error is not None, where
             assert not any(result.error.startswith(code + ":") for code in CODES), where
             assert result.error_code == SCRIPT_FAILED, where
         for event in events:

@@ -14,8 +14,10 @@ import time
 
 import anyio
 import pytest
+from _support import await_until, wait_until
 
 from dsh_workflow import (
+    AgentEnded,
     AgentStarted,
     EngineConfig,
     LogEmitted,
@@ -46,9 +48,7 @@ def run_threads() -> list[threading.Thread]:
 
 
 async def wait_no_run_threads(timeout: float = 5.0) -> None:
-    with anyio.fail_after(timeout):
-        while run_threads():
-            await anyio.sleep(0.01)
+    await await_until(lambda: not run_threads(), what="no run thread left", timeout=timeout)
 
 
 def request(script: str, **kwargs: object) -> WorkflowStartRequest:
@@ -67,9 +67,7 @@ async def test_each_run_has_its_own_thread_and_releases_it() -> None:
 
     async with QuickJSEngine(EngineConfig(), provider=Gate()) as engine:
         runs = [engine.start(request("return await agent('p')")) for _ in range(3)]
-        with anyio.fail_after(5):
-            while len(seen) < 3:
-                await anyio.sleep(0.01)
+        await await_until(lambda: len(seen) >= 3, what="three runs' children", timeout=5)
         assert len({t.ident for t in run_threads()}) == 3
         gate.set()
         for run in runs:
@@ -107,8 +105,10 @@ async def test_a_spinning_script_never_blocks_the_event_loop() -> None:
 async def test_cancel_frees_the_caller_while_the_script_spins() -> None:
     config = EngineConfig(slice_cpu_limit_s=1.5, dispose_grace_s=3.0)
     async with QuickJSEngine(config, provider=Answer()) as engine:
+        ended: list[AgentEnded] = []
+        engine.events.subscribe(lambda e: ended.append(e) if isinstance(e, AgentEnded) else None)
         run = engine.start(request("await agent('warm up'); while (true) {}"))
-        await anyio.sleep(0.2)
+        await await_until(lambda: ended, what="the warm-up child to end (the script then spins)")
         begun = time.perf_counter()
         run.cancel("enough")
         result = await run.result()
@@ -116,18 +116,24 @@ async def test_cancel_frees_the_caller_while_the_script_spins() -> None:
         assert result.stop_reason == "cancelled"
         assert "enough" in (result.error or "")
         await run.dispose()
-        await wait_no_run_threads()
+        # The thread ends when its stretch has used the 1.5 s slice: CPU time, which takes
+        # many times longer by the wall clock on a machine whose cores are shared.
+        await wait_no_run_threads(timeout=60)
 
 
 async def test_leaving_the_engine_disposes_live_runs() -> None:
+    running = anyio.Event()
+
     class Hang:
         async def run(self, req: SubagentRequest) -> SubagentResult:
+            running.set()
             await anyio.sleep_forever()
             raise AssertionError
 
     async with QuickJSEngine(EngineConfig(dispose_grace_s=1.0), provider=Hang()) as engine:
         run = engine.start(request("return await agent('forever')"))
-        await anyio.sleep(0.05)
+        with anyio.fail_after(10):
+            await running.wait()
     result = await run.result()
     assert result.stop_reason == "cancelled"
     assert run_threads() == []
@@ -248,14 +254,13 @@ def test_the_launcher_starts_in_order_on_its_own_thread_and_ends_when_idle() -> 
     done = threading.Event()
     seen: list[tuple[int, str]] = []
     for index in range(5):
-        launcher.submit(lambda index=index: seen.append((index, threading.current_thread().name)))
+        def record(index: int = index) -> None:
+            seen.append((index, threading.current_thread().name))
+        launcher.submit(record)
     launcher.submit(done.set)
     assert done.wait(5)
     assert seen == [(i, "dsh-workflow-launcher-test") for i in range(5)]
-    deadline = time.monotonic() + 5
-    while launcher.alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not launcher.alive(), "an idle launcher thread must end"
+    wait_until(lambda: not launcher.alive(), what="the idle launcher thread to end", timeout=5)
     launcher.submit(done.clear)  # starts again on demand
     launcher.close()
     deadline = time.monotonic() + 5

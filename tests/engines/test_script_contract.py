@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _support import both_engines
+from _support import EngineFactory, both_engines
 
 from dsh_workflow import (
     EngineConfig,
@@ -23,7 +23,7 @@ META = {"name": "contract", "description": "the fourth edition"}
 ENGINES = both_engines()
 
 
-async def _run(factory: Any, script: str, meta: dict[str, Any] = META) -> WorkflowResult:
+async def _run(factory: EngineFactory, script: str, meta: dict[str, Any] = META) -> WorkflowResult:
     async with factory(EngineConfig(), FunctionProvider(lambda r: f"did {r.prompt}")) as engine:
         run = engine.start(WorkflowStartRequest(meta=meta, script=script))
         result = await run.result()

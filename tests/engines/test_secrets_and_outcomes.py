@@ -139,10 +139,18 @@ async def test_siblings_of_a_fatal_failure_say_which_code_and_agent_ended_the_ru
 
 
 class _Unavailable(_Provider):
+    """``gone`` is refused as unavailable once a ``hang`` sibling is running."""
+
+    def __init__(self) -> None:
+        self.hanging = anyio.Event()
+
     async def run(self, request: SubagentRequest) -> SubagentResult:
         if request.prompt == "gone":
-            await anyio.sleep(0.2)  # the sibling is running by then
+            with anyio.fail_after(10):
+                await self.hanging.wait()
             raise ProviderUnavailable("credentials refused")
+        if request.prompt == "hang":
+            self.hanging.set()
         return await super().run(request)
 
 

@@ -60,7 +60,7 @@ def slow_teardown() -> Iterator[None]:
     try:
         yield
     finally:
-        threading.settrace(None)  # type: ignore[arg-type]  # None clears the hook
+        threading.settrace(None)  # None clears the hook
         deadline = time.monotonic() + 10
         while engine_threads() and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -21,6 +21,7 @@ from dsh_workflow import (
     PhaseStarted,
     QuickJSEngine,
     SQLiteRunStore,
+    SubagentRequest,
     SubagentResult,
     Usage,
     WorkflowEvent,
@@ -223,7 +224,7 @@ async def test_a_resumed_parent_replays_its_nested_children(make_engine: Any,
                                                             tmp_path: Path) -> None:
     calls: list[str] = []
 
-    def reply(request: Any) -> str:
+    def reply(request: SubagentRequest) -> str:
         calls.append(request.prompt)
         return "ok:" + request.prompt
 

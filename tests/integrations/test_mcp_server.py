@@ -233,7 +233,8 @@ async def test_a_cut_result_is_read_whole_through_the_result_tool(connect: Any) 
         run_id = cut.structured_content["run_id"]
         assert (f'read them with workflow_result({{"runId": "{run_id}", "offset": 50000}})'
                 in _text(cut))
-        pages, offset = [], 0
+        pages: list[str] = []
+        offset: int | None = 0
         while offset is not None:
             page = await session.call_tool("workflow_result", {"runId": run_id,
                                                                "offset": offset})
@@ -448,7 +449,8 @@ async def test_saved_workflows_are_prompts_and_workflow_finds_them(tmp_path: Pat
         prompts = (await session.list_prompts()).prompts
         assert [p.name for p in prompts] == ["greet"]
         prompt = await session.get_prompt("greet", {"args": '{"who": "mcp"}'})
-        assert '"who": "mcp"' in prompt.messages[0].content.text
+        content = prompt.messages[0].content
+        assert isinstance(content, types.TextContent) and '"who": "mcp"' in content.text
         result = await session.call_tool("workflow", {
             "meta": META, "script": "return await workflow('greet', {who: 'nested'});"})
     assert not result.is_error, _text(result)

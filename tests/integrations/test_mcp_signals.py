@@ -34,7 +34,8 @@ time.sleep(120)
 """
 SCRIPT = ("return await parallel([() => agent('a', { isolation: 'worktree' }), "
           "() => agent('b', { isolation: 'worktree' })]);")
-INIT = {"protocolVersion": "2025-06-18", "capabilities": {},
+PROTOCOL = "2025-06-18"
+INIT = {"protocolVersion": PROTOCOL, "capabilities": {},
         "clientInfo": {"name": "signal-test", "version": "1"}}
 TOKEN = "signal-test-token"
 
@@ -149,7 +150,7 @@ def _free_port() -> int:
 def _post(url: str, message: dict[str, Any], session: str | None) -> tuple[str | None, bytes]:
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json",
                "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": INIT["protocolVersion"]}
+               "MCP-Protocol-Version": PROTOCOL}
     if session is not None:
         headers["Mcp-Session-Id"] = session
     request = urllib.request.Request(url, data=json.dumps(message).encode(), headers=headers)

@@ -63,7 +63,7 @@ async def test_saved_workflows_are_prompts_that_call_the_tool(anyio_backend: str
         # The prompt's arguments are exactly what the tool runs.
         result = await client.call_tool("workflow", call)
         assert not result.is_error
-        assert result.structured_content["result"] == "echo: triage acme/app"  # type: ignore[index]  # a structured result is present here
+        assert result.structured_content["result"] == "echo: triage acme/app"
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

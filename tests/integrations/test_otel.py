@@ -549,7 +549,7 @@ async def test_a_saved_workflow_run_by_workflow_is_a_nested_workflow_span(
     assert inner.start_time is not None and inner.end_time is not None
     assert agents["out"].end_time is not None and agents["out"].end_time <= inner.start_time
     # the saved workflow's span covers its agent, and ends before the next one begins
-    assert inner.start_time <= agents["in"].start_time
+    assert agents["in"].start_time is not None and inner.start_time <= agents["in"].start_time
     assert agents["in"].end_time is not None and agents["in"].end_time <= inner.end_time
     assert broken.start_time is not None and inner.end_time <= broken.start_time
 

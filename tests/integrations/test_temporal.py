@@ -37,7 +37,7 @@ asyncio_only = pytest.mark.parametrize("anyio_backend", ["asyncio"])
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def _accepts(port: int) -> bool:

@@ -150,8 +150,9 @@ def _ended(page: Any, timeout_s: float = 20) -> None:
     page.wait_for_selector('#run[data-live="ended"]', timeout=timeout_s * 1000)
 
 
-def _chart(page: Any) -> dict[str, Any]:
-    """What the timeline chart draws: bar count per dataset label, and its canvas size."""
+def _chart(page: Any) -> Any:
+    """What the timeline chart draws: bar count per dataset label, and its canvas size (a JSON
+    object; None where no chart is drawn)."""
     return page.evaluate("""() => {
         const chart = Chart.getChart(document.getElementById('timeline-canvas'));
         if (!chart) return null;
@@ -324,9 +325,9 @@ def test_a_live_run_grows_on_the_page_without_reloading(viewer: Viewer, page: An
         while page.get_attribute("#run", "data-live") != "ended":
             assert time.monotonic() < deadline, f"the run did not end on the page: {seen}"
             count = int(page.inner_text("#agent-count"))
-            bars = int(page.get_attribute("#timeline", "data-bars") or 0)
-            if not seen or seen[-1] != (count, bars):
-                seen.append((count, bars))
+            drawn = int(page.get_attribute("#timeline", "data-bars") or 0)
+            if not seen or seen[-1] != (count, drawn):
+                seen.append((count, drawn))
             if len(seen) == 3:
                 page.screenshot(path=str(tmp_path / "live.png"))
             page.wait_for_timeout(150)
@@ -963,7 +964,7 @@ def test_a_malformed_after_is_400(viewer: Viewer, runs: tuple[str, dict[str, str
     url = f"/api/runs/{runs[1]['research-report']}/stream"
     with viewer.client() as http:
         assert http.get(url, params={"after": after}).status_code == 400
-        assert http.get(url, headers={"Last-Event-ID": after.encode()}
+        assert http.get(url, headers={b"Last-Event-ID": after.encode()}
                         ).status_code == 400
 
 

@@ -37,6 +37,7 @@ async def test_counts_so_far_are_read_incrementally_and_bounded(tmp_path: pathli
                 return found
 
         records = await store.list_runs()
+        # Counting stands in for the store: events() is all SoFar reads of it
         counter = SoFar(Counting(), budget=5_000, page=2_000)  # type: ignore[arg-type]
         first = await counter.counts(records)
         assert sum(read) == 5_000  # bounded: the rest waits for the next refresh

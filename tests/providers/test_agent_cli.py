@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import genai_prices
 import pytest
+from _support import REPO, cli_env, run_cli
 
 from dsh_workflow import (
     AgentDefinition,
@@ -30,7 +30,6 @@ from dsh_workflow import (
 from dsh_workflow._providers.agent_cli import CLAUDE_CODE_VERSION, CODEX_VERSION, agent_cli_env
 
 FAKES = Path(__file__).resolve().parent / "fake_clis"
-REPO = Path(__file__).resolve().parents[2]
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 REVIEWER = AgentDefinition(name="reviewer", system_prompt="You review code.\nBe \"terse\".",
                            tools=("Read", "Grep"))
@@ -176,14 +175,7 @@ async def test_definitions_and_worktree_isolation_reach_the_cli_through_the_engi
 
 
 def cli(*argv: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items()
-            if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("COLUMNS",)}
-    full.update(env)
-    full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full.get("PYTHONPATH")]))
-    full["TERM"] = "dumb"
-    full["DSH_WORKFLOW_STORE"] = str(cwd / "runs.sqlite3")
-    return subprocess.run([sys.executable, "-m", "dsh_workflow", *argv], cwd=cwd, env=full,
-                          capture_output=True, text=True, encoding="utf-8", timeout=120)
+    return run_cli(*argv, cwd=cwd, env={**cli_env(store=cwd / "runs.sqlite3"), **env})
 
 
 def test_the_cli_runs_the_presets_found_on_path(logs: dict[str, Path], tmp_path: Path) -> None:

@@ -411,8 +411,8 @@ async def test_max_output_tokens_reaches_the_command() -> None:
     assert with_limit.text == "321|"
     argv = CommandProvider([sys.executable, "-c", "import sys; print(sys.argv[1:])",
                             "--max={max_output_tokens}"])
-    assert (await argv.run(request(max_output_tokens=9))).text.strip() == "['--max=9']"
-    assert (await argv.run(request())).text.strip() == "['--max=']"
+    assert ((await argv.run(request(max_output_tokens=9))).text or "").strip() == "['--max=9']"
+    assert ((await argv.run(request())).text or "").strip() == "['--max=']"
 
 
 # ---- truthful outcomes (SPEC §17): why a command child failed -------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import Any
 
 import anyio
 import pytest
@@ -17,11 +18,12 @@ from dsh_workflow._schema_instance import schema_instance
 from dsh_workflow._subagent import SubagentProvider, SubagentRequest, SubagentResult, Usage
 
 
-def _request(prompt: str = "say hello world", schema: dict | None = None) -> SubagentRequest:
+def _request(prompt: str = "say hello world", schema: dict[str, Any] | None = None) -> SubagentRequest:
     return SubagentRequest(prompt=prompt, label="child", schema=schema, run_id="run-1", seq=1)
 
 
-def _satisfied(schema: dict) -> object:
+def _satisfied(schema: dict[str, Any]) -> Any:
+    """The minimal instance of ``schema``, checked to satisfy it (a JSON value)."""
     value = minimal_instance(schema)
     assert value_violations(schema, value) == [], value
     return value
@@ -221,13 +223,13 @@ def test_unique_items_are_made_distinct() -> None:
         },
     ],
 )
-def test_recursive_refs_terminate(schema: dict) -> None:
+def test_recursive_refs_terminate(schema: dict[str, Any]) -> None:
     value = minimal_instance(schema)  # terminates; unsatisfiable recursion is best effort
     json.dumps(value)
 
 
 def test_recursive_ref_with_a_way_out_is_minimal() -> None:
-    schema = {
+    schema: dict[str, Any] = {
         "type": "object",
         "$defs": {"node": {"type": ["object", "null"],
                            "properties": {"next": {"$ref": "#/$defs/node"}}, "required": ["next"]}},
@@ -319,7 +321,7 @@ def test_odd_inputs_do_not_raise() -> None:
     assert minimal_instance({"type": "object", "x": {1, 2}}) == {}
     remote = {"type": "object", "properties": {"a": {"$ref": "http://x/y"}}, "required": ["a"]}
     assert minimal_instance(remote) == {"a": None}
-    deep: dict = {"type": "object"}
+    deep: dict[str, Any] = {"type": "object"}
     for _ in range(5_000):
         deep = {"type": "object", "properties": {"a": deep}, "required": ["a"]}
     json.dumps(minimal_instance(deep))
@@ -327,7 +329,7 @@ def test_odd_inputs_do_not_raise() -> None:
 
 # -- minimal_instance: property -------------------------------------------------------------------
 
-_names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=6)
+_names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=6)
 _scalars = (
     st.none() | st.booleans() | st.integers(-10**6, 10**6)
     | st.floats(allow_nan=False, allow_infinity=False, width=32) | st.text(max_size=5)
@@ -358,7 +360,7 @@ _leaf_schemas = st.one_of(
 
 
 def _object_schemas(children: st.SearchStrategy) -> st.SearchStrategy:
-    def with_required(properties: dict) -> st.SearchStrategy:
+    def with_required(properties: dict[str, Any]) -> st.SearchStrategy:
         required = st.lists(st.sampled_from(sorted(properties)), unique=True) if properties else st.just([])
         return required.map(lambda names: {"type": "object", "properties": properties, "required": names})
 
@@ -383,7 +385,7 @@ _root_schemas = _object_schemas(_schemas)
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_root_schemas)
-def test_minimal_instance_satisfies_generated_schemas(schema: dict) -> None:
+def test_minimal_instance_satisfies_generated_schemas(schema: dict[str, Any]) -> None:
     assume(schema_violations(schema) == [])
     value = minimal_instance(schema)
     assert value_violations(schema, value) == [], value
@@ -436,8 +438,8 @@ def test_pattern_properties_still_pick_the_matching_subschema() -> None:
     assert _satisfied(schema) == {"x1": 0}
 
 
-def _fanout(n: int) -> dict:
-    defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(n)}
+def _fanout(n: int) -> dict[str, Any]:
+    defs: dict[str, dict[str, Any]] = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 2} for i in range(n)}
     defs[f"d{n}"] = {"type": "string", "minLength": 5, "pattern": "^z"}
     return {"type": "object", "$defs": defs, "properties": {"a": {"$ref": "#/$defs/d0"}}, "required": ["a"]}
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 import pytest
@@ -31,7 +31,17 @@ from dsh_workflow import (
 )
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.05, "timeout_s": 10.0}
+
+
+class Timing(TypedDict):
+    """The provider's timing settings, as keyword arguments."""
+
+    backoff_base_s: float
+    backoff_max_s: float
+    timeout_s: float
+
+
+FAST = Timing(backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=10.0)
 
 Action = Callable[["_Handler", dict[str, Any]], None]
 

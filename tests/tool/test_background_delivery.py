@@ -101,7 +101,7 @@ async def test_an_on_complete_that_raises_is_logged_and_cancels_nothing(
             await wait_for(lambda: len(delivered) == 2)
     assert [c.is_error for c in delivered] == [False, False], [c.text for c in delivered]
     assert delivered[1].data is not None and delivered[1].data["result"] == "ok:slow"
-    assert delivered[1].data["run_id"] == slow.data["run_id"]  # type: ignore[index]
+    assert slow.data is not None and delivered[1].data["run_id"] == slow.data["run_id"]
     assert not gate.cancelled
     assert any("on_complete raised" in record.getMessage() and record.exc_info
                for record in caplog.records if record.name == "dsh_workflow.tool")
@@ -165,7 +165,7 @@ async def test_without_start_soon_an_unentered_tool_refuses_instead_of_losing() 
         inner.events.subscribe(lambda e: started.append(e) if isinstance(e, WorkflowStarted)
                                else None)
         bare = _BareEngine(inner)
-        assert not bare.start_soon(anyio.sleep, name="x")
+        assert not bare.start_soon(anyio.lowlevel.checkpoint, name="x")
         tool = WorkflowTool(bare, background=True, on_complete=delivered.append)
         refused = await tool.execute(call("return 1"))
         assert refused.is_error and "async with WorkflowTool" in refused.text

@@ -200,9 +200,10 @@ async def test_failed_run_ends_with_its_run_id_and_can_be_resumed(
     broken = 'const a = await agent("alpha"); throw new Error("typo in step two");'
     failed = await tool.execute({"meta": META, "script": broken})
     assert failed.is_error
-    run_id = failed.data["run_id"]  # type: ignore[index]  # present on these results
+    assert failed.data is not None  # present on these results
+    run_id = failed.data["run_id"]
     assert failed.text == texts.failed_text(failed.data["error"], "SCRIPT_ERROR") \
-        + f"\nRun id: {run_id}"  # type: ignore[index]  # present on these results
+        + f"\nRun id: {run_id}"
     fixed = await tool.execute({"meta": META, "script": SCRIPT, "resumeFrom": run_id})
     assert not fixed.is_error, fixed.text
     assert fixed.data["agents_replayed"] == 1 and fixed.data["agents_started"] == 1  # type: ignore[index]  # present on these results

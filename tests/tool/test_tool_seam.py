@@ -92,7 +92,7 @@ async def test_the_tool_reads_nothing_of_an_engine_but_the_seam(background: bool
             await tool.execute({"meta": META, "script": "return 1"})
         await tool.call("workflow_result", {"runId": "old"})
         await tool.call("workflow_result", {"runId": "gone"})
-    read: set[str] = engine.read - {"read"}  # type: ignore[attr-defined]  # set by Watched
+    read: set[str] = engine.read - {"read"}
     assert read <= DECLARED, read - DECLARED
     assert {"durable", "config", "provider", "library", "agents", "recorded_result"} <= read
     assert ("start_soon" if background else "start") in read

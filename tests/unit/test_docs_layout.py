@@ -19,7 +19,8 @@ MAX_README_LINES = 220
 #: The set-up commands CI's ``.ci/run`` mirrors; they stay in the README, word for word.
 SETUP_COMMANDS = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install . && dsh-workflow run examples/code-review.js",
-    "python3 -m venv .venv && . .venv/bin/activate && pip install '.[test]' && python -m pytest -q",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install '.[test]' && "
+    "python -m pytest -q -n 2 --dist worksteal",
 )
 
 _FENCE = re.compile(r"^ *```.*?^ *```", re.M | re.S)

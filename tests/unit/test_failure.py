@@ -39,7 +39,7 @@ def test_a_failure_message_is_bounded_and_redacted(text: str) -> None:
 
 def test_the_model_enforces_its_bounds_however_it_is_built() -> None:
     with pytest.raises(ValidationError):
-        AgentFailure(kind="nope", message="x")  # type: ignore[arg-type]
+        AgentFailure(kind="nope", message="x")
     made = AgentFailure(kind="invalid", message="m", details=[f"/a: {i}" for i in range(9)])
     assert len(made.details) == 5
     assert AgentFailure(kind="provider", message="Bearer zzzzzzzz").message == "Bearer [REDACTED]"

@@ -55,6 +55,12 @@ class FakeRuntime:
         return False
 
 
+def _state(run: HostedRun) -> RunState:
+    """The run's state as it is now: a type checker would keep an earlier ``run.state`` check
+    as true across the calls that move the run on."""
+    return run.state
+
+
 def _agents(*prompts: str, first_id: int = 1) -> str:
     return json.dumps([[HookKind.AGENT, first_id + i, p, None] for i, p in enumerate(prompts)])
 
@@ -70,9 +76,9 @@ async def _drive(provider: Any, batches: list[str], *, end: Any = None, expect: 
         run = HostedRun(run_id="r1", meta=META, config=config, provider=provider,
                         max_total_agents=100, parent=None, events=hub, task_group=tg)
         run.attach(runtime)
-        assert run.state is RunState.CREATED
+        assert _state(run) is RunState.CREATED
         run.launch()
-        assert runtime.started and run.state is RunState.RUNNING
+        assert runtime.started and _state(run) is RunState.RUNNING
         tg.start_soon(run.drive)
         for batch in batches:
             run.report(ReportKind.OUTBOX, batch)
@@ -81,7 +87,7 @@ async def _drive(provider: Any, batches: list[str], *, end: Any = None, expect: 
         run.report(ReportKind.END, end)
         with anyio.fail_after(10):
             result = await run.result()
-        assert run.state is RunState.SETTLED
+        assert _state(run) is RunState.SETTLED
     return result, runtime
 
 

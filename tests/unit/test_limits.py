@@ -23,6 +23,7 @@ from dsh_workflow import EngineConfig, WorkflowErrorCode
 from dsh_workflow._engines.host.outcome import ScriptText, outcome_code
 from dsh_workflow._engines.script.limits import (
     LimitExceeded,
+    RuntimeLimits,
     cpu_backstop_spent,
     engine_failure,
     js_limit,
@@ -47,6 +48,8 @@ from dsh_workflow._meta import WorkflowMeta
 LIMIT = WorkflowErrorCode.RESOURCE_LIMIT
 CONFIG = EngineConfig(memory_limit_bytes=3 * 1024 * 1024, stack_limit_bytes=512 * 1024,
                       slice_cpu_limit_s=0.75)
+#: The limits a runtime enforces under CONFIG, as the engines pass them.
+LIMITS = RuntimeLimits.of(CONFIG)
 TEXT = ScriptText(WorkflowMeta(name="w", description="d"), 0, 0)
 #: The setting each limit's text names, with its value as CONFIG sets it.
 SETTINGS = {
@@ -79,7 +82,7 @@ def _failure(outcome: Outcome) -> Failed:
 
 def _end(record: dict[str, Any], *, sliced: Callable[[], bool] = _never,
          near_memory: Callable[[], bool] = _never) -> Outcome:
-    return translate_end(json.dumps(record), CONFIG, sliced=sliced, near_memory=near_memory)
+    return translate_end(json.dumps(record), LIMITS, sliced=sliced, near_memory=near_memory)
 
 
 def _assert_limit(outcome: Outcome, kind: LimitKind) -> None:
@@ -105,7 +108,7 @@ def _assert_scripts_own(outcome: Outcome) -> str:
 
 @pytest.mark.parametrize("kind", list(LimitKind))
 def test_every_limit_names_its_setting_and_configured_value(kind: LimitKind) -> None:
-    error = limit_error(kind, CONFIG)
+    error = limit_error(kind, LIMITS)
     assert isinstance(error, LimitExceeded)
     assert error.kind is kind and error.code == LIMIT.value
     assert SETTINGS[kind] in error.message and str(error) == error.message
@@ -115,7 +118,8 @@ def test_every_limit_names_its_setting_and_configured_value(kind: LimitKind) -> 
 
 
 def test_the_limit_texts_follow_the_configuration() -> None:
-    other = EngineConfig(memory_limit_bytes=20 * 1024 * 1024, slice_cpu_limit_s=2.0)
+    other = RuntimeLimits.of(EngineConfig(memory_limit_bytes=20 * 1024 * 1024,
+                                          slice_cpu_limit_s=2.0))
     assert "memory_limit_bytes=20971520 (20 MiB)" in limit_error(LimitKind.MEMORY, other).message
     # the value as the setting is written (2, not 2.0)
     assert "slice_cpu_limit_s=2 seconds" in limit_error(LimitKind.SLICE, other).message
@@ -123,9 +127,9 @@ def test_the_limit_texts_follow_the_configuration() -> None:
 
 
 def test_each_limit_says_what_ran_out() -> None:
-    assert "out of memory" in limit_error(LimitKind.MEMORY, CONFIG).message
-    assert "stack" in limit_error(LimitKind.STACK, CONFIG).message
-    assert "CPU" in limit_error(LimitKind.SLICE, CONFIG).message
+    assert "out of memory" in limit_error(LimitKind.MEMORY, LIMITS).message
+    assert "stack" in limit_error(LimitKind.STACK, LIMITS).message
+    assert "CPU" in limit_error(LimitKind.SLICE, LIMITS).message
 
 
 # ---- js_limit ---------------------------------------------------------------------------
@@ -144,7 +148,7 @@ def test_each_limit_says_what_ran_out() -> None:
 def test_what_escapes_a_quickjs_call_is_the_limit_it_stands_for(exc: quickjs.JSException,
                                                                 sliced: bool,
                                                                 kind: LimitKind) -> None:
-    error = js_limit(exc, CONFIG, sliced=sliced)
+    error = js_limit(exc, LIMITS, sliced=sliced)
     assert error is not None and error.kind is kind
 
 
@@ -154,7 +158,7 @@ def test_what_escapes_a_quickjs_call_is_the_limit_it_stands_for(exc: quickjs.JSE
     "Error: the heap is fine\nout of memory",  # only the first line counts
 ])
 def test_an_exception_that_is_no_limit_stays_none(text: str) -> None:
-    assert js_limit(quickjs.JSException(text), CONFIG, sliced=False) is None
+    assert js_limit(quickjs.JSException(text), LIMITS, sliced=False) is None
 
 
 # ---- translate_end ----------------------------------------------------------------------
@@ -167,7 +171,7 @@ def test_a_completed_record_passes_unchanged() -> None:
 
 @pytest.mark.parametrize("text", ["", "not json", "[1, 2]", "null", '"ok"', "{"])
 def test_a_malformed_record_is_the_engine_failing(text: str) -> None:
-    outcome = translate_end(text, CONFIG, sliced=_never, near_memory=_never)
+    outcome = translate_end(text, LIMITS, sliced=_never, near_memory=_never)
     failure = _failure(outcome)
     assert failure == engine_failure("it recorded a malformed result")
     assert outcome_code(failure) is ENGINE_FAILED
@@ -280,7 +284,7 @@ def test_a_plain_script_error_keeps_its_text_and_has_no_code() -> None:
 
 @given(st.text(max_size=64))
 def test_any_end_text_becomes_an_outcome(text: str) -> None:
-    outcome = translate_end(text, CONFIG, sliced=lambda: False, near_memory=lambda: False)
+    outcome = translate_end(text, LIMITS, sliced=lambda: False, near_memory=lambda: False)
     assert outcome["ok"] in (True, False)
 
 

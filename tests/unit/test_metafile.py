@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -306,7 +307,7 @@ _JSON = st.recursive(
 @settings(max_examples=300)
 @given(st.dictionaries(st.text().filter(lambda k: k != "__proto__"), _JSON, max_size=5),
        st.booleans(), st.sampled_from([";", "", "\n", " ;\n"]))
-def test_json_text_round_trips(value: dict, ascii_only: bool, ending: str) -> None:
+def test_json_text_round_trips(value: dict[str, Any], ascii_only: bool, ending: str) -> None:
     source = f"// c\nexport const meta = {json.dumps(value, ensure_ascii=ascii_only)}{ending}\nreturn 1"
     meta, body = split_meta(source)
     assert _same(meta, value)

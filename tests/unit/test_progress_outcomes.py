@@ -18,7 +18,7 @@ RUN = RunInfo(id="r", meta=WorkflowMeta(name="w", description="d"))
 
 def _ended(stop_reason: str, failed: int = 0, cancelled: int = 0) -> WorkflowEnded:
     error = None if stop_reason == "completed" else "x"
-    return WorkflowEnded(run=RUN, stop_reason=stop_reason, error=error,  # type: ignore[arg-type]
+    return WorkflowEnded(run=RUN, stop_reason=stop_reason, error=error,
                          agents_started=3, usage=Usage(), agents_failed=failed,
                          agents_cancelled=cancelled)
 

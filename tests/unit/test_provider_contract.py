@@ -9,6 +9,7 @@ import argparse
 import re
 import string
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -30,6 +31,7 @@ from dsh_workflow import (
     SubagentResult,
 )
 from dsh_workflow._cli import options as cli
+from dsh_workflow._cli.errors import CliError
 from dsh_workflow._engines.host.calls import default_model
 from dsh_workflow._failure import REDACTED, argv_secrets, redact_argv
 from dsh_workflow._provider_options import provider_options
@@ -68,7 +70,7 @@ _SECRET_TEXT = st.text(string.ascii_letters + string.digits + "-_./+=", min_size
     lambda secret: not secret.startswith("-"))
 
 
-_FORMS = {
+_FORMS: dict[str, Callable[[str], list[str]]] = {
     "--api-key": lambda secret: ["--api-key", secret],
     "--token": lambda secret: ["--token", secret],
     "--my-key=": lambda secret: [f"--my-key={secret}"],
@@ -144,7 +146,8 @@ def test_routing_declares_its_routes_models_and_descriptions() -> None:
     assert info.kind == "routing" and info.default_model is None
     assert info.record["default"] == "fast"
     assert info.record["models"] == {"big": "opus", "fast": None}
-    assert set(info.record["descriptions"]) == {"big", "fast"}  # type: ignore[arg-type]
+    descriptions = info.record["descriptions"]
+    assert isinstance(descriptions, dict) and set(descriptions) == {"big", "fast"}
     assert default_model(routing, None) is None and default_model(routing, "big") == "opus"
 
 
@@ -171,7 +174,7 @@ def test_the_layers_read_only_the_declaration() -> None:
     assert default_model(Declared(), None) == "my-model"
     assert default_model(Plain(), None) is None  # no declaration: no model guessed
     assert provider_options(Declared()) == {"kind": "mine", "identity": "mine v1"}
-    described = tool_description(EngineConfig(), Declared(), None, None, durable=False)
+    described = tool_description(EngineConfig(), Declared(), None, 50_000, durable=False)
     assert "Children: my own children." in described and "Provider routes" not in described
     default = provider_info(Plain())
     assert default.kind == default.identity == f"{__name__}.Plain"
@@ -215,7 +218,7 @@ def test_a_recorded_routing_provider_is_rebuilt_route_by_route() -> None:
     rebuilt = cli.provider_factory(ns, EngineConfig())
     assert rebuilt is not None and provider_options(rebuilt()) == recorded
     ns.provider_record = {**recorded, "routes": {"x": {"kind": "mine"}}, "default": "x"}
-    with pytest.raises(cli.CliError, match="route 'x' is a provider the command line cannot"):
+    with pytest.raises(CliError, match="route 'x' is a provider the command line cannot"):
         cli.provider_factory(ns, EngineConfig())
 
 

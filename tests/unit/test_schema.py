@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -80,7 +81,7 @@ def test_keywords_models_write_are_accepted() -> None:
         },
     ],
 )
-def test_self_contained_schemas_are_accepted(schema: dict) -> None:
+def test_self_contained_schemas_are_accepted(schema: dict[str, Any]) -> None:
     assert schema_violations(schema) == []
 
 
@@ -107,7 +108,7 @@ def test_schema_must_be_an_object(schema: object, expected: str) -> None:
         ({"type": ["object", "null"]}, 'got ["object", "null"]'),
     ],
 )
-def test_schema_must_be_object_rooted(schema: dict, got: str) -> None:
+def test_schema_must_be_object_rooted(schema: dict[str, Any], got: str) -> None:
     assert schema_violations(schema) == [
         f'schema.type: must be "object" (structured output is object-rooted); {got}'
     ]
@@ -196,7 +197,7 @@ def test_every_violation_is_listed_at_once() -> None:
         ({"type": "object", 3: {}}, "schema: key 3 is not a string"),
     ],
 )
-def test_non_json_input_is_a_violation(schema: dict, expected: str) -> None:
+def test_non_json_input_is_a_violation(schema: dict[Any, Any], expected: str) -> None:
     assert schema_violations(schema) == [expected]
 
 
@@ -206,8 +207,8 @@ def test_non_json_top_level_inputs_are_violations() -> None:
         assert violation.startswith("schema: must be a JSON object")
 
 
-def _nested(depth: int) -> dict:
-    schema: dict = {"type": "object"}
+def _nested(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object"}
     for _ in range(depth):
         schema = {"type": "object", "properties": {"a": schema}}
     return schema

@@ -67,7 +67,7 @@ def test_counts_and_what_changes() -> None:
 
 # ---- stored events: one counting for the CLI and the viewer -------------------------------------
 
-_STORED = [{"event": "WorkflowStarted"}, {"event": "AgentReplayed", "seq": 1, "label": "a"},
+_STORED: list[dict[str, Any]] = [{"event": "WorkflowStarted"}, {"event": "AgentReplayed", "seq": 1, "label": "a"},
            {"event": "AgentStarted", "seq": 2, "label": "b"},
            {"event": "AgentStarted", "seq": 3, "label": "c"},
            {"event": "AgentEnded", "seq": 2, "label": "b", "outcome": "completed",

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from dsh_workflow import EngineConfig, WorkflowErrorCode
 from dsh_workflow._engines.script import wire
-from dsh_workflow._engines.script.limits import translate_end
+from dsh_workflow._engines.script.limits import RuntimeLimits, translate_end
 from dsh_workflow._engines.script.wire import HookKind, InternalCode
 from dsh_workflow._engines.subprocess import frames as protocol
 
@@ -96,7 +96,8 @@ def test_a_failed_outcome_carries_every_required_key() -> None:
 
 def test_report_kinds_are_their_strings() -> None:
     assert [str(k) for k in wire.ReportKind] == ["outbox", "rest", "end"]
-    assert wire.ReportKind.END == "end"
+    end: str = wire.ReportKind.END  # compared as the str it is
+    assert end == "end"
 
 
 @pytest.mark.parametrize(("code", "expected"), [
@@ -109,7 +110,7 @@ def test_report_kinds_are_their_strings() -> None:
 ])
 def test_no_internal_code_survives_translation(code: InternalCode, expected: str | None) -> None:
     record = json.dumps({"ok": False, "code": code.value, "error": "null"})
-    outcome = translate_end(record, EngineConfig(), sliced=lambda: False,
+    outcome = translate_end(record, RuntimeLimits.of(EngineConfig()), sliced=lambda: False,
                             near_memory=lambda: False)
     assert outcome["ok"] is False and outcome["code"] == expected
     assert outcome["error"]
@@ -128,5 +129,6 @@ def test_a_completed_outcomes_warnings_are_checked_again_on_the_host() -> None:
     [cut] = wire.warnings_of({"ok": True, "value": None, "warnings": [long]})
     assert len(cut) == wire.MAX_WARNING_CHARS and cut.endswith("…")
     assert wire.warnings_of({"ok": True, "value": None}) == ()
+    # a runtime's record is read defensively: warnings of the wrong shape, on purpose
     assert wire.warnings_of({"ok": True, "value": None, "warnings": "x"}) == ()  # type: ignore[typeddict-item]
     assert wire.warnings_of({"ok": True, "value": None, "warnings": ["a", 3, "b"]}) == ("a", "b")  # type: ignore[list-item]

@@ -26,6 +26,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel
 
+from ..._events import SPARSE_FIELDS
 from ..._provider_options import provider_options
 from ..._store import JournalEntry, RunRecord, RunStore, RunStoreError
 from ..._store.liveness import still_running
@@ -231,8 +232,9 @@ class EventRecorder:
         journal = self.journals.get(event.run.id)  # type: ignore[attr-defined]  # every workflow event carries its run
         if journal is not None:
             # The fields as they are (nested models such as Usage are encoded by the store).
-            record: dict[str, Any] = {key: value for key, value in event.__dict__.items()
-                                      if key != "run"}
+            record: dict[str, Any] = {
+                key: value for key, value in event.__dict__.items()
+                if key != "run" and (value is not None or key not in SPARSE_FIELDS)}
             kind = record["event"] = type(event).__name__
             journal.post_event(record)
             if journal.calls is not None:
