@@ -270,6 +270,11 @@ class QuestionDesk:
             kind=question.kind, schema=question.schema, choices=question.choices,
             details=question.details, deadline=question.deadline))
         if question.deadline is not None:
+            if question.deadline <= datetime.now(UTC):
+                # past already (a continued run keeps the first deadline): time out now,
+                # before the run could park on it
+                await self._time_out(entry)
+                return
             self._start(entry, self._time_out, entry)
         if self._answers is not None:
             entry.thinking = True
