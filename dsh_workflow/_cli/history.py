@@ -219,11 +219,19 @@ def stored_reason(data: Mapping[str, Any]) -> str | None:
     return kind_reason(error.get("kind"), _one_line(text))
 
 
-def run_document(record: RunRecord, rows: Sequence[AgentRow]) -> dict[str, Any]:
+def run_document(record: RunRecord, rows: Sequence[AgentRow],
+                 pending: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """``show --json``: the whole record (meta, script, args, status, times, counts, usage,
-    result) and ``agent_calls``, the per-agent table."""
+    result), ``agent_calls``, the per-agent table, and — why a parked run waits —
+    ``waiting_reason``, ``resume_after`` (from its result) and ``pending``, its questions
+    still open in the store (JSON data; empty for a run that does not wait)."""
     document = record.model_dump(mode="json")
     document["agent_calls"] = [asdict(row) for row in rows]
+    result = record.result or {}
+    waiting = record.status == "waiting"
+    document["waiting_reason"] = result.get("waiting_reason") if waiting else None
+    document["resume_after"] = result.get("resume_after") if waiting else None
+    document["pending"] = [dict(question) for question in pending]
     return document
 
 
