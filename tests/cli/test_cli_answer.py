@@ -64,6 +64,9 @@ def test_a_parked_run_is_answered_and_continued_by_answer(tmp_path: Path) -> Non
     shown = json.loads(cli(["show", run_id, "--json"], tmp_path, store).stdout)
     assert shown["status"] == "waiting" and shown["waiting_reason"] == "question"
     assert [q["qid"] for q in shown["pending"]] == ["q1"]
+    assert "waiting:     for answers to q1 (Ship did draft?)" in cli(
+        ["show", run_id], tmp_path, store).stdout
+    assert "[checkpoint q1] Ship did draft?" in cli(["logs", run_id], tmp_path, store).stdout
 
     refused = cli(["answer", run_id, "--json", '"yes"'], tmp_path, store)
     assert refused.returncode == 2 and "true (approve) or false (reject)" in refused.stderr
@@ -82,6 +85,8 @@ def test_a_parked_run_is_answered_and_continued_by_answer(tmp_path: Path) -> Non
     assert json.loads(done.stdout) == {"plan": "did draft", "ok": True, "who": "bo",
                                        "done": "did sign bo"}
     assert calls.read_text().split() == ["draft", "sign", "bo"]  # the draft was paid once
+    assert "[answered q2] by command" not in cli(["logs", second["run_id"]], tmp_path,
+                                                 store).stdout  # answered once it had parked
 
 
 def test_answer_no_continue_records_and_resume_continues(tmp_path: Path) -> None:

@@ -190,3 +190,33 @@ async def test_a_deadline_is_absolute_and_a_continuation_after_it_applies_on_tim
             done = await second.result()
             await second.dispose()
     assert done.stop_reason == "completed" and done.value == "grey"
+
+
+def test_a_version_4_store_is_upgraded_keeping_its_runs_and_may_hold_waiting_runs(
+        tmp_path: Path) -> None:
+    import sqlite3
+
+    from dsh_workflow._store.connection import connect
+    from dsh_workflow._store.migrations import MIGRATIONS, migrate
+
+    path = str(tmp_path / "v4.sqlite3")
+    conn = connect(path, synchronous="NORMAL", busy_timeout_s=1)
+    try:
+        migrate(conn, path, MIGRATIONS[:4])
+        conn.execute("INSERT INTO runs (id, meta, script, created_at, status) "
+                     "VALUES ('old', '{}', 's', 1.0, 'completed')")
+        with pytest.raises(sqlite3.IntegrityError):  # version 4 knows no waiting run
+            conn.execute("INSERT INTO runs (id, meta, script, created_at, status) "
+                         "VALUES ('w', '{}', 's', 1.0, 'waiting')")
+        assert migrate(conn, path) == 4
+        conn.execute("INSERT INTO runs (id, meta, script, created_at, status) "
+                     "VALUES ('w', '{}', 's', 1.0, 'waiting')")
+        with pytest.raises(sqlite3.IntegrityError):  # the check still holds otherwise
+            conn.execute("INSERT INTO runs (id, meta, script, created_at, status) "
+                         "VALUES ('x', '{}', 's', 1.0, 'paused')")
+        assert conn.execute("SELECT id, status FROM runs ORDER BY id").fetchall() == [
+            ("old", "completed"), ("w", "waiting")]
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("SELECT count(*) FROM questions").fetchone() == (0,)
+    finally:
+        conn.close()
