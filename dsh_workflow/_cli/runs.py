@@ -58,7 +58,7 @@ __all__ = ["MIN_PREFIX", "POLL_S", "find_run", "register"]
 
 #: How often ``logs --follow`` looks for new events.
 POLL_S = 0.2
-_STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "broken")
+_STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "waiting", "broken")
 #: The fewest characters of a run id that name a run (when no other id starts with them).
 MIN_PREFIX = 4
 #: The last line of ``logs`` for a run whose process died before it ended.

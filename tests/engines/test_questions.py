@@ -296,3 +296,19 @@ async def test_cancel_while_waiting_ends_cancelled_and_answer_then_refuses(
         assert list(run.pending()) == []
         await run.dispose()
     assert result.stop_reason == "cancelled"
+
+
+async def test_a_runaway_loop_of_questions_is_stopped(make_engine: Any,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_workflow._engines.host import questions
+
+    monkeypatch.setattr(questions, "MAX_QUESTIONS", 3)
+    async with make_engine(EngineConfig(), EchoProvider(), answers=AutoAnswer(str)) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script="""
+            const out = [];
+            for (let i = 0; i < 5; i++) out.push(await ask("n" + i));
+            return out;"""))
+        result = await run.result()
+        await run.dispose()
+    assert result.error_code is WorkflowErrorCode.RESOURCE_LIMIT
+    assert "asked 3 questions" in (result.error or "")

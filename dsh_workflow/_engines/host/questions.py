@@ -40,7 +40,7 @@ from ..._store import RunStoreError
 from ..script.wire import ScriptRuntime, answer, refusal
 from .journal import RunJournal
 
-__all__ = ["ASK_OPTIONS", "CHECKPOINT_OPTIONS", "QuestionDesk", "QuestionOptions",
+__all__ = ["ASK_OPTIONS", "CHECKPOINT_OPTIONS", "MAX_QUESTIONS", "QuestionDesk", "QuestionOptions",
            "parse_question_options"]
 
 logger = logging.getLogger("dsh_workflow.engine")
@@ -51,6 +51,9 @@ CHECKPOINT_OPTIONS = ("details", "default", "timeout", "onReject")
 ON_TIMEOUT = ("default", "null", "throw")
 ON_REJECT = ("false", "throw")
 _MAX_CHOICES = 100
+#: Most questions one run may ask (each is a task, an event and a stored row): a script asking
+#: in a runaway loop is stopped (RESOURCE_LIMIT), though questions count toward no agent cap.
+MAX_QUESTIONS = 10_000
 _MAX_TEXT = 10_000  # characters of details, a choice, a label
 
 
@@ -194,6 +197,11 @@ class QuestionDesk:
         """Serve one ``["ask", ...]`` message (on the loop, in call order): its qid and seq are
         given now; its checks that need a worker thread, its journal and its answerers follow
         in a task."""
+        if self._asked >= MAX_QUESTIONS:
+            self._refuse(call_id, WorkflowErrorCode.RESOURCE_LIMIT, (
+                f"{kind}() refused: this run asked {MAX_QUESTIONS} questions, the most a run may "
+                "ask — a backstop against a runaway loop"))
+            return
         try:
             options = parse_question_options(kind, raw)
         except WorkflowError as exc:
