@@ -312,3 +312,20 @@ async def test_a_runaway_loop_of_questions_is_stopped(make_engine: Any,
         await run.dispose()
     assert result.error_code is WorkflowErrorCode.RESOURCE_LIMIT
     assert "asked 3 questions" in (result.error or "")
+
+
+async def test_an_answer_provider_may_name_who_it_is(make_engine: Any) -> None:
+    class Terminal:
+        answered_by = "terminal"
+
+        async def answer(self, question: Any) -> Any:
+            return "typed"
+
+    events: list[WorkflowEvent] = []
+    async with make_engine(EngineConfig(), EchoProvider(), answers=Terminal()) as engine:
+        engine.events.subscribe(events.append)
+        run = engine.start(WorkflowStartRequest(meta=META, script="return await ask('q?')"))
+        result = await run.result()
+        await run.dispose()
+    assert result.value == "typed"
+    assert [e.by for e in events if isinstance(e, QuestionAnswered)] == ["terminal"]

@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup
 from ..._errors import WorkflowError, WorkflowErrorCode
 from ..._events import EventHub, QuestionAnswered, QuestionAsked, RunInfo
 from ..._questions import (
+    ANSWERERS,
     AnswerProvider,
     AnswerReceipt,
     PendingQuestions,
@@ -179,6 +180,10 @@ class QuestionDesk:
         self._runtime = runtime
         self._journal = journal
         self._answers = answers
+        # who the provider is, in QuestionAnswered.by: its own ``answered_by`` when it names
+        # one of the answerers (a terminal, an MCP client), else "answers"
+        by = getattr(answers, "answered_by", None)
+        self._answered_by = by if by in ANSWERERS else "answers"
         self._park = park
         self._on_park = on_park
         self._open: dict[str, _OpenQuestion] = {}
@@ -268,7 +273,7 @@ class QuestionDesk:
                 logger.info("dsh-workflow: %s: the journaled answer to %s fails its check; "
                             "it is asked again", self._id, question.qid)
             else:
-                entry.registered = True
+                # not registered: it is answered already, so it is never pending
                 entry.delivery = anyio.Event()
                 await self._deliver(entry, value, earlier.by or "caller", None, replayed=True)
                 return
@@ -334,7 +339,7 @@ class QuestionDesk:
             if not entry.closed and entry.delivery is None:
                 entry.thinking = False
                 entry.delivery = anyio.Event()
-                await self._deliver(entry, value, "answers", None)
+                await self._deliver(entry, value, self._answered_by, None)
                 return
         entry.thinking = False
         self._check_park()
