@@ -220,3 +220,38 @@ def test_a_version_4_store_is_upgraded_keeping_its_runs_and_may_hold_waiting_run
         assert conn.execute("SELECT count(*) FROM questions").fetchone() == (0,)
     finally:
         conn.close()
+
+
+async def test_the_nth_ask_of_a_question_takes_the_nth_answer(make_engine: Any,
+                                                              tmp_path: Path) -> None:
+    script = """
+        const seen = [];
+        for (let i = 0; i < 3; i++) seen.push(await ask("Next word?", {label: "word " + i}));
+        return seen;"""
+    async with SQLiteRunStore(tmp_path / "runs.sqlite3") as store:
+        async with make_engine(Paid().provider, store) as engine:
+            first = engine.start(WorkflowStartRequest(meta=META, script=script))
+            for word in ("alpha", "beta"):
+                with anyio.fail_after(20):
+                    while not first.pending():
+                        await anyio.sleep(0.01)
+                await first.answer(first.pending()[0].qid, word)
+            with anyio.fail_after(20):
+                while not first.pending():
+                    await anyio.sleep(0.01)
+            first.cancel()  # stopped while the third ask is open
+            await first.result()
+            await first.dispose()
+        async with make_engine(Paid().provider, store, park=True) as engine:
+            second = engine.start(WorkflowStartRequest(meta=META, script=script,
+                                                       resume_from=first.id))
+            parked = await second.result()
+            await second.dispose()
+        assert [(q.qid, q.label) for q in parked.pending] == [("q3", "word 2")]
+        await store.answer_question(second.id, "q3", "gamma", by="command")
+        async with make_engine(Paid().provider, store, park=True) as engine:
+            third = engine.start(WorkflowStartRequest(meta=META, script=script,
+                                                      resume_from=second.id))
+            done = await third.result()
+            await third.dispose()
+    assert done.value == ["alpha", "beta", "gamma"]

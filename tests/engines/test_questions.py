@@ -168,6 +168,7 @@ async def test_timeouts_apply_on_timeout(make_engine: Any) -> None:
     ('ask("x", {onTimeout: "ignore"})', "INVALID_ARGUMENT", "onTimeout must be one of"),
     ('checkpoint("x", {onReject: "later"})', "INVALID_ARGUMENT", "onReject must be one of"),
     ('ask("x", {choices: ["a"], default: "b"})', "INVALID_ARGUMENT", "default"),
+    ('checkpoint("x", {default: "yes"})', "INVALID_ARGUMENT", "default"),
     ('ask("x", {schema: {type: "string"}})', "UNSUPPORTED_SCHEMA", "object"),
     ('ask("x", {schema: {type: "object"}, choices: ["a"]})', "INVALID_ARGUMENT", "not both"),
     ('ask("x", {details: () => 1})', "INVALID_ARGUMENT", "plain JSON data"),

@@ -246,7 +246,7 @@ class QuestionDesk:
                              "ask() schema is not a supported JSON Schema — "
                              + "; ".join(problems))
                 return
-        if entry.options.has_default and question.kind == "ask":
+        if entry.options.has_default:
             try:
                 await anyio.to_thread.run_sync(check_answer, question, question.default)
             except WorkflowError as exc:
