@@ -25,6 +25,7 @@ from dsh_workflow import (
     QuestionAsked,
     QuickJSEngine,
     SQLiteRunStore,
+    SubagentRequest,
     WorkflowError,
     WorkflowEvent,
     WorkflowStartRequest,
@@ -73,7 +74,7 @@ class Paid:
         self.prompts: list[str] = []
         self.provider = FunctionProvider(self._answer)
 
-    def _answer(self, request: Any) -> str:
+    def _answer(self, request: SubagentRequest) -> str:
         self.prompts.append(request.prompt)
         return request.prompt.upper()
 
