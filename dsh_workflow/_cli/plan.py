@@ -44,6 +44,7 @@ from .stores import ensure_folder, store_path
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
     from dsh_workflow import (
         AgentRegistry,
+        AnswerProvider,
         EngineConfig,
         RunStore,
         SubagentProvider,
@@ -88,11 +89,16 @@ class Plan:
     rerun: frozenset[int] = frozenset()  # calls of resume_from that run live again
     confirmed_agents: int | None = None  # --confirm-above: the agent calls the estimate showed
     telemetry: Any = None  # --otel: the engine's telemetry (docs/telemetry.md)
+    #: Who answers the run's questions (docs/durable-runs.md, "Runs that wait"): with no
+    #: answerer the run parks (exit 75) when it waits on nothing but questions.
+    answers: AnswerProvider | None = None
+    park: bool = True
 
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         """A new, not yet entered engine of the chosen kind (:meth:`EngineSetup.make_engine`)."""
         setup = EngineSetup(config=self.config, provider=self.provider, engine=self.engine,
-                            agents=self.agents, library=self.library, telemetry=self.telemetry)
+                            agents=self.agents, library=self.library, telemetry=self.telemetry,
+                            answers=self.answers, park=self.park)
         return setup.make_engine(provider, store)
 
 

@@ -30,12 +30,18 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .errors import CliError
+if TYPE_CHECKING:
+    from dsh_workflow import RunRecord, SQLiteRunStore
+
+from .errors import EXIT_WAITING, CliError
 from .options import BASE_PROVIDERS, PROVIDER_KINDS, engine_config, provider_factory
+from .plan import RunOptions, args_value, meta_option_value, plan_resume, script_parts
+from .records import read_store, run_record, stored_meta, unknown_run
+from .stores import store_path
 
-__all__ = ["recorded_aliases", "resume_provider", "seq_list"]
+__all__ = ["command_resume", "recorded_aliases", "resume_provider", "seq_list"]
 
 
 def seq_list(text: str) -> frozenset[int]:
@@ -174,3 +180,52 @@ def resume_provider(ns: argparse.Namespace, recorded: Mapping[str, Any] | None,
               f"{new!r}: its {live} completed call{'s' if live != 1 else ''} will run live "
               "instead of replaying (journal keys include the provider)",
               run_secrets(provider))
+
+
+def command_resume(ns: argparse.Namespace) -> int:
+    """``resume RUN_ID`` (and ``answer``'s continuing of a parked run): the run again on its
+    recorded provider, replaying its journal (module docstring)."""
+    from .execute import run_plan
+
+    async def reader(store: SQLiteRunStore) -> tuple[RunRecord, dict[str, Any] | None, set[int]]:
+        record = await run_record(store, ns, ns.run_id)
+        # the journal is read here, so one that cannot be read is named before a start
+        completed = {entry.seq for entry in await store.journal(record.id)
+                     if entry.kind == "agent"}
+        return record, await store.provider(record.id), completed
+
+    found = read_store(ns, reader, None)
+    if found is None:
+        raise unknown_run(ns, ns.run_id)
+    record, recorded_provider, completed = found
+    if record.status == "running":
+        from .._store.liveness import still_running
+
+        raise CliError(still_running(record))
+    if record.status == "waiting":
+        from .waiting import limit_due
+
+        due = limit_due(record, store_path(ns))
+        if due is not None:  # its provider's limit has not reset: nothing is called
+            for line in due:
+                sys.stderr.write(line + "\n")
+            return EXIT_WAITING
+    from .._store.signing import verified
+
+    signed_by_user = False
+    if recorded_provider is not None:
+        recorded_provider, signed_by_user = verified(record.id, recorded_provider)
+    resume_provider(ns, recorded_provider, completed, verified=signed_by_user)
+    if ns.script is not None:
+        meta, body = script_parts(ns.script, ns.meta, fallback_meta=stored_meta(record))
+    else:
+        meta = meta_option_value(ns.meta) if ns.meta is not None else stored_meta(record)
+        if not isinstance(meta, dict):
+            raise CliError("--meta must be a JSON object like "
+                           "{\"name\": ..., \"description\": ...}")
+        body = record.script
+    args = args_value(ns.args) if ns.args is not None else record.args
+    plan = plan_resume(RunOptions.from_namespace(ns), meta=meta, body=body, args=args,
+                       resume_from=record.id)
+    return run_plan(plan, ns)
+

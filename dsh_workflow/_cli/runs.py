@@ -45,15 +45,10 @@ from .errors import EXIT_OK, CliError
 from .options import count
 from .output import write_stdout
 from .plan import (
-    RunOptions,
     add_run_options,
-    args_value,
-    meta_option_value,
-    plan_resume,
-    script_parts,
 )
-from .records import read_store, run_record, stored_meta, unknown_run
-from .resume import resume_provider, seq_list
+from .records import read_store, run_record, unknown_run
+from .resume import command_resume, seq_list
 from .stores import add_store_option, store_path
 
 if TYPE_CHECKING:  # loaded where used: declaring the commands must stay cheap (start-up time)
@@ -63,7 +58,7 @@ __all__ = ["POLL_S", "register"]
 
 #: How often ``logs --follow`` looks for new events.
 POLL_S = 0.2
-_STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "broken")
+_STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "waiting", "broken")
 #: The last line of ``logs`` for a run whose process died before it ended.
 INTERRUPTED_LINE = "[interrupted] the process running it died before the run ended"
 
@@ -173,18 +168,23 @@ def command_show(ns: argparse.Namespace) -> int:
     from .._tally import count_stored
     from .history import agent_rows, run_document, show_text, with_counts
 
-    async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any]]:
+    async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any], list[Any]]:
         record = await run_record(store, ns, ns.run_id)
         events = await store.events(record.id)
+        pending = await store.questions(record.id) if record.status in ("waiting", "running") \
+            else []
         return (with_counts(record, count_stored(events)),
-                agent_rows(events, running=record.status == "running"))
+                agent_rows(events, running=record.status == "running"), pending)
 
     found = read_store(ns, reader, None)
     if found is None:
         raise unknown_run(ns, ns.run_id)
-    record, rows = found
+    record, rows, pending = found
     if ns.json:
-        write_stdout(json.dumps(run_document(record, rows), indent=2, ensure_ascii=False) + "\n")
+        from .._questions import question_data
+
+        document = run_document(record, rows, [question_data(q) for q in pending])
+        write_stdout(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     else:
         write_stdout(show_text(record, rows) + "\n")
     return EXIT_OK
@@ -240,42 +240,3 @@ def command_logs(ns: argparse.Namespace) -> int:
     if not read_store(ns, reader, False):
         raise unknown_run(ns, ns.run_id)
     return EXIT_OK
-
-
-def command_resume(ns: argparse.Namespace) -> int:
-    from .execute import run_plan
-
-    async def reader(store: SQLiteRunStore) -> tuple[RunRecord, dict[str, Any] | None, set[int]]:
-        record = await run_record(store, ns, ns.run_id)
-        # the journal is read here, so one that cannot be read is named before a start
-        completed = {entry.seq for entry in await store.journal(record.id)
-                     if entry.kind == "agent"}
-        return record, await store.provider(record.id), completed
-
-    found = read_store(ns, reader, None)
-    if found is None:
-        raise unknown_run(ns, ns.run_id)
-    record, recorded_provider, completed = found
-    if record.status == "running":
-        from .._store.liveness import still_running
-
-        raise CliError(still_running(record))
-    from .._store.signing import verified
-
-    signed_by_user = False
-    if recorded_provider is not None:
-        recorded_provider, signed_by_user = verified(record.id, recorded_provider)
-    resume_provider(ns, recorded_provider, completed, verified=signed_by_user)
-    if ns.script is not None:
-        meta, body = script_parts(ns.script, ns.meta, fallback_meta=stored_meta(record))
-    else:
-        meta = meta_option_value(ns.meta) if ns.meta is not None else stored_meta(record)
-        if not isinstance(meta, dict):
-            raise CliError("--meta must be a JSON object like "
-                           "{\"name\": ..., \"description\": ...}")
-        body = record.script
-    args = args_value(ns.args) if ns.args is not None else record.args
-    plan = plan_resume(RunOptions.from_namespace(ns), meta=meta, body=body, args=args,
-                       resume_from=record.id)
-    return run_plan(plan, ns)
-

@@ -17,6 +17,7 @@ from .._agents import AgentRegistry
 from .._config import EngineConfig
 from .._library import WorkflowLibrary
 from .._loop import LoopHandle
+from .._questions import AnswerProvider
 from .._store import RunStore
 from .._subagent import SubagentProvider
 from .._telemetry import Telemetry
@@ -112,9 +113,10 @@ class QuickJSEngine(EngineBase[ThreadRuntime]):
                  provider: SubagentProvider,
                  agents: AgentRegistry | None = None, store: RunStore | None = None,
                  library: WorkflowLibrary | None = None,
+                 answers: AnswerProvider | None = None, park: bool = False,
                  telemetry: Telemetry | None = None) -> None:
         super().__init__(config, provider=provider, agents=agents, store=store,
-                         library=library, telemetry=telemetry)
+                         library=library, answers=answers, park=park, telemetry=telemetry)
         self._pool: _WarmPool = _WarmPool(self.config)
         self._loop: LoopHandle | None = None
         self._seq = 0

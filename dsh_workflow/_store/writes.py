@@ -38,7 +38,7 @@ Event = Mapping[str, Any] | BaseModel
 EventsPayload = tuple[str, float, list[str | bytes]]
 """One call's events: run id, the time of the call, each event's JSON text."""
 
-FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
+FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled", "waiting"})
 """The statuses a run finishes with."""
 
 #: What a new run's row says besides its columns (tables.NewRun).

@@ -34,10 +34,11 @@ from dsh_workflow.testing import check_run_events
 pytestmark = pytest.mark.anyio
 
 META = {"name": "base-test", "description": "an engine-base test"}
-SEAM = {"id", "meta", "result", "cancel", "dispose"}
+SEAM = {"id", "meta", "result", "cancel", "dispose", "pending", "answer"}  # answer, pending: §25
 #: What a HostedRun offers its engine; none of it may be reachable through a handle.
 INTERNALS = ("report", "attach", "launch", "drive", "record_end", "journal", "ended",
-             "budget_tokens", "runtime_exited", "wait_runtime_gone", "on_runtime_start_failed")
+             "budget_tokens", "runtime_exited", "wait_runtime_gone", "on_runtime_start_failed",
+             "questions")
 
 
 def request(script: str) -> WorkflowStartRequest:

@@ -15,6 +15,8 @@ messages JSON arrays.
       ["numbers", "race", ordinal, [winner_index]]   (first()'s winner; runs with a store)
       ["cancel", [call_id, ...]]   (first()'s losers: end those calls' children now)
       ["workflow_end", call_id]   (the saved workflow a workflow() call began has ended)
+      ["ask", call_id, "ask" | "checkpoint", question, options | null]   (a question)
+      ["idle", n]   (the script waits on nothing but its n open questions; once per wait)
 
 * **Settle entries** (host → runtime): :func:`answer` (a failed child's null carries its
   reason, which ``settle()`` reports), :func:`refusal`, :func:`spent`, :func:`agent_failure`
@@ -126,6 +128,10 @@ class HookKind(StrEnum):
     #: The saved workflow a ``workflow()`` call began has returned or thrown (telemetry's
     #: nested span ends; nothing else depends on it).
     WORKFLOW_END = "workflow_end"
+    #: ``ask()`` or ``checkpoint()``: a question for a person.
+    ASK = "ask"
+    #: The script waits on nothing but questions (a host with nobody to answer parks the run).
+    IDLE = "idle"
 
 
 class Completed(TypedDict):
