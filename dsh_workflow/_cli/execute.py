@@ -52,6 +52,7 @@ from dsh_workflow import (
 )
 
 from .._providers import reaper, worktree
+from .asking import terminal_answers
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
 from .output import ChildFailures, print_result
 from .plan import Plan
@@ -214,7 +215,9 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
                     interrupts.run.cancel(reason)
 
             provider = ConfirmationGate(provider, plan.confirmed_agents, stop)
-        engine = await stack.enter_async_context(plan.make_engine(provider, store))
+        # A person at the terminal answers the run's questions inline (_cli/asking.py).
+        engine = await stack.enter_async_context(plan.make_engine(
+            provider, store, answers=terminal_answers(progress)))
         # Listeners stay subscribed until the engine is gone, so that even a run disposed by
         # the engine's exit reports its WorkflowEnded.
         engine.events.subscribe(progress)

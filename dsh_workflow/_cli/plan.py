@@ -39,6 +39,7 @@ from .stores import ensure_folder, store_path
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
     from dsh_workflow import (
         AgentRegistry,
+        AnswerProvider,
         EngineConfig,
         RunStore,
         SubagentProvider,
@@ -81,16 +82,18 @@ class Plan:
     rerun: frozenset[int] = frozenset()  # calls of resume_from that run live again
     confirmed_agents: int | None = None  # --confirm-above: the agent calls the estimate showed
 
-    def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
+    def make_engine(self, provider: SubagentProvider, store: RunStore | None,
+                    answers: AnswerProvider | None = None) -> WorkflowEngine:
         if self.engine == "subprocess":
             from dsh_workflow import SubprocessEngine
 
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents, store=store, library=self.library)
+                                    agents=self.agents, store=store, library=self.library,
+                                    answers=answers)
         from dsh_workflow import QuickJSEngine
 
         return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
-                             library=self.library)
+                             library=self.library, answers=answers)
 
 
 def _read_text(path: str, what: str) -> str:

@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup
 from ..._errors import WorkflowError, WorkflowErrorCode
 from ..._events import EventHub, QuestionAnswered, QuestionAsked, RunInfo
 from ..._questions import (
+    ANSWERERS,
     AnswerProvider,
     AnswerReceipt,
     PendingQuestions,
@@ -321,7 +322,9 @@ class QuestionDesk:
             if not entry.closed and entry.delivery is None:
                 entry.thinking = False
                 entry.delivery = anyio.Event()
-                await self._deliver(entry, value, "answers", None)
+                # an answerer may say who it is (the terminal, an MCP client) among ANSWERERS
+                by = getattr(self._answers, "answered_by", "answers")
+                await self._deliver(entry, value, by if by in ANSWERERS else "answers", None)
                 return
         entry.thinking = False
         self._check_park()
