@@ -65,6 +65,10 @@ class AnswerProvider(Protocol):
     ``answer`` returns the value for the question (for a checkpoint, ``True`` or ``False``). An
     invalid value never reaches the script: the question stays open for another answerer (the
     viewer, ``WorkflowRun.answer``). Raising leaves the question open as well.
+
+    A provider may name who it is with an ``answered_by`` attribute, one of :data:`ANSWERERS`
+    (a terminal that asks inline: ``"terminal"``; an MCP client: ``"mcp"``); its answers'
+    ``QuestionAnswered.by`` is then that name instead of ``"answers"``.
     """
 
     async def answer(self, question: Question) -> Any: ...

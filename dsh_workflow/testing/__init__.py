@@ -57,7 +57,8 @@ __all__ = [
 
 _SUITE_MODULES = ("_suite", "_suite_base", "_suite_boundary", "_suite_combinators", "_suite_compat",
                   "_suite_events", "_suite_hooks", "_suite_lifecycle", "_suite_limits",
-                  "_suite_sandbox", "_suite_start", "_suite_failure_aware")
+                  "_suite_sandbox", "_suite_start", "_suite_failure_aware",
+                  "_suite_questions")
 
 
 def __getattr__(name: str) -> Any:

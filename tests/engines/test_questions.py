@@ -168,6 +168,7 @@ async def test_timeouts_apply_on_timeout(make_engine: Any) -> None:
     ('ask("x", {onTimeout: "ignore"})', "INVALID_ARGUMENT", "onTimeout must be one of"),
     ('checkpoint("x", {onReject: "later"})', "INVALID_ARGUMENT", "onReject must be one of"),
     ('ask("x", {choices: ["a"], default: "b"})', "INVALID_ARGUMENT", "default"),
+    ('checkpoint("x", {default: "yes"})', "INVALID_ARGUMENT", "default"),
     ('ask("x", {schema: {type: "string"}})', "UNSUPPORTED_SCHEMA", "object"),
     ('ask("x", {schema: {type: "object"}, choices: ["a"]})', "INVALID_ARGUMENT", "not both"),
     ('ask("x", {details: () => 1})', "INVALID_ARGUMENT", "plain JSON data"),
@@ -296,3 +297,36 @@ async def test_cancel_while_waiting_ends_cancelled_and_answer_then_refuses(
         assert list(run.pending()) == []
         await run.dispose()
     assert result.stop_reason == "cancelled"
+
+
+async def test_a_runaway_loop_of_questions_is_stopped(make_engine: Any,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsh_workflow._engines.host import questions
+
+    monkeypatch.setattr(questions, "MAX_QUESTIONS", 3)
+    async with make_engine(EngineConfig(), EchoProvider(), answers=AutoAnswer(str)) as engine:
+        run = engine.start(WorkflowStartRequest(meta=META, script="""
+            const out = [];
+            for (let i = 0; i < 5; i++) out.push(await ask("n" + i));
+            return out;"""))
+        result = await run.result()
+        await run.dispose()
+    assert result.error_code is WorkflowErrorCode.RESOURCE_LIMIT
+    assert "asked 3 questions" in (result.error or "")
+
+
+async def test_an_answer_provider_may_name_who_it_is(make_engine: Any) -> None:
+    class Terminal:
+        answered_by = "terminal"
+
+        async def answer(self, question: Any) -> Any:
+            return "typed"
+
+    events: list[WorkflowEvent] = []
+    async with make_engine(EngineConfig(), EchoProvider(), answers=Terminal()) as engine:
+        engine.events.subscribe(events.append)
+        run = engine.start(WorkflowStartRequest(meta=META, script="return await ask('q?')"))
+        result = await run.result()
+        await run.dispose()
+    assert result.value == "typed"
+    assert [e.by for e in events if isinstance(e, QuestionAnswered)] == ["terminal"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -104,7 +105,8 @@ class HostedRun(WorkflowRun):
         self._children = ChildScheduler(
             run_id=run_id, info=self._info, config=config, provider=provider, events=events,
             task_group=task_group, spend=self._spend, limits=limits, calls=self._calls,
-            fail_run=self._agents_failed, secrets=secrets, declared=declared, gates=gates)
+            fail_run=self._agents_failed, secrets=secrets, declared=declared, gates=gates,
+            park_run=self._limit_reached)
         self._journal_writer = None if journal is None else JournalWriter(
             journal, self._calls, self._store_failed)
         self._questions = QuestionDesk(
@@ -414,6 +416,12 @@ class HostedRun(WorkflowRun):
         """The script waits on nothing but questions nobody is there to answer: the run parks
         (docs/durable-runs.md, "Runs that wait")."""
         if self._record(Parked("question", pending)):
+            self._stop()
+
+    def _limit_reached(self, resume_after: datetime | None) -> None:
+        """A child hit its provider's usage limit (``on_limit="park"``): the run parks until
+        ``resume_after``; the children still running are cancelled (a resume runs them)."""
+        if self._record(Parked("limit", resume_after=resume_after)):
             self._stop()
 
     def _store_failed(self, exc: RunStoreError) -> None:

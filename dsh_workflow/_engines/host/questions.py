@@ -41,7 +41,7 @@ from ..._store import RunStoreError
 from ..script.wire import ScriptRuntime, answer, refusal
 from .journal import RunJournal
 
-__all__ = ["ASK_OPTIONS", "CHECKPOINT_OPTIONS", "QuestionDesk", "QuestionOptions",
+__all__ = ["ASK_OPTIONS", "CHECKPOINT_OPTIONS", "MAX_QUESTIONS", "QuestionDesk", "QuestionOptions",
            "parse_question_options"]
 
 logger = logging.getLogger("dsh_workflow.engine")
@@ -52,6 +52,9 @@ CHECKPOINT_OPTIONS = ("details", "default", "timeout", "onReject")
 ON_TIMEOUT = ("default", "null", "throw")
 ON_REJECT = ("false", "throw")
 _MAX_CHOICES = 100
+#: Most questions one run may ask (each is a task, an event and a stored row): a script asking
+#: in a runaway loop is stopped (RESOURCE_LIMIT), though questions count toward no agent cap.
+MAX_QUESTIONS = 10_000
 _MAX_TEXT = 10_000  # characters of details, a choice, a label
 
 
@@ -177,6 +180,10 @@ class QuestionDesk:
         self._runtime = runtime
         self._journal = journal
         self._answers = answers
+        # who the provider is, in QuestionAnswered.by: its own ``answered_by`` when it names
+        # one of the answerers (a terminal, an MCP client), else "answers"
+        by = getattr(answers, "answered_by", None)
+        self._answered_by = by if by in ANSWERERS else "answers"
         self._park = park
         self._on_park = on_park
         self._open: dict[str, _OpenQuestion] = {}
@@ -195,6 +202,11 @@ class QuestionDesk:
         """Serve one ``["ask", ...]`` message (on the loop, in call order): its qid and seq are
         given now; its checks that need a worker thread, its journal and its answerers follow
         in a task."""
+        if self._asked >= MAX_QUESTIONS:
+            self._refuse(call_id, WorkflowErrorCode.RESOURCE_LIMIT, (
+                f"{kind}() refused: this run asked {MAX_QUESTIONS} questions, the most a run may "
+                "ask — a backstop against a runaway loop"))
+            return
         try:
             options = parse_question_options(kind, raw)
         except WorkflowError as exc:
@@ -234,7 +246,7 @@ class QuestionDesk:
                              "ask() schema is not a supported JSON Schema — "
                              + "; ".join(problems))
                 return
-        if entry.options.has_default and question.kind == "ask":
+        if entry.options.has_default:
             try:
                 await anyio.to_thread.run_sync(check_answer, question, question.default)
             except WorkflowError as exc:
@@ -261,7 +273,7 @@ class QuestionDesk:
                 logger.info("dsh-workflow: %s: the journaled answer to %s fails its check; "
                             "it is asked again", self._id, question.qid)
             else:
-                entry.registered = True
+                # not registered: it is answered already, so it is never pending
                 entry.delivery = anyio.Event()
                 await self._deliver(entry, value, earlier.by or "caller", None, replayed=True)
                 return
@@ -271,6 +283,11 @@ class QuestionDesk:
             kind=question.kind, schema=question.schema, choices=question.choices,
             details=question.details, deadline=question.deadline))
         if question.deadline is not None:
+            if question.deadline <= datetime.now(UTC):
+                # past already (a continued run keeps the first deadline): time out now,
+                # before the run could park on it
+                await self._time_out(entry)
+                return
             self._start(entry, self._time_out, entry)
         if self._answers is not None:
             entry.thinking = True
@@ -322,9 +339,7 @@ class QuestionDesk:
             if not entry.closed and entry.delivery is None:
                 entry.thinking = False
                 entry.delivery = anyio.Event()
-                # an answerer may say who it is (the terminal, an MCP client) among ANSWERERS
-                by = getattr(self._answers, "answered_by", "answers")
-                await self._deliver(entry, value, by if by in ANSWERERS else "answers", None)
+                await self._deliver(entry, value, self._answered_by, None)
                 return
         entry.thinking = False
         self._check_park()
