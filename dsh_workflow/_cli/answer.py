@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from .commands import Subcommands
@@ -73,7 +74,7 @@ def _value(ns: argparse.Namespace) -> Any:
     if text.startswith("@"):
         name = text[1:]
         try:
-            text = sys.stdin.read() if name == "-" else open(name, encoding="utf-8").read()  # noqa: SIM115 - read whole at once
+            text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
         except OSError as exc:
             raise CliError(f"cannot read --json {text!r}: {exc.strerror or exc}") from None
     try:

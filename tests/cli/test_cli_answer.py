@@ -25,12 +25,14 @@ return {plan, ok, who, done: await agent('sign ' + who)};
 """
 
 
-def cli(argv: list[str], cwd: Path, store: Path) -> subprocess.CompletedProcess[str]:
+def cli(argv: list[str], cwd: Path, store: Path,
+        extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_")) and k not in ("COLUMNS",)}
+           if not k.startswith(("OPENAI_", "DSH_WORKFLOW_", "CLAUDE_")) and k not in ("COLUMNS",)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["TERM"] = "dumb"
     env["DSH_WORKFLOW_STORE"] = str(store)
+    env.update(extra or {})
     return subprocess.run([sys.executable, "-m", "dsh_workflow", *argv], cwd=cwd, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           encoding="utf-8", timeout=120)
@@ -156,3 +158,29 @@ def test_on_limit_is_an_option_of_run(tmp_path: Path) -> None:
     assert ran.returncode == 0 and ran.stdout.strip() == "1"
     wrong = cli(["run", "wf.js", "--on-limit", "later"], tmp_path, tmp_path / "runs.sqlite3")
     assert wrong.returncode == 2
+
+
+def test_a_claude_usage_limit_parks_the_run_and_resume_waits_for_the_reset(
+        tmp_path: Path) -> None:
+    """The fake ``claude`` (tests/providers/fake_clis) answers a prompt with LIMIT by Claude
+    Code's usage-limit result, resetting in three hours."""
+    fakes = REPO / "tests" / "providers" / "fake_clis"
+    log = tmp_path / "claude.log"
+    store = tmp_path / "runs.sqlite3"
+    (tmp_path / "wf.js").write_text(
+        "export const meta = {name: 'limited', description: 'meets a usage limit'};\n"
+        "const a = await agent('one');\n"
+        "return [a, await agent('LIMIT two')];\n")
+    env = {"PATH": f"{fakes}{os.pathsep}{os.environ['PATH']}", "CLAUDE_FAKE_LOG": str(log)}
+    parked = cli(["run", "wf.js", "--provider", "claude"], tmp_path, store, env)
+    assert parked.returncode == 75, parked.stderr
+    document = json.loads(parked.stdout)
+    assert document["waiting_reason"] == "limit" and document["resume_after"] is not None
+    assert "waiting for its provider's usage limit to reset" in parked.stderr
+    assert "in 2h 59m" in parked.stderr or "in 3h" in parked.stderr
+    assert f"continue it then with: dsh-workflow resume {document['run_id']}" in parked.stderr
+    paid = len(log.read_text().splitlines())
+    assert paid == 2
+    early = cli(["resume", document["run_id"]], tmp_path, store, env)
+    assert early.returncode == 75 and "nothing was called" in early.stderr
+    assert len(log.read_text().splitlines()) == paid  # no call ran

@@ -25,11 +25,12 @@ from dsh_workflow import (
     QuestionAsked,
     QuickJSEngine,
     SQLiteRunStore,
+    SubagentRequest,
     WorkflowError,
     WorkflowEvent,
     WorkflowStartRequest,
 )
-from dsh_workflow.testing import FunctionProvider, check_run_events
+from dsh_workflow.testing import AutoAnswer, FunctionProvider, check_run_events
 
 pytestmark = pytest.mark.anyio
 
@@ -73,7 +74,7 @@ class Paid:
         self.prompts: list[str] = []
         self.provider = FunctionProvider(self._answer)
 
-    def _answer(self, request: Any) -> str:
+    def _answer(self, request: SubagentRequest) -> str:
         self.prompts.append(request.prompt)
         return request.prompt.upper()
 
@@ -255,3 +256,34 @@ async def test_the_nth_ask_of_a_question_takes_the_nth_answer(make_engine: Any,
             done = await third.result()
             await third.dispose()
     assert done.value == ["alpha", "beta", "gamma"]
+
+
+async def test_identical_questions_asked_at_once_replay_in_call_order(
+        make_engine: Any, tmp_path: Path) -> None:
+    script = """
+        const schema = {type: "object", properties: {v: {type: "integer"}}, required: ["v"]};
+        const both = await Promise.all([ask("Pick?", {schema}), ask("Pick?", {schema}),
+                                        ask("Pick?", {schema})]);
+        const last = await checkpoint("Done?");
+        return {both, last};"""
+    async with SQLiteRunStore(tmp_path / "runs.sqlite3") as store:
+        async with make_engine(Paid().provider, store) as engine:
+            first = engine.start(WorkflowStartRequest(meta=META, script=script))
+            with anyio.fail_after(20):
+                while len(first.pending()) < 3:
+                    await anyio.sleep(0.01)
+            for question, value in zip(first.pending(), (1, 2, 3), strict=True):
+                await first.answer(question.qid, {"v": value})
+            with anyio.fail_after(20):
+                while not first.pending():
+                    await anyio.sleep(0.01)
+            first.cancel()
+            await first.result()
+            await first.dispose()
+        async with make_engine(Paid().provider, store, answers=AutoAnswer({"Done?": True})
+                               ) as engine:
+            second = engine.start(WorkflowStartRequest(meta=META, script=script,
+                                                       resume_from=first.id))
+            done = await second.result()
+            await second.dispose()
+    assert done.value == {"both": [{"v": 1}, {"v": 2}, {"v": 3}], "last": True}

@@ -71,12 +71,14 @@ def test_a_checkpoint_takes_a_boolean_only() -> None:
 def test_choices_take_one_or_several_distinct_choices() -> None:
     one = ask(choices=("a", "b"))
     assert check_answer(one, "b") == "b"
-    for wrong in ("c", ["a"], 1, None):
+    wrongs: list[object] = ["c", ["a"], 1, None]
+    for wrong in wrongs:
         with pytest.raises(WorkflowError):
             check_answer(one, wrong)
     many = ask(choices=("a", "b"), multiple=True)
     assert check_answer(many, ["b", "a"]) == ["b", "a"] and check_answer(many, []) == []
-    for wrong in ("a", ["a", "a"], ["c"], [1]):
+    wrongs = ["a", ["a", "a"], ["c"], [1]]
+    for wrong in wrongs:
         with pytest.raises(WorkflowError):
             check_answer(many, wrong)
 

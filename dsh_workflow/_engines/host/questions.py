@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -37,7 +37,7 @@ from ..._questions import (
     parse_timeout,
     question_key,
 )
-from ..._store import RunStoreError
+from ..._store import QuestionRecord, RunStoreError
 from ..script.wire import ScriptRuntime, answer, refusal
 from .journal import RunJournal
 
@@ -161,6 +161,7 @@ class _OpenQuestion:
     thinking: bool = False  # the engine's answerer is working on it
     delivery: anyio.Event | None = None  # set once the answer on its way is delivered or failed
     closed: bool = False
+    earlier: QuestionRecord | None = None  # the earlier run's (a resume), answered or not
     scopes: set[anyio.CancelScope] = field(default_factory=set)
 
 
@@ -223,8 +224,14 @@ class QuestionDesk:
             (False if kind == "checkpoint" else None),
             has_default=options.has_default or kind == "checkpoint", deadline=deadline,
             label=options.label, phase=options.phase if options.phase is not None else phase)
-        entry = _OpenQuestion(call_id=call_id, question=question, key=question_key(question),
-                      options=options)
+        key = question_key(question)
+        # taken here, in call order: the n-th ask of a key takes the earlier run's n-th answer
+        earlier = self._journal.replay_question(key) if self._journal is not None else None
+        if earlier is not None and earlier.question.deadline is not None:
+            # a deadline is absolute: the continued run keeps the one first set
+            question = replace(question, deadline=earlier.question.deadline)
+        entry = _OpenQuestion(call_id=call_id, question=question, key=key, options=options,
+                              earlier=earlier)
         self._open[question.qid] = entry
         self._idle = False
         self._start(entry, self._register, entry)
@@ -255,11 +262,7 @@ class QuestionDesk:
                              f"{question.kind}() option default does not answer the question: "
                              f"{exc.message}")
                 return
-        journal = self._journal
-        earlier = journal.replay_question(entry.key) if journal is not None else None
-        if earlier is not None and earlier.question.deadline is not None:
-            # a deadline is absolute: the continued run keeps the one first set
-            question = entry.question = _with_deadline(question, earlier.question.deadline)
+        journal, earlier = self._journal, entry.earlier
         if journal is not None:
             try:
                 journal.post_question(question, entry.key)
@@ -517,9 +520,3 @@ class QuestionDesk:
                     entry.scopes.discard(scope)
 
         self._tg.start_soon(guarded, name=f"dsh-workflow question {self._id}")
-
-
-def _with_deadline(question: Question, deadline: datetime) -> Question:
-    from dataclasses import replace
-
-    return replace(question, deadline=deadline)
