@@ -66,9 +66,10 @@ def prompt_text(question: Question) -> str:
 
 def parse_reply(question: Question, line: str) -> Any:
     """The value a typed ``line`` means for ``question`` (before :func:`check_answer`): y/n
-    for a checkpoint; a choice's number (or its exact text) — several, separated by commas or
-    spaces, when ``multiple``; the text itself for a plain question; else JSON. An empty line
-    is the question's default when it has one. Raises ``ValueError`` saying what to type."""
+    for a checkpoint; a choice's number (or its exact text; a number shown wins over a choice
+    whose text is a number) — several, separated by commas or spaces, when ``multiple``; the
+    text itself for a plain question; else JSON. An empty line is the question's default when
+    it has one. Raises ``ValueError`` saying what to type."""
     reply = line.strip()
     if not reply and question.has_default:
         return question.default
@@ -97,10 +98,11 @@ def parse_reply(question: Question, line: str) -> Any:
 
 
 def _choice(choices: tuple[str, ...], part: str) -> str:
+    # the number shown wins over a choice whose text is a number
+    if part.isascii() and part.isdigit() and 1 <= int(part) <= len(choices):
+        return choices[int(part) - 1]
     if part in choices:
         return part
-    if part.isdigit() and 1 <= int(part) <= len(choices):
-        return choices[int(part) - 1]
     raise ValueError(f"type a number from 1 to {len(choices)}")
 
 
