@@ -156,6 +156,33 @@ def test_an_empty_reply_takes_the_default(tmp_path: Path) -> None:
     assert '"ok": false' in term.output and '"pick": "b"' in term.output
 
 
+def test_answer_continues_a_parked_run_and_asks_the_rest_on_the_terminal(
+        tmp_path: Path) -> None:
+    script = tmp_path / "parks.js"
+    script.write_text("export const meta = {name: 'p', description: 'parks, then asks'};\n"
+                      "const ok = await checkpoint('Go on?');\n"
+                      "const pick = await ask('Which?', {choices: ['a', 'b']});\n"
+                      "return {ok, pick};\n", encoding="utf-8")
+    store = tmp_path / "runs.sqlite3"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_WORKFLOW_")}
+    env.update(DSH_WORKFLOW_STORE=str(store),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
+    parked = subprocess.run([sys.executable, "-m", "dsh_workflow", "run", str(script)],
+                            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert parked.returncode == 75, parked.stderr  # no terminal: it parks
+    with sqlite3.connect(store) as conn:
+        (run_id,) = conn.execute("SELECT id FROM runs").fetchone()
+    term = Terminal(["answer", run_id, "q1", "--approve"], tmp_path, store)
+    try:
+        term.expect("(a number) > ")
+        term.send("2")
+    finally:
+        code = term.close()
+    assert code == 0, term.output
+    assert '"ok": true' in term.output and '"pick": "b"' in term.output
+
+
 def _question(**fields: object) -> Question:
     values: dict[str, object] = {"qid": "q1", "seq": 0, "kind": "ask", "question": "?"}
     values.update(fields)
