@@ -28,10 +28,14 @@ from dsh_workflow._text import escape_controls
 
 from .progress import Progress
 
-__all__ = ["TerminalAnswers", "parse_reply", "prompt_text", "terminal_answers"]
+__all__ = ["TerminalAnswers", "TerminalClosed", "parse_reply", "prompt_text", "terminal_answers"]
 
 _YES = ("y", "yes")
 _NO = ("n", "no")
+
+
+class TerminalClosed(LookupError):
+    """The terminal's input ended: nobody answers there any more (the question stays open)."""
 
 
 def _is_text(question: Question) -> bool:
@@ -112,7 +116,8 @@ class TerminalAnswers:
     asked one at a time (in the order they arise) with ``progress`` paused; a reply that is not
     an answer (:func:`parse_reply`, then :func:`check_answer`) names what is wrong and the
     question is asked again, so an invalid answer never leaves here. An end of input raises
-    ``EOFError``, which leaves the question (and every later one) open for another answerer."""
+    :class:`TerminalClosed`, which leaves the question (and every later one) open for another
+    answerer (the run parks when there is none)."""
 
     #: Who answered, as the run records it (``QuestionAnswered.by``).
     answered_by = "terminal"
@@ -128,7 +133,7 @@ class TerminalAnswers:
     async def answer(self, question: Question) -> Any:
         async with self._lock:
             if self._closed:
-                raise EOFError("the terminal's input is closed")
+                raise TerminalClosed("the terminal's input is closed")
             with self._progress.paused():
                 self._write("\n" + prompt_text(question))
                 while True:
@@ -152,7 +157,7 @@ class TerminalAnswers:
             if not chunk:
                 self._closed = True
                 self._write("\n")
-                raise EOFError("the terminal's input is closed")
+                raise TerminalClosed("the terminal's input is closed")
             self._pending += chunk
         line, _, self._pending = self._pending.partition(b"\n")
         return line.decode("utf-8", "replace")

@@ -183,6 +183,20 @@ def test_answer_continues_a_parked_run_and_asks_the_rest_on_the_terminal(
     assert '"ok": true' in term.output and '"pick": "b"' in term.output
 
 
+def test_a_closed_terminal_input_parks_the_run(tmp_path: Path) -> None:
+    script = tmp_path / "eof.js"
+    script.write_text("export const meta = {name: 'e', description: 'end of input'};\n"
+                      "return await checkpoint('Go on?');\n", encoding="utf-8")
+    term = Terminal(["run", str(script)], tmp_path, tmp_path / "runs.sqlite3")
+    try:
+        term.expect("[y/N] ")
+        os.write(term.master, b"\x04")  # Ctrl-D: end of input
+    finally:
+        code = term.close()
+    assert code == 75, term.output
+    assert "dsh-workflow answer" in term.output and "Traceback" not in term.output
+
+
 def _question(**fields: object) -> Question:
     values: dict[str, object] = {"qid": "q1", "seq": 0, "kind": "ask", "question": "?"}
     values.update(fields)
