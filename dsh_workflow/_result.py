@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ._errors import SCRIPT_FAILED, WorkflowErrorCode
-from ._questions import Question, WaitingReason
+from ._questions import Question, QuestionKind, WaitingReason
 from ._subagent import Usage
 
 __all__ = ["StopReason", "WorkflowResult", "code_in_text", "stored_code", "with_error_code"]
@@ -161,3 +161,9 @@ class WorkflowResult(BaseModel):
             raise ValueError(f"error_code {self.error_code} differs from the code the error "
                              f"text starts with ({named})")
         return self
+
+
+# The package's lazy loader renames public types to ``dsh_workflow.<Name>``, where Question's
+# annotations would not resolve when the schema is built: name them here.
+WorkflowResult.model_rebuild(_types_namespace={"QuestionKind": QuestionKind, "Any": Any,
+                                               "datetime": datetime})

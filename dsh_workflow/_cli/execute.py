@@ -58,6 +58,7 @@ from dsh_workflow import (
 from .._providers import reaper, worktree
 from . import otel
 from .announce import announce_viewer
+from .asking import terminal_answers
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_WAITING, CliError
 from .output import ChildFailures, print_result
 from .plan import Plan
@@ -220,6 +221,10 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
                     interrupts.run.cancel(reason)
 
             provider = ConfirmationGate(provider, plan.confirmed_agents, stop)
+        if plan.answers is None:
+            # A person at the terminal answers the run's questions inline (_cli/asking.py);
+            # the run still parks if the terminal's input closes.
+            plan = dataclasses.replace(plan, answers=terminal_answers(progress))
         engine = await stack.enter_async_context(plan.make_engine(provider, store))
         # Listeners stay subscribed until the engine is gone, so that even a run disposed by
         # the engine's exit reports its WorkflowEnded.

@@ -24,10 +24,12 @@ Listeners run on the event-loop thread, so each does a small bounded amount of w
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -248,6 +250,12 @@ class Progress:
     def abort(self) -> None:
         """Stop the display at once, without a summary (the process is about to exit)."""
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold the display still while a question is asked on the terminal
+        (``_cli/asking.py``): nothing is drawn over the prompt until the block ends."""
+        yield
+
 
 class QuietProgress(Progress):
     """Shows nothing (``--quiet``); notes and information lines still go to the stream."""
@@ -333,6 +341,7 @@ class RichProgress(Progress):
         self.live: Live | None = None  # shown from WorkflowStarted to finish()
         self.retrying: str | None = None  # the latest retry line
         self.stopped = False
+        self.held = False  # paused while a question is on the terminal
 
     def __call__(self, event: WorkflowEvent) -> None:
         event = for_terminal(event)  # the panel draws on the real stream: escape what it shows
@@ -352,7 +361,7 @@ class RichProgress(Progress):
             self.tick()
 
     def tick(self) -> None:
-        if self.live is not None and not self.stopped:
+        if self.live is not None and not self.stopped and not self.held:
             self.last_draw = time.monotonic()
             self.live.refresh()
 
@@ -391,6 +400,21 @@ class RichProgress(Progress):
             self.stopped = True
             if self.live is not None:
                 self.live.stop()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        # The panel is stopped (left drawn as it was) and started again below the answer.
+        live = self.live if not self.stopped and not self.held else None
+        self.held = True
+        if live is not None:
+            live.stop()
+        try:
+            yield
+        finally:
+            self.held = False
+            if live is not None and not self.stopped:
+                live.start()
+                self.tick()
 
     def __rich__(self) -> RenderableType:
         from rich.console import Group

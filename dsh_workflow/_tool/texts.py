@@ -131,9 +131,16 @@ const found = await pipeline(args.files,
   {concurrency: 4});
 return {files: args.files.length, confirmed: found.filter(Boolean)};"""
 
+#: The globals that ask a person (SPEC §25), the last of the globals' list.
+QUESTIONS = """\
+- ask(question, {choices?, multiple?, schema?, details?, default?, timeout?}) asks the user, \
+resolving to the answer; checkpoint(title, {details?}) to true (approved) or false. Unanswered, \
+the run parks; its result lists each qid to answer."""
+
 #: The authoring contract: the globals, the combinators' paragraph (when there is one), then
 #: errors, the language and the example.
-DESCRIPTION = "\n\n".join(part for part in (_CONTRACT, COMBINATORS, _RULES) if part)
+DESCRIPTION = "\n\n".join(part for part in (f"{_CONTRACT}\n{QUESTIONS}", COMBINATORS, _RULES)
+                          if part)
 
 _SYSTEM_PROMPT = (
     "The {name} tool runs a JavaScript script you write that orchestrates many subagents "
@@ -311,6 +318,69 @@ def failed_text(error: str | None, code: str | None = None) -> str:
 def abnormal_text(stop_reason: object) -> str:
     """The text of a run whose stop reason the tool does not know (an engine off the seam)."""
     return f"Error: workflow run ended abnormally ({stop_reason})"
+
+
+def _answer_hint(question: Any) -> str:
+    """What answers ``question`` (a :class:`~dsh_workflow.Question`), in a few words."""
+    if question.kind == "checkpoint":
+        return "checkpoint: true approves, false rejects"
+    if question.choices is not None:
+        listed = json.dumps(list(question.choices), ensure_ascii=False)
+        return f"a list of distinct ones of {listed}" if question.multiple else f"one of {listed}"
+    if question.schema in (None, {"type": "string"}):
+        return "text"
+    return "JSON matching " + json.dumps(question.schema, ensure_ascii=False)
+
+
+def question_lines(pending: Any) -> list[str]:
+    """One line per open question: ``- qid: <qid> (<what answers it>): <question>``."""
+    return [f"- qid: {q.qid} ({_answer_hint(q)}): {q.question}" for q in pending]
+
+
+def parked_text(name: str, run_id: str, pending: Any, answer_tool: str, *,
+                durable: bool) -> str:
+    """The text of a run that parked on questions nobody here could answer: the run id, each
+    question's ``qid: <qid>``, and how to answer them — the ``answer_tool`` companion with a
+    run store (``durable``); without one the run cannot be continued."""
+    lines = [f'workflow "{name}" is waiting for answers (run {run_id}); nobody here could '
+             "answer its questions:", *question_lines(pending)]
+    if durable:
+        lines.append(f'Ask the user, then answer each with {answer_tool}({{"runId": '
+                     f'"{run_id}", "qid": "<qid>", "value": <answer>}}): the run continues '
+                     "once all are answered, and that call returns its result.")
+    else:
+        lines.append("This engine keeps no run store, so the parked run cannot be continued: "
+                     "run the workflow where someone can answer, or without the questions.")
+    return "\n".join(lines)
+
+
+def limit_parked_text(name: str, run_id: str, resume_after: Any, *, durable: bool) -> str:
+    """The text of a run parked on a provider's usage limit."""
+    when = f" until {resume_after.isoformat()}" if resume_after is not None else ""
+    text = (f'workflow "{name}" is waiting (run {run_id}): a provider\'s usage limit was '
+            f"reached{when}; nothing completed is lost.")
+    if durable:
+        text += (f' After the reset, call again with the same script and resumeFrom: '
+                 f'"{run_id}".')
+    return text
+
+
+ANSWER_DESCRIPTION = (
+    "Answer a question of a workflow run that is waiting for answers (the workflow result "
+    "listed each `qid`): `value` is the answer (true/false for a checkpoint; one of the "
+    "choices, or a list when several may be picked; JSON matching the question's schema; "
+    "else text). An invalid value is refused with the reason and the question stays open. "
+    "Once a parked run has all its answers it continues, and this call returns its result.")
+
+
+def answer_schema() -> dict[str, Any]:
+    """The input schema of the ``<name>_answer`` companion tool."""
+    return {"type": "object",
+            "properties": {
+                "runId": {"type": "string", "description": "The waiting run's id."},
+                "qid": {"type": "string", "description": "The question's qid, e.g. \"q1\"."},
+                "value": {"description": "The answer."}},
+            "required": ["runId", "qid", "value"], "additionalProperties": False}
 
 
 def start_error_text(message: str) -> str:

@@ -25,6 +25,7 @@ from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import WorkflowError
+from .._questions import question_data
 from .._request import WorkflowStartRequest
 from .._result import WorkflowResult
 from .._run import WorkflowEngine, WorkflowRun
@@ -339,19 +340,28 @@ class WorkflowTool:
     def _companions(self) -> list[tuple[str, str, dict[str, Any]]]:
         reader = (self._name + "_result", texts.result_description(self._max_result_chars),
                   texts.result_schema(self._max_result_chars))
+        # a durable engine's parked runs are answered and continued by <name>_answer
+        answerer = [(self._name + "_answer", texts.ANSWER_DESCRIPTION, texts.answer_schema())] \
+            if self.durable else []
         if self._background is None:
-            return [reader]
+            return [reader, *answerer]
         return [(self._name + "_status", texts.STATUS_DESCRIPTION, texts.run_id_schema()),
                 (self._name + "_cancel", texts.CANCEL_DESCRIPTION, texts.run_id_schema()),
-                reader]
+                reader, *answerer]
 
     def result_tool(self) -> tuple[str, str, dict[str, Any]]:
         """The ``<name>_result`` companion as ``(name, description, input schema)``."""
-        return self._companions()[-1]
+        return next(c for c in self._companions() if c[0] == self._name + "_result")
+
+    def answer_tool(self) -> tuple[str, str, dict[str, Any]] | None:
+        """The ``<name>_answer`` companion as ``(name, description, input schema)``: over a
+        durable engine only (None otherwise)."""
+        return next((c for c in self._companions() if c[0] == self._name + "_answer"), None)
 
     def openai_tools(self) -> list[dict[str, Any]]:
-        """This tool and its companions in OpenAI form: ``<name>_result`` always, and in
-        background mode ``<name>_status`` and ``<name>_cancel`` before it."""
+        """This tool and its companions in OpenAI form: ``<name>_result`` always, in
+        background mode ``<name>_status`` and ``<name>_cancel`` before it, and over a durable
+        engine ``<name>_answer`` after it."""
         return [self.openai_tool()] + [
             {"type": "function", "function": {"name": name, "description": description,
                                               "parameters": schema}}
@@ -370,6 +380,8 @@ class WorkflowTool:
             return await self.execute(args, parent=parent)
         if name == self._name + "_result":
             return await self.read_result(args)
+        if name == self._name + "_answer" and self.durable:
+            return await self.answer(args, parent=parent)
         run_id = _run_id_argument(args)
         if name == self._name + "_status" and self._background is not None:
             return self.status(run_id) if run_id else _invalid(["runId: a run id is required"])
@@ -418,6 +430,75 @@ class WorkflowTool:
                               data={"error_code": "NO_SUCH_PART"})
         return ToolResult(text=texts.result_page_text(self._name + "_result", page),
                           data=page.as_data())
+
+    async def answer(self, args: object, *, parent: object = None,
+                     by: str = "caller") -> ToolResult:
+        """Serve ``<name>_answer`` (docs/embedding.md, "Runs that wait"): ``args`` is ``{runId,
+        qid, value}`` (a mapping or its JSON text). The answer is recorded in the engine's
+        run store (``by`` names the answerer in ``QuestionAnswered.by``), checked as every
+        answer is; then a parked run (status ``waiting``) whose questions are all answered
+        is continued in this tool's engine (a resume of it, replaying its journal and
+        answers) and the call returns that run's text as :meth:`execute` would. A parked run
+        with questions still open gets them listed again; a run still running in another
+        process picks the answer up itself. Refused (an error result, nothing recorded, the
+        question still open): bad arguments, an engine without a run store, an unknown run or
+        qid, a question already answered, a value that does not answer it. Never raises for a
+        bad call."""
+        parsed = _answer_arguments(args)
+        if isinstance(parsed, list):
+            return _invalid(parsed)
+        run_id, qid, value = parsed
+        store = getattr(self._engine, "store", None)
+        if store is None or not hasattr(store, "answer_question"):
+            return ToolResult(text="Error: this engine keeps no run store, so it has no "
+                                   "waiting run to answer", is_error=True,
+                              data={"error_code": "NO_STORE"})
+        record = await store.get_run(run_id)
+        if record is None:
+            return ToolResult(text=f"Error: no run {run_id!r} in the run store", is_error=True,
+                              data={"error_code": "NO_SUCH_RUN"})
+        if record.status not in ("waiting", "running"):
+            return ToolResult(text=f"Error: run {run_id} is not waiting for an answer (it is "
+                                   f"{record.status})", is_error=True,
+                              data={"error_code": "NOT_WAITING"})
+        try:
+            await store.answer_question(run_id, qid, value, by=by)
+        except WorkflowError as exc:
+            return ToolResult(text=f"Error: {exc.message}", is_error=True,
+                              data={"error_code": exc.code.value})
+        still_open = await store.questions(run_id)
+        name = str(record.meta.get("name") or "workflow")
+        if record.status == "running":
+            return ToolResult(text=f"Answered {qid}: run {run_id} is running and goes on with "
+                                   "the answer.", data={"run_id": run_id, "qid": qid})
+        if still_open:
+            text = texts.parked_text(name, run_id, still_open, self._name + "_answer",
+                                     durable=True)
+            return ToolResult(text=f"Answered {qid}. {text}",
+                              data={"run_id": run_id, "qid": qid, "stop_reason": "waiting",
+                                    "pending": [question_data(q) for q in still_open]})
+        meta = {key: v for key, v in record.meta.items() if v is not None}
+        call: dict[str, Any] = {"meta": meta, "script": record.script, "resumeFrom": run_id}
+        if record.args is not None:
+            call["args"] = record.args
+        return await self.execute(call, parent=parent)
+
+    def _parked(self, run: WorkflowRun, result: WorkflowResult,
+                data: dict[str, Any]) -> ToolResult:
+        """What a parked run's call returns: the run id and, for questions, each ``qid`` and
+        how to answer it (not an error: the run waits)."""
+        pending = list(result.pending or ())
+        data = {**data, "waiting_reason": result.waiting_reason,
+                "pending": [question_data(q) for q in pending],
+                "resume_after": None if result.resume_after is None
+                else result.resume_after.isoformat()}
+        if result.waiting_reason == "limit":
+            text = texts.limit_parked_text(run.meta.name, run.id, result.resume_after,
+                                           durable=self.durable)
+        else:
+            text = texts.parked_text(run.meta.name, run.id, pending, self._name + "_answer",
+                                     durable=self.durable)
+        return ToolResult(text=text, data=data)
 
     async def _return_value(self, run_id: str) -> tuple[bool, Any, str]:
         """``(True, value, "")`` for a run whose return value can be read, else ``(False,
@@ -577,6 +658,8 @@ class WorkflowTool:
                 "usage": result.usage.model_dump(),
                 "stop_reason": result.stop_reason, "error": result.error,
                 "error_code": None if result.error_code is None else result.error_code.value}
+        if result.stop_reason == "waiting":
+            return self._parked(run, result, data)
         if result.stop_reason == "cancelled":
             text = texts.cancelled_text(result.error)
         elif result.stop_reason == "error":
@@ -585,6 +668,28 @@ class WorkflowTool:
         else:
             text = texts.abnormal_text(result.stop_reason)
         return ToolResult(text=text, is_error=True, data=data)
+
+
+def _answer_arguments(args: object) -> tuple[str, str, Any] | list[str]:
+    """``(run_id, qid, value)`` of a ``<name>_answer`` call, or every problem."""
+    try:
+        raw = _load(args)
+    except Exception:  # noqa: BLE001 - a malformed call is a refused call
+        raw = None
+    if not isinstance(raw, Mapping):
+        return ["arguments must be an object {runId, qid, value}"]
+    problems = [f"{key}: not a parameter (parameters: runId, qid, value)"
+                for key in raw if key not in ("runId", "qid", "value")]
+    run_id, qid = raw.get("runId"), raw.get("qid")
+    if not isinstance(run_id, str) or not run_id:
+        problems.append("runId: a run id is required")
+    if not isinstance(qid, str) or not qid:
+        problems.append("qid: a question's qid is required (such as \"q1\")")
+    if "value" not in raw:
+        problems.append("value: the answer is required")
+    if problems:
+        return problems
+    return run_id, qid, raw["value"]  # type: ignore[return-value]  # each checked above
 
 
 def _not_entered() -> ToolResult:

@@ -21,13 +21,16 @@ Routes:
 - ``GET /api/runs/{id}/calls/{seq}`` (and ``.../texts/{name}``) — one agent() call's request
   and answer, bounded per request (:mod:`.calls`).
 - ``POST /api/runs/{id}/cancel`` — the run page's Cancel button (:mod:`.control`).
+- ``POST /api/runs/{id}/questions/{qid}`` — the run page's answer to an open question
+  (:mod:`.questions`); the page of a running or waiting run lists its open questions.
 - ``GET /static/...`` — the viewer's own script and style; ``/static/highlight.css`` the
   syntax-highlighting style; ``/static/vendor/`` the pinned Chart.js file and its licence
   (vendored from the npm package by ``scripts/vendor_chartjs.py``). Nothing is fetched from
   the network.
 
 The store is opened when the application starts and closed when it stops; the viewer only
-reads it, except for the cancel requests of the Cancel button. Requests must name the host
+reads it, except for the cancel requests of the Cancel button and the answers of the
+questions' forms. Requests must name the host
 ``127.0.0.1`` or ``localhost`` (others get 400), and carry the viewer's token (:mod:`.auth`:
 cookie, bearer header or ``?token=``, exchanged for the cookie); others get 401 and read
 nothing. A request that may change state must also come from the viewer's own origin (else
@@ -64,6 +67,7 @@ from .calls import call_routes
 from .control import cancel_routes
 from .counts import SoFar
 from .live import event_stream
+from .questions import open_questions, question_routes
 from .summary import (
     CHUNK_CHARS,
     PARTS,
@@ -181,6 +185,12 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
                                                {"run_id": run_id, "problem": exc.reason})
         context = await anyio.to_thread.run_sync(_page_context, record)
         context["warnings"] = result_warnings(record)
+        try:
+            context["questions"] = await open_questions(store, run_id, record.status)
+        except RunStoreError as exc:
+            return _TEMPLATES.TemplateResponse(request, "broken.html",
+                                               {"run_id": run_id, "problem": exc.reason})
+        context["answered"] = request.query_params.get("answered") or ""
         context.update(painted)
         return _TEMPLATES.TemplateResponse(request, "run.html", context)
 
@@ -238,6 +248,7 @@ def create_app(store_path: str, *, token: str, port: int) -> Starlette:
         Route("/favicon.ico", no_icon),
         *call_routes(store),
         *cancel_routes(store),
+        *question_routes(store),
         Mount("/static", StaticFiles(directory=os.fspath(str(_HERE / "static"))), name="static"),
     ]
     # Only requests addressed to this machine by name: a web page elsewhere cannot reach the

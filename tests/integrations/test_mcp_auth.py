@@ -175,7 +175,8 @@ async def test_the_sdk_client_works_with_the_printed_token_only(tmp_path: Path) 
                 streamable_http_client(server.url, http_client=http) as streams, \
                 ClientSession(streams[0], streams[1]) as session:
             await session.initialize()
-            assert [t.name for t in (await session.list_tools()).tools] == ["workflow", "workflow_result"]
+            assert [t.name for t in (await session.list_tools()).tools] == [
+                "workflow", "workflow_result", "workflow_answer"]  # a server with a store
             result = await session.call_tool("workflow", {"meta": META, "script": "return 7"})
             assert not result.is_error and result.structured_content is not None
             assert result.structured_content["result"] == 7

@@ -496,6 +496,8 @@ DESCRIPTION_CHARS_MAX = 5850
 
 #: What the failure-aware combinators' paragraph (SPEC §26) may cost, on top of the rest.
 COMBINATORS_CHARS_MAX = 800
+#: What the ask()/checkpoint() lines (SPEC §25) may cost, on top of the rest.
+QUESTIONS_CHARS_MAX = 260
 
 
 def test_description_stays_tight() -> None:
@@ -503,7 +505,9 @@ def test_description_stays_tight() -> None:
     assert description == texts.DESCRIPTION  # an engine without a config adds nothing
     assert texts.COMBINATORS in description
     assert len(texts.COMBINATORS) <= COMBINATORS_CHARS_MAX
-    rest = len(description) - len(texts.COMBINATORS)
+    assert texts.QUESTIONS in description
+    assert len(texts.QUESTIONS) <= QUESTIONS_CHARS_MAX
+    rest = len(description) - len(texts.COMBINATORS) - len(texts.QUESTIONS) - 1
     assert 2500 <= rest <= DESCRIPTION_CHARS_MAX
     assert rest - DESCRIPTION_CHARS_RELEASE3 <= 480  # what the new answers cost
 

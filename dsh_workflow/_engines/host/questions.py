@@ -335,6 +335,11 @@ class QuestionDesk:
             logger.warning("dsh-workflow: %s: the answer provider's answer to %s is invalid; "
                            "the question stays open: %s", self._id, entry.question.qid,
                            exc.message)
+        except LookupError as exc:
+            # the answerer has no answer (AutoAnswer's unknown question, a closed terminal, a
+            # declined MCP form): not a fault, so no traceback
+            logger.info("dsh-workflow: %s: no answer to %s from the answer provider; the "
+                        "question stays open: %s", self._id, entry.question.qid, exc)
         except Exception:
             logger.exception("dsh-workflow: %s: the answer provider failed on %s; the question "
                              "stays open", self._id, entry.question.qid)

@@ -123,6 +123,12 @@
         agents.set(d.seq, a); replayed += 1; touch(a); break;
       }
       case "WorkflowEnded": endAt = event.at; break;
+      case "QuestionAsked": case "QuestionAnswered": {
+        // The questions are drawn by the server: say so when they change under the page.
+        const changed = $("questions-changed");
+        if (changed) { changed.hidden = false; $("questions").hidden = false; }
+        break;
+      }
     }
   }
 
@@ -513,6 +519,30 @@
           : "the cancel was refused (" + reply.status + ")";
         cancelButton.remove();
       }
+    });
+  }
+
+  // ---- questions ----------------------------------------------------------------------------
+  // Posted by fetch(): a form's own navigation carries no Origin under the viewer's
+  // no-referrer policy, and the viewer refuses state changes without its Origin.
+
+  for (const form of document.querySelectorAll("form.question")) {
+    form.addEventListener("submit", async (submitted) => {
+      submitted.preventDefault();
+      const fields = new URLSearchParams(new FormData(form));
+      const button = submitted.submitter;
+      if (button && button.name) fields.append(button.name, button.value);
+      for (const b of form.querySelectorAll("button")) b.disabled = true;
+      const reply = await fetch(form.action, { method: "POST", body: fields });
+      if (reply.ok && reply.redirected) { location.href = reply.url; return; }
+      let note = form.querySelector(".q-refused");
+      if (!note) {
+        note = document.createElement("p");
+        note.className = "q-refused error small";
+        form.append(note);
+      }
+      note.textContent = (await reply.text()).trim() || "refused (" + reply.status + ")";
+      for (const b of form.querySelectorAll("button")) b.disabled = false;
     });
   }
 

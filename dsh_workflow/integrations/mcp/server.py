@@ -18,6 +18,13 @@ Contract of :func:`create_server`:
   part of a run's return value after the tool's text was cut: from the run store when
   ``durable``, else from the server's last results (:class:`~dsh_workflow._tool.results.
   RecentResults`, shared by every call of the server, bounded).
+- **Questions** (``ask()``, ``checkpoint()``; docs/mcp.md, "Questions"). Each call's engine
+  parks a run that waits on nothing but questions nobody answers; when the client declared
+  the elicitation capability, its user is asked first, one ``elicitation/create`` per question
+  (:mod:`.elicitation`; an engine factory that set its own ``answers`` keeps them). A parked
+  run's text names the run id and each question's ``qid``; with ``durable``, the
+  ``<name>_answer`` tool (:meth:`WorkflowTool.answer`, recorded ``by="mcp"``) answers them and,
+  once all are answered, continues the parked run in that call's engine, returning its text.
 - **One engine per call.** Each call gets its own provider (``provider(call)``, entered when it
   is an async context manager) and its own engine (``make_engine(provider)``), both closed
   when the call ends — so a call's events are its own, and nothing of a call outlives it.
@@ -66,6 +73,7 @@ from ..._subagent import SubagentProvider
 from ..._tool import ToolResult, WorkflowTool, texts
 from ..._tool.results import RecentResults
 from ..._tool.tool import check_tool_settings
+from .elicitation import ElicitingAnswers, client_can_elicit
 from .notifications import DEFAULT_INTERVAL_S, ProgressNotifier
 
 __all__ = ["STOPPING", "CallContext", "OpenCalls", "SavedWorkflows", "create_server"]
@@ -166,22 +174,28 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
     open_calls = calls if calls is not None else OpenCalls()
     recent = RecentResults()
     result_tool = tool_name + "_result"
+    answer_tool = tool_name + "_answer"
+    names = (tool_name, result_tool, answer_tool) if durable else (tool_name, result_tool)
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         description = texts.tool_description(engine_config, children, library, max_result_chars,
                                              durable=durable, agents=agents)
-        return types.ListToolsResult(tools=[
+        tools = [
             types.Tool(name=tool_name, description=description,
                        input_schema=texts.tool_input_schema(durable=durable)),
             types.Tool(name=result_tool, description=texts.result_description(max_result_chars),
-                       input_schema=texts.result_schema(max_result_chars))])
+                       input_schema=texts.result_schema(max_result_chars))]
+        if durable:
+            tools.append(types.Tool(name=answer_tool, description=texts.ANSWER_DESCRIPTION,
+                                    input_schema=texts.answer_schema()))
+        return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
-        if params.name not in (tool_name, result_tool):
+        if params.name not in names:
             return _error_result(f"Error: unknown tool {params.name!r}; this server offers "
-                                 f"{tool_name!r} and {result_tool!r}")
+                                 + ", ".join(repr(n) for n in names))
         with open_calls.track():
             return await run_call(ctx, params)
         return _error_result(STOPPING)  # the scope was cancelled: the server is stopping
@@ -199,13 +213,21 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
                                 recent_results=recent)
             if params.name == result_tool:
                 return _call_result(await tool.read_result(params.arguments or {}))
+            _who_answers(engine, call)
+            arguments = params.arguments or {}
+
+            async def work() -> ToolResult:
+                if params.name == answer_tool:
+                    return await tool.answer(arguments, by="mcp")
+                return await tool.execute(arguments)
+
             if token is None:
-                return _call_result(await tool.execute(params.arguments or {}))
+                return _call_result(await work())
             notifier = ProgressNotifier(_sender(ctx.session), interval=progress_interval_s)
             engine.events.subscribe(notifier)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(notifier.pump)
-                result = await tool.execute(params.arguments or {})
+                result = await work()
                 tg.cancel_scope.cancel()
             await notifier.flush()
             return _call_result(result)
@@ -217,6 +239,16 @@ def create_server(make_engine: EngineFactory, provider: ProviderFactory, *,
     server: Server[Any] = Server(SERVER_NAME, version=_package_version(), on_list_tools=list_tools,
                                  on_call_tool=call_tool, **handlers)
     return server
+
+
+def _who_answers(engine: WorkflowEngine, call: CallContext) -> None:
+    """Set who answers the questions of ``engine``'s runs for this call: the client's user
+    (elicitation) when it can be asked and the engine has no answerer of its own; and the run
+    parks when nobody answers (engines without these settings are left as they are)."""
+    if hasattr(engine, "park"):
+        engine.park = True
+    if getattr(engine, "answers", False) is None and client_can_elicit(call.session):
+        engine.answers = ElicitingAnswers(call.session, related_request_id=call.request_id)  # type: ignore[attr-defined]  # checked just above
 
 
 def _sender(session: ServerSession) -> Callable[[float, float | None, str], Any]:
