@@ -31,6 +31,7 @@ from ..._store.owners import HOST
 from ..._store.signing import signed
 from ..._subagent import SubagentRequest, Usage
 from .calls import CallLog
+from .chain import chain_entries
 from .provider_options import provider_options
 
 __all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume",
@@ -102,9 +103,10 @@ class RunJournal:
             self._provider_options["model_aliases"] = dict(model_aliases)
 
     async def begin(self) -> None:
-        """Record the run as ``running``; for a resumed run, load the earlier journal."""
+        """Record the run as ``running``; for a resumed run, load the earlier journal (with
+        what the runs it resumed in turn journaled and it did not: :mod:`.chain`)."""
         if self.resumed_from is not None:
-            for entry in await self.store.journal(self.resumed_from):
+            for entry in await chain_entries(self.store, self.resumed_from):
                 if entry.kind == "agent":
                     self._replays.setdefault(entry.key, deque()).append(entry)
                 elif entry.kind == "race" and entry.number is not None:
@@ -143,12 +145,13 @@ class RunJournal:
 
     def replay(self, key: str) -> JournalEntry | None:
         """The earlier run's next completed entry for ``key`` (consumed), or None; None too
-        when that entry's seq is one to :attr:`rerun`."""
+        when that entry is the earlier run's call of a seq to :attr:`rerun`."""
         waiting = self._replays.get(key)
         if not waiting:
             return None
         entry = waiting.popleft()
-        return None if entry.seq in self.rerun else entry
+        rerun = entry.run_id == self.resumed_from and entry.seq in self.rerun
+        return None if rerun else entry
 
     def entry(self, seq: int, key: str, *, text: str | None, structured: Any,
               usage: Usage | None) -> JournalEntry:
