@@ -4,10 +4,11 @@
 :func:`generate` turns a seed into a :class:`Program`: a main script and the saved workflows
 its ``workflow()`` calls name. The same seed always gives the same program (a seeded
 ``random.Random``, nothing else). A program is built from *call kinds*, one entry each in
-:data:`KINDS`: ``agent`` (a text answer), ``typed`` (``agent()`` with a schema), ``parallel``
-(thunks, each a nested block), ``pipeline`` (items through stages, each stage a nested block),
-``loop`` (a ``for`` loop over a nested block) and ``workflow`` (a saved workflow, itself
-generated). Adding a kind is one function and one table entry.
+:data:`KINDS`: ``agent`` (a text answer), ``typed`` (``agent()`` with a schema), ``repeat`` (a
+prompt used again and again), ``failing`` (a call the provider fails: ``null``, never
+journaled), ``parallel`` (thunks, each a nested block), ``pipeline`` (items through stages,
+each stage a nested block), ``loop`` (a ``for`` loop over a nested block) and ``workflow`` (a
+saved workflow, itself generated). Adding a kind is one function and one table entry.
 
 Every block keeps two variables: ``out`` collects each value in script order and ``acc``
 folds every value into the text of the next prompts, so a program's return value depends on
@@ -86,6 +87,14 @@ def _repeat(gen: _Gen, acc: str, out: str, depth: int) -> list[str]:
     value = gen.name("r")
     return [f"const {value} = await agent('same {gen.rng.randrange(3)}');",
             f"{out}.push({value});", _fold(acc, value)]
+
+
+def _failing(gen: _Gen, acc: str, out: str, depth: int) -> list[str]:
+    """A call the provider always fails: it resolves ``null``, is never journaled, and so
+    runs (is paid) again after a crash."""
+    value = gen.name("f")
+    return [f"const {value} = await agent('{gen.call()} fail ' + {acc});",
+            f"{out}.push({value});", _fold(acc, f"JSON.stringify({value})")]
 
 
 def _typed(gen: _Gen, acc: str, out: str, depth: int) -> list[str]:
@@ -167,6 +176,7 @@ KINDS: dict[str, Kind] = {
     "agent": Kind(_agent, 5),
     "typed": Kind(_typed, 3),
     "repeat": Kind(_repeat, 1),
+    "failing": Kind(_failing, 1),
     "parallel": Kind(_parallel, 2, needs=2, nests=True),
     "pipeline": Kind(_pipeline, 2, needs=4, nests=True),
     "loop": Kind(_loop, 1, needs=2, nests=True),

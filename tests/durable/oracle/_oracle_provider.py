@@ -4,9 +4,10 @@ shuffled order, and a durable count of every call it was paid for.
 :class:`ShuffledProvider` answers each child with :func:`answer_for` its prompt (so an
 uninterrupted run and a resumed one get the same answers), after a pause drawn from its seed
 (so children started together complete in an order the seed decides, differently in every
-process). Before it pauses it appends the call to a *ledger* — a file outside the run store,
-written with ``os.write`` and ``os.fsync`` — so a process killed after that moment has paid
-for the call, and the oracle can count what every process paid (:func:`read_ledger`).
+process); a prompt with `` fail `` in it always fails. Before it pauses it appends the call
+to a *ledger* — a file outside the run store, written with ``os.write`` and ``os.fsync`` — so
+a process killed after that moment has paid for the call, and the oracle can count what every
+process paid (:func:`read_ledger`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class ShuffledProvider:
             await anyio.sleep(pause)
         else:
             await anyio.lowlevel.checkpoint()
+        if " fail " in request.prompt:
+            return SubagentResult(stop_reason="error", error="this prompt always fails",
+                                  usage=Usage(input_tokens=len(request.prompt), output_tokens=1))
         text, structured = answer_for(request.prompt, request.schema)
         return SubagentResult(stop_reason="completed", text=text, structured=structured,
                               usage=Usage(input_tokens=len(request.prompt), output_tokens=10))
