@@ -6,7 +6,8 @@ its ``workflow()`` calls name. The same seed always gives the same program (a se
 ``random.Random``, nothing else). A program is built from *call kinds*, one entry each in
 :data:`KINDS`: ``agent`` (a text answer), ``typed`` (``agent()`` with a schema), ``repeat`` (a
 prompt used again and again), ``failing`` (a call the provider fails: ``null``, never
-journaled), ``parallel`` (thunks, each a nested block), ``pipeline`` (items through stages,
+journaled), ``race`` (``first()`` of thunks whose value does not depend on the winner),
+``parallel`` (thunks, each a nested block), ``pipeline`` (items through stages,
 each stage a nested block), ``loop`` (a ``for`` loop over a nested block) and ``workflow`` (a
 saved workflow, itself generated). Adding a kind is one function and one table entry.
 
@@ -34,7 +35,8 @@ SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "w": {"type
 class Program:
     """One generated workflow: ``script`` (the main body, reading ``args.salt``), ``library``
     (saved workflow name → body, each reading ``args.salt``) and ``calls``, how many
-    ``agent()`` calls one run of it makes."""
+    ``agent()`` calls one run of it makes (a ``first()`` counted as one: its losers may or may
+    not be asked)."""
 
     seed: int
     script: str
@@ -95,6 +97,20 @@ def _failing(gen: _Gen, acc: str, out: str, depth: int) -> list[str]:
     value = gen.name("f")
     return [f"const {value} = await agent('{gen.call()} fail ' + {acc});",
             f"{out}.push({value});", _fold(acc, f"JSON.stringify({value})")]
+
+
+def _race(gen: _Gen, acc: str, out: str, depth: int) -> list[str]:
+    """``first()`` of thunks that each make one call and give the same value: which wins
+    depends on the shuffled completions, the value does not. Its prompts say ``race`` (a
+    loser may be cancelled before it is asked, or be asked and never journaled)."""
+    value = gen.name("race")
+    tag = gen.call()
+    gen.budget -= gen.times  # a second thunk's call (not counted: it may never be asked)
+    width = gen.rng.randint(2, 3)
+    thunks = [f"  async () => {{ await agent('{tag} race {slot} ' + {acc}); return 'won'; }},"
+              for slot in range(width)]
+    return [f"const {value} = await first([", *thunks, "]);", f"{out}.push({value});",
+            _fold(acc, value)]
 
 
 def _typed(gen: _Gen, acc: str, out: str, depth: int) -> list[str]:
@@ -177,6 +193,7 @@ KINDS: dict[str, Kind] = {
     "typed": Kind(_typed, 3),
     "repeat": Kind(_repeat, 1),
     "failing": Kind(_failing, 1),
+    "race": Kind(_race, 1, needs=2),
     "parallel": Kind(_parallel, 2, needs=2, nests=True),
     "pipeline": Kind(_pipeline, 2, needs=4, nests=True),
     "loop": Kind(_loop, 1, needs=2, nests=True),
