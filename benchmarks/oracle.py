@@ -5,9 +5,10 @@ The test suite runs the oracle (``tests/durable/oracle/``) on three fixed seeds;
 runs it on many: for each seed an uninterrupted reference run, then several crashed chains — the
 first process killed at a distinct journal commit, its resumes killed early in theirs — each
 resumed until done and checked (a broken promise fails the scenario, naming the seed). It
-reports what it covered: the distinct crash points that really killed a process, the commit
-points the first runs offered, the processes killed and resumed, the calls replayed and the
-calls paid again (those that were in flight when a process died: never a journaled one).
+reports what it covered: the distinct crash points that really killed a process (a kill after
+the same earlier kills of the same seed counts once), the first runs' kill points against the
+commit points they offered, the processes killed and resumed, the calls replayed and the calls
+paid again (those in flight when a process died, and failed ones: never a journaled one).
 
 It is slow (a few processes per chain) and measures no speed, so ``--quick`` leaves it out
 unless ``--only S13`` names it (then it runs two seeds). ``DSH_ORACLE_BENCH_SEEDS=N`` sets how
@@ -45,7 +46,8 @@ def _sample(kind: str, ctx: Ctx) -> Samples:
 
     chains_per_seed = ctx.pick(4, 2)
     started = time.perf_counter()
-    points: set[tuple[int, int, int]] = set()
+    points: set[tuple[int, ...]] = set()  # (seed, k1, ..., kn): a kill after the same ones
+    firsts_hit: set[tuple[int, int]] = set()
     offered = chains = killed = resumes = replayed = paid_again = 0
     for seed in _seeds(ctx):
         with tempfile.TemporaryDirectory(prefix="dsh-bench-oracle-") as name:
@@ -56,17 +58,23 @@ def _sample(kind: str, ctx: Ctx) -> Samples:
             rng = random.Random(seed)
             firsts = rng.sample(range(1, ref.commits + 1), min(chains_per_seed, ref.commits))
             for index, first in enumerate(firsts):
-                kills = (first, *(rng.randint(1, 3) for _ in range(rng.randint(0, 2))))
+                # each resume killed early (re-journaling replays) or anywhere, or not at all
+                kills = (first, *(rng.randint(1, rng.choice((3, ref.commits)))
+                                  for _ in range(rng.randint(0, 2))))
                 chain = run_case(program, folder, ref, kills, name=f"chain{index}",
                                  engine=kind, backend=ctx.backend)
                 chains += 1
-                points.update((seed, attempt, k) for attempt, k in chain.crashes)
+                died = [k for _, k in chain.crashes]
+                points.update((seed, *died[:n + 1]) for n in range(len(died)))
+                if died:
+                    firsts_hit.add((seed, died[0]))
                 killed += len(chain.crashes)
                 resumes += len(chain.attempts) - 1
                 replayed += int(chain.attempts[-1].field("replayed") or 0)
                 paid_again += _paid(folder / f"chain{index}.ledger") - sum(ref.asked.values())
     return {CASE: {"seeds": [float(len(_seeds(ctx)))], "chains": [float(chains)],
                    "crash_points": [float(len(points))],
+                   "first_points": [float(len(firsts_hit))],
                    "commit_points": [float(offered)], "killed": [float(killed)],
                    "resumes": [float(resumes)], "replayed": [float(replayed)],
                    "paid_again": [float(paid_again)],
@@ -90,14 +98,16 @@ S13 = Scenario(
     {"seeds": Metric("", label="generated workflows (12; 2 with --quick)", compare=False),
      "chains": Metric("", label="crashed chains, each resumed until done and checked",
                       compare=False),
-     "crash_points": Metric("", label="distinct (seed, process, k) kills that happened",
+     "crash_points": Metric("", label="distinct kills that happened: (seed, k1, ..., kn), "
+                                      "the n-th process killed at its kn-th commit",
                             compare=False),
+     "first_points": Metric("", label="distinct (seed, k) first runs killed at", compare=False),
      "commit_points": Metric("", label="journal commits of the uninterrupted runs (the "
                                        "first kills' range)", compare=False),
      "killed": Metric("", label="processes killed at their k-th commit", compare=False),
      "resumes": Metric("", label="processes that resumed a killed run", compare=False),
      "replayed": Metric("", label="calls the completing resumes replayed", compare=False),
-     "paid_again": Metric("", label="calls paid again: in flight at a kill, never journaled",
-                          compare=False),
+     "paid_again": Metric("", label="calls paid again: in flight at a kill or failed (never "
+                                    "journaled)", compare=False),
      "wall_s": Metric("s", label="the whole scenario", compare=False)},
     s13, quick=False)
