@@ -219,6 +219,12 @@ async def check_chain(program: Program, folder: Path, ref: Reference, chain: Cha
                 raise OracleFailure(_why(program, chain, f"killed run {run_id} reads "
                                                          f"{record.status}, result "
                                                          f"{record.result is not None}"))
+            if not final:
+                ended = [e.seq for e in await store.events(run_id)
+                         if e.data.get("event") == "WorkflowEnded"]
+                if ended:
+                    raise OracleFailure(_why(program, chain, f"killed run {run_id} has a "
+                                                             f"WorkflowEnded event"))
             mine = paid.get(attempt.attempt, Counter())
             twice = {prompt: (count, journaled[prompt], _asked(ref, prompt))
                      for prompt, count in mine.items()
