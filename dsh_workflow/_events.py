@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from ._errors import WorkflowErrorCode
 from ._failure import AgentFailure
 from ._meta import WorkflowMeta
-from ._questions import QuestionKind
+from ._questions import QuestionKind, WaitingReason
 from ._result import StopReason
 from ._subagent import ErrorKind, Usage
 
@@ -62,7 +62,8 @@ class WorkflowEnded(_Event):
     """The last event of every run, fired exactly once; mirrors the result without its value
     (``error_code`` as :attr:`WorkflowResult.error_code <dsh_workflow.WorkflowResult>`;
     ``agents_failed``: children whose outcome was neither ``completed`` nor ``cancelled``;
-    ``agents_cancelled``: children the run's stop or the script's return cancelled)."""
+    ``agents_cancelled``: children the run's stop or the script's return cancelled). A parked
+    run (``stop_reason == "waiting"``) says why in ``waiting_reason``."""
 
     stop_reason: StopReason
     error: str | None = None
@@ -71,6 +72,7 @@ class WorkflowEnded(_Event):
     usage: Usage = Usage()
     agents_failed: int = 0
     agents_cancelled: int = 0
+    waiting_reason: WaitingReason | None = None
 
 
 class PhaseStarted(_Event):

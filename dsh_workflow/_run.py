@@ -12,8 +12,10 @@ import abc
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
+from ._errors import WorkflowError, WorkflowErrorCode
 from ._events import EventHub
 from ._meta import WorkflowMeta
+from ._questions import AnswerReceipt, PendingQuestions
 from ._request import WorkflowStartRequest
 from ._result import WorkflowResult
 
@@ -58,6 +60,22 @@ class WorkflowRun(abc.ABC):
     @abc.abstractmethod
     async def dispose(self) -> None:
         """Cancel if needed and release everything the run holds; see the class contract."""
+
+    def pending(self) -> PendingQuestions:
+        """The run's open questions (``ask()``, ``checkpoint()``), in ask order: a list that may
+        also be awaited. A run that never asks (this default, for engines without questions)
+        has none."""
+        return PendingQuestions()
+
+    def answer(self, qid: str, value: object) -> AnswerReceipt:
+        """Answer the open question ``qid`` with ``value`` (a checkpoint: ``True`` or
+        ``False``). Raises :class:`WorkflowError` ``INVALID_ARGUMENT`` at once — the question
+        staying open — for an unknown or answered qid or an invalid value (the check of
+        ``dsh_workflow._questions.check_answer``). Returns an :class:`AnswerReceipt`, which may
+        be awaited until the answer is delivered (durable first on a run with a store). This
+        default (a run without questions) knows no qid."""
+        raise WorkflowError(WorkflowErrorCode.INVALID_ARGUMENT,
+                            f"run {self.id!r} has no open question {qid!r}")
 
 
 class WorkflowEngine(abc.ABC):

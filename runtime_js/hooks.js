@@ -36,7 +36,8 @@
 //   * hook messages in the outbox (HookKind): ["agent", id, prompt, options|null],
 //     ["workflow", id, target, args], ["phase", title], ["log", text],
 //     ["numbers", "clock"|"random", first, [n, ...]], ["numbers", "race", ordinal, [winner]],
-//     ["cancel", [id, ...]];
+//     ["cancel", [id, ...]], ["ask", id, "ask"|"checkpoint", question, options|null],
+//     ["idle", n] (the script waits on nothing but its n open questions);
 //   * settle entries (host -> runtime): [id, true, value], [id, true, null, {kind, message,
 //     details}] (a failed child, with its reason), [id, false, code, message],
 //     [id, false, "AgentFailure", message, {kind, message, details}], ["spent", tokens] or
@@ -271,6 +272,8 @@ _hooks.parallel = 'parallel';
 _hooks.pipeline = 'pipeline';
 _hooks.phase = 'phase';
 _hooks.log = 'log';
+_hooks.ask = 'ask';
+_hooks.checkpoint = 'checkpoint';
 
 function frameName(stack, at) {
   // `    at NAME (<input>:...` — the name before the position that starts at `at`
@@ -395,6 +398,8 @@ let nextId = 1;
 let currentItem = null;
 let raceCount = 0;  // first() calls so far: the ordinal under which a race's winner is journaled
 let pendingCount = 0;
+let questionCount = 0;  // pending calls that are ask()/checkpoint() questions
+let idleReported = false;  // ["idle", n] posted since the host last settled anything
 const pending = _create(null);
 let budgetTotal = null;  // tokens the run may spend; null: unlimited
 let budgetSpent = 0;     // tokens the run's children have reported, as the host last said
@@ -483,6 +488,72 @@ const agent = async function agent(prompt, opts) {
   }
   const code = _String(slot.code);
   throw makeError(code, _String(slot.message), misuse[code] === true && slot.site !== undefined ? slot.site : null);
+};
+
+// ---- ask() and checkpoint(): a question for a person (docs/scripts.md, "Asking a person") ---
+//
+// The host checks the options, journals the question and answers it (from its journal, its
+// answerer, the store, or a timeout); a question takes no agent slot and costs nothing. When
+// the script waits on nothing but questions, take() says so (["idle", n]) once, so a host with
+// nobody to answer can park the run.
+
+function question(hook, kind, text, opts, example) {
+  if (typeof text !== 'string' || text === '') {
+    throw makeError('INVALID_ARGUMENT', hook + '() requires a non-empty question string as its '
+      + 'first argument (got ' + describeKind(text) + ')');
+  }
+  if (text.length > maxPromptChars) {
+    throw makeError('INVALID_ARGUMENT', hook + '() question is ' + text.length + ' characters — '
+      + 'over the per-prompt cap (max_prompt_chars=' + maxPromptChars + ')');
+  }
+  let optsText = 'null';
+  if (opts !== undefined) {
+    if (opts === null || typeof opts !== 'object' || _isArray(opts)) {
+      throw makeError('INVALID_ARGUMENT', hook + '() options must be an object such as '
+        + example + ' (got ' + describeKind(opts) + ')');
+    }
+    try {
+      optsText = materialize(opts, 'options', maxDepth);
+    } catch (e) {
+      if (!isBoundaryError(e)) throw e;
+      throw makeError('INVALID_ARGUMENT', hook + '() options must be plain JSON data — '
+        + e.path + ': ' + e.reason);
+    }
+  }
+  const id = nextId++;
+  const slot = _create(null);
+  slot.done = false;
+  slot.question = true;
+  if (opts !== undefined) slot.site = callSite();
+  const waiter = waiterFor(slot);
+  const message = '["ask",' + id + ',' + _stringify(kind) + ',' + _stringify(text) + ','
+    + optsText + ']';
+  post(message);
+  pending[id] = slot;
+  pendingCount++;
+  questionCount++;
+  slot.waiter = waiter;
+  return slot;
+}
+
+function answered(slot) {
+  if (slot.ok === true) return slot.value;
+  const code = _String(slot.code);
+  throw makeError(code, _String(slot.message), misuse[code] === true && slot.site !== undefined ? slot.site : null);
+}
+
+const ask = async function ask(text, opts) {
+  const slot = question('ask', 'ask', text, opts,
+    '{schema, choices, multiple, details, default, timeout, onTimeout, label, phase}');
+  await slot.waiter;
+  return answered(slot);
+};
+
+const checkpoint = async function checkpoint(title, opts) {
+  const slot = question('checkpoint', 'checkpoint', title, opts,
+    '{details, default, timeout, onReject}');
+  await slot.waiter;
+  return answered(slot);
 };
 
 // ---- workflow(): a saved workflow run inline (docs/embedding.md, "Saved workflows and `workflow()`") ---
@@ -1291,7 +1362,7 @@ function defineGlobal(name, value) {
 for (const fn of [agent, phase, log, parallel, pipeline, settle, vote, first, gate,
   budgetSpentFn, budgetRemainingFn,
   budgetSpentUsdFn,
-  workflow, nestedWorkflow]) _freeze(fn);
+  workflow, nestedWorkflow, ask, checkpoint]) _freeze(fn);
 defineGlobal('agent', agent);
 defineGlobal('subagent', agent);
 defineGlobal('workflow', workflow);
@@ -1301,6 +1372,8 @@ defineGlobal('settle', settle);
 defineGlobal('vote', vote);
 defineGlobal('first', first);
 defineGlobal('gate', gate);
+defineGlobal('ask', ask);
+defineGlobal('checkpoint', checkpoint);
 defineGlobal('phase', phase);
 defineGlobal('log', log);
 defineGlobal('console', _freeze({
@@ -1586,6 +1659,10 @@ return {
   // allocate the copy of a string (the heap is full), and the host must tell that apart.
   take: function take() {
     if (numberStates.clock !== undefined) postNumbers();
+    if (!idleReported && result === null && pendingCount > 0 && pendingCount === questionCount) {
+      idleReported = true;
+      post('["idle",' + questionCount + ']');
+    }
     if (outbox === '') return '';
     const text = flat('[' + outbox + ']');
     outbox = '';
@@ -1593,6 +1670,7 @@ return {
   },
   settle: function settle(text) {
     const batch = _parse(text);
+    idleReported = false;
     for (let i = 0; i < batch.length; i++) {
       const entry = batch[i];
       if (entry[0] === 'spent') {
@@ -1605,6 +1683,7 @@ return {
       slot.done = true;
       delete pending[entry[0]];
       pendingCount--;
+      if (slot.question === true) questionCount--;
       // A call of first()'s loser never returns: the loser's code stops where it waits.
       if (slot.item !== undefined && slot.item !== null && itemCancelled(slot.item)) continue;
       if (entry[1] === true) {

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "CliError"]
+__all__ = ["EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "EXIT_WAITING", "CliError"]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_CANCELLED = 130
+#: The run parked (open questions, or a provider's limit): ``answer`` or ``resume`` continues
+#: it (EX_TEMPFAIL: try again later).
+EXIT_WAITING = 75
 
 
 class CliError(Exception):

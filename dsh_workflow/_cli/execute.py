@@ -9,6 +9,9 @@ returned.
   too); a run stopped by Ctrl-C ends with ``Resume it with: dsh-workflow resume <id>``, one
   stopped by ``BUDGET_EXCEEDED`` with ``Raise the budget and resume with: dsh-workflow resume
   <id> --budget N`` (``--budget-usd`` when the dollar ceiling stopped it).
+- A parked run (``stop_reason == "waiting"``: open questions nobody was there to answer, or
+  a provider's usage limit) lists each question with the command that answers it, or says
+  when the limit resets, and exits 75 (:data:`~.errors.EXIT_WAITING`).
 - The process exits within a second of printing the result, also when the script's thread
   still spins after a timeout or a cancel (:func:`_disposed_promptly`): the run's end is
   recorded first, then the process ends without waiting for that thread.
@@ -52,7 +55,7 @@ from dsh_workflow import (
 )
 
 from .._providers import reaper, worktree
-from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, CliError
+from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_WAITING, CliError
 from .output import ChildFailures, print_result
 from .plan import Plan
 from .progress import EventLog, Progress, make_progress
@@ -72,7 +75,8 @@ _STOP_SIGNALS: dict[signal.Signals, str] = {signal.SIGINT: INTERRUPT_REASON,
                                             signal.SIGTERM: "terminated (SIGTERM)"}
 if hasattr(signal, "SIGHUP"):  # not on Windows
     _STOP_SIGNALS[signal.SIGHUP] = "hung up (SIGHUP)"
-_EXIT_FOR = {"completed": EXIT_OK, "error": EXIT_ERROR, "cancelled": EXIT_CANCELLED}
+_EXIT_FOR = {"completed": EXIT_OK, "error": EXIT_ERROR, "cancelled": EXIT_CANCELLED,
+             "waiting": EXIT_WAITING}
 
 
 @dataclass
@@ -243,10 +247,27 @@ async def _drive(plan: Plan, progress: Progress, event_log: EventLog | None,
             progress.info(interrupts.resume_hint(run.id))
         if result.error_code == WorkflowErrorCode.BUDGET_EXCEEDED and plan.store_path is not None:
             progress.info(budget_hint(run.id, plan, result.error or ""))
+        if result.stop_reason == "waiting":
+            for line in parked_lines(result, run.id, plan):
+                progress.info(line)
         if not await _disposed_promptly(run, plan, store):
             _exit_now(_EXIT_FOR[result.stop_reason], progress, event_log)
         return Outcome(result=result)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def parked_lines(result: WorkflowResult, run_id: str, plan: Plan) -> list[str]:
+    """What a parked run prints on stderr: each open question and the command that answers
+    it, or when the provider's limit resets and the command that continues the run."""
+    from .waiting import limit_lines, question_lines
+
+    if plan.store_path is None:
+        return [f"run {run_id} parked ({result.waiting_reason}), but nothing was recorded "
+                "(--no-store): run it again with a store to continue it later"]
+    if result.waiting_reason == "limit":
+        return limit_lines(run_id, result.resume_after,
+                           resume_command(run_id, plan.store_path, plan.provider_argv))
+    return question_lines(run_id, result.pending, plan.store_path)
 
 
 async def _disposed_promptly(run: WorkflowRun, plan: Plan, store: RunStore | None) -> bool:

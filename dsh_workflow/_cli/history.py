@@ -219,11 +219,19 @@ def stored_reason(data: Mapping[str, Any]) -> str | None:
     return kind_reason(error.get("kind"), _one_line(text))
 
 
-def run_document(record: RunRecord, rows: Sequence[AgentRow]) -> dict[str, Any]:
+def run_document(record: RunRecord, rows: Sequence[AgentRow],
+                 pending: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """``show --json``: the whole record (meta, script, args, status, times, counts, usage,
-    result) and ``agent_calls``, the per-agent table."""
+    result), ``agent_calls``, the per-agent table, and — why a parked run waits —
+    ``waiting_reason``, ``resume_after`` (from its result) and ``pending``, its questions
+    still open in the store (JSON data; empty for a run that does not wait)."""
     document = record.model_dump(mode="json")
     document["agent_calls"] = [asdict(row) for row in rows]
+    result = record.result or {}
+    waiting = record.status == "waiting"
+    document["waiting_reason"] = result.get("waiting_reason") if waiting else None
+    document["resume_after"] = result.get("resume_after") if waiting else None
+    document["pending"] = [dict(question) for question in pending]
     return document
 
 
@@ -260,6 +268,14 @@ def show_text(record: RunRecord, rows: Sequence[AgentRow]) -> str:
                           "process running it died)")
     elif result.get("stop_reason") == "completed":
         lines.append("result:\n" + json.dumps(result.get("value"), indent=2, ensure_ascii=False))
+    elif result.get("stop_reason") == "waiting":  # parked: docs/durable-runs.md
+        if result.get("waiting_reason") == "limit":
+            lines.append("waiting:     for its provider's usage limit to reset"
+                         + (f" ({result['resume_after']})" if result.get("resume_after") else ""))
+        else:
+            asked = [q for q in result.get("pending") or () if isinstance(q, Mapping)]
+            lines.append("waiting:     for answers to " + (", ".join(
+                f"{q.get('qid')} ({q.get('question')})" for q in asked) or "its questions"))
     else:
         lines.append(f"error:       {result.get('error')}")
         code = stored_code(result)
@@ -328,6 +344,10 @@ class EventLines:
         if kind == "AgentReplayed":
             self.replayed += 1
             return f"[agent {data.get('seq')} replayed] {data.get('label')}"
+        if kind == "QuestionAsked":
+            return f"[{data.get('kind')} {data.get('qid')}] {data.get('question')}"
+        if kind == "QuestionAnswered":
+            return f"[answered {data.get('qid')}] by {data.get('by')}"
         if kind == "WorkflowEnded":
             elapsed = 0.0 if self.began is None else max(0.0, stored.at - self.began)
             tokens = _tokens(data.get("usage")) or 0

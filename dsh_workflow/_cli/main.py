@@ -6,13 +6,15 @@ Contract:
 - Every command is registered the one way :mod:`.commands` states: its module's ``register``
   is listed in :data:`COMMANDS`, in the order ``--help`` shows them — ``run`` and ``check``
   (:mod:`.run`), the durable-run commands ``runs``, ``show``, ``logs`` and ``resume`` of
-  docs/durable-runs.md (:mod:`.runs`), ``cancel`` and ``replay-check`` of its "Runs under
+  docs/durable-runs.md (:mod:`.runs`), ``answer`` of its "Runs that wait" (:mod:`.answer`),
+  ``cancel`` and ``replay-check`` of its "Runs under
   control" (:mod:`.control`), ``list`` and ``save`` of saved workflows (:mod:`.library`),
   ``worker`` of docs/temporal.md (:mod:`.worker`), ``mcp`` of docs/mcp.md (:mod:`.mcp`) and
   ``ui`` of docs/viewer.md (:mod:`.ui`). Every
   command that uses a run store finds it with :func:`.stores.store_path`.
 - Exit codes: ``0`` completed, ``1`` the run ended with an error, ``2`` usage or start error
-  (one ``Error: <message>`` line on stderr, never a traceback), ``130`` cancelled by Ctrl-C.
+  (one ``Error: <message>`` line on stderr, never a traceback), ``75`` the run parked (it waits
+  for answers or a provider's limit), ``130`` cancelled by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import NoReturn
 
 from dsh_workflow import __version__
 
-from . import control, library, mcp, run, runs, ui, worker
+from . import answer, control, library, mcp, run, runs, ui, worker
 from .commands import Handler, Register
 from .errors import EXIT_CANCELLED, EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError
 from .output import error_line, terminal_streams
@@ -34,8 +36,9 @@ from .output import error_line, terminal_streams
 __all__ = ["COMMANDS", "EXIT_CANCELLED", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "CliError",
            "build_parser", "main"]
 
-COMMANDS: tuple[Register, ...] = (run.register, runs.register, control.register,
-                                  library.register, worker.register, mcp.register, ui.register)
+COMMANDS: tuple[Register, ...] = (run.register, runs.register, answer.register,
+                                  control.register, library.register, worker.register,
+                                  mcp.register, ui.register)
 """Every command module's ``register``, in the order ``--help`` lists the commands."""
 
 # -- arguments ---------------------------------------------------------------------------------
@@ -52,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dsh-workflow",
                      description="Run JavaScript workflow scripts in a sandboxed QuickJS engine.",
                      epilog="Exit codes: 0 completed, 1 run error, 2 usage or start error, "
-                            "130 cancelled (Ctrl-C).")
+                            "75 parked (waiting for answers or a limit), 130 cancelled "
+                            "(Ctrl-C).")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}",
                         help="print the version and exit")
     commands = parser.add_subparsers(dest="subcommand", required=True, metavar="COMMAND")

@@ -177,6 +177,9 @@ def add_engine_options(parser: argparse.ArgumentParser, *,
     parser.add_argument("--max-failed-agents", type=at_least_zero, metavar="N",
                         help="failure ceiling: once more than N agents failed, the run ends "
                         "with AGENT_FAILED (default: no ceiling)")
+    parser.add_argument("--on-limit", choices=("park", "fail"), default=None,
+                        help="what a provider's usage limit does: park the run until it resets "
+                        "(default; exit 75, continue with resume) or fail that agent")
     parser.add_argument("--echo-latency", type=seconds, metavar="SECONDS",
                         help="simulated latency of each echo agent (echo)")
     add_agent_options(parser)
@@ -278,6 +281,7 @@ def engine_config(ns: argparse.Namespace) -> EngineConfig:
     chosen = {"max_concurrent_agents": ns.max_concurrency, "max_total_agents": ns.max_agents,
               "run_timeout_s": ns.timeout, "agent_timeout_s": ns.agent_timeout,
               "max_failed_agents": getattr(ns, "max_failed_agents", None),
+              "on_limit": getattr(ns, "on_limit", None),
               "budget_tokens": ns.budget, "budget_usd": ns.budget_usd,
               "model_aliases": dict(ns.model_alias) or None,
               "model_prices": dict(getattr(ns, "price", ())) or None}

@@ -70,7 +70,8 @@ def print_result(result: WorkflowResult, run_id: str, *, as_json: bool,
     """Write the run's JSON document to stdout and, when it did not complete, an error line.
     With ``--json`` the document is the whole result (:func:`result_document`, with
     ``failures``, the children that did not complete); a failed run's document without it is
-    ``value``, ``stop_reason``, ``error``, ``error_code``, ``agents_started``, ``run_id``.
+    ``value``, ``stop_reason``, ``error``, ``error_code``, ``agents_started``, ``run_id`` (and a
+    parked run's ``waiting_reason``, ``pending`` and ``resume_after``).
     An error that names a limit set by a flag (``limit_flags``: setting -> ``"--budget 150"``)
     names the flag too, in both. Each of the result's warnings follows on stderr as a
     ``warning: ...`` line (and, without ``--json``, in a failed run's ``warnings`` list,
@@ -87,6 +88,10 @@ def print_result(result: WorkflowResult, run_id: str, *, as_json: bool,
         document = {"value": result.value, "stop_reason": result.stop_reason,
                     "error": error, "error_code": result.error_code,
                     "agents_started": result.agents_started, "run_id": run_id}
+        if result.stop_reason == "waiting":  # a parked run: why, and what it waits for
+            waiting = result.model_dump(mode="json", include={"waiting_reason", "pending",
+                                                              "resume_after"})
+            document.update(waiting)
         if result.warnings:
             document["warnings"] = list(result.warnings)
     write_stdout(json.dumps(document, indent=2, ensure_ascii=False) + "\n")

@@ -39,6 +39,7 @@ from .stores import ensure_folder, store_path
 if TYPE_CHECKING:  # loaded where used: declaring the options must stay cheap (start-up time)
     from dsh_workflow import (
         AgentRegistry,
+        AnswerProvider,
         EngineConfig,
         RunStore,
         SubagentProvider,
@@ -80,17 +81,22 @@ class Plan:
     limit_flags: dict[str, str] = field(default_factory=dict)  # setting -> "--budget 150"
     rerun: frozenset[int] = frozenset()  # calls of resume_from that run live again
     confirmed_agents: int | None = None  # --confirm-above: the agent calls the estimate showed
+    #: Who answers the run's questions (docs/durable-runs.md, "Runs that wait"): with no
+    #: answerer the run parks (exit 75) when it waits on nothing but questions.
+    answers: AnswerProvider | None = None
+    park: bool = True
 
     def make_engine(self, provider: SubagentProvider, store: RunStore | None) -> WorkflowEngine:
         if self.engine == "subprocess":
             from dsh_workflow import SubprocessEngine
 
             return SubprocessEngine(self.config, provider=provider, pool_size=0,
-                                    agents=self.agents, store=store, library=self.library)
+                                    agents=self.agents, store=store, library=self.library,
+                                    answers=self.answers, park=self.park)
         from dsh_workflow import QuickJSEngine
 
         return QuickJSEngine(self.config, provider=provider, agents=self.agents, store=store,
-                             library=self.library)
+                             library=self.library, answers=self.answers, park=self.park)
 
 
 def _read_text(path: str, what: str) -> str:

@@ -39,11 +39,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .commands import Subcommands
-from .errors import EXIT_OK, CliError
+from .errors import EXIT_OK, EXIT_WAITING, CliError
 from .options import count
 from .output import write_stdout
 from .plan import add_run_options, args_value, meta_option_value, plan_options, script_parts
@@ -57,7 +58,7 @@ __all__ = ["MIN_PREFIX", "POLL_S", "find_run", "register"]
 
 #: How often ``logs --follow`` looks for new events.
 POLL_S = 0.2
-_STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "broken")
+_STATUSES = ("running", "completed", "error", "cancelled", "interrupted", "waiting", "broken")
 #: The fewest characters of a run id that name a run (when no other id starts with them).
 MIN_PREFIX = 4
 #: The last line of ``logs`` for a run whose process died before it ended.
@@ -225,18 +226,23 @@ def command_show(ns: argparse.Namespace) -> int:
 
     from .history import agent_rows, event_counts, run_document, show_text, with_counts
 
-    async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any]]:
+    async def reader(store: SQLiteRunStore) -> tuple[RunRecord, list[Any], list[Any]]:
         record = await _record(store, ns, ns.run_id)
         events = await store.events(record.id)
+        pending = await store.questions(record.id) if record.status in ("waiting", "running") \
+            else []
         return (with_counts(record, event_counts(events)),
-                agent_rows(events, running=record.status == "running"))
+                agent_rows(events, running=record.status == "running"), pending)
 
     found = _read(ns, reader, None)
     if found is None:
         raise _unknown(ns, ns.run_id)
-    record, rows = found
+    record, rows, pending = found
     if ns.json:
-        write_stdout(json.dumps(run_document(record, rows), indent=2, ensure_ascii=False) + "\n")
+        from .._questions import question_data
+
+        document = run_document(record, rows, [question_data(q) for q in pending])
+        write_stdout(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     else:
         write_stdout(show_text(record, rows) + "\n")
     return EXIT_OK
@@ -316,6 +322,14 @@ def command_resume(ns: argparse.Namespace) -> int:
         from .._engines.host.journal import still_running
 
         raise CliError(still_running(record))
+    if record.status == "waiting":
+        from .waiting import limit_due
+
+        due = limit_due(record, store_path(ns))
+        if due is not None:  # its provider's limit has not reset: nothing is called
+            for line in due:
+                sys.stderr.write(line + "\n")
+            return EXIT_WAITING
     from .._store.signing import verified
 
     signed_by_user = False

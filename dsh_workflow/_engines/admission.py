@@ -19,6 +19,7 @@ from .._errors import WorkflowError, WorkflowErrorCode
 from .._events import EventHub
 from .._library import WorkflowLibrary
 from .._meta import WorkflowMeta, parse_meta
+from .._questions import AnswerProvider
 from .._request import WorkflowStartRequest
 from .._script import check_body, run_header
 from .._secrets import RedactingProvider, run_secrets
@@ -30,7 +31,8 @@ from .host.journal import EventRecorder, RunJournal, check_resume
 from .host.pricing import unpriced_defaults
 from .script.prelude import body_line_offset
 
-__all__ = ["Admission", "EngineState", "admit", "check_agents", "check_library", "check_priced",
+__all__ = ["Admission", "EngineState", "admit", "check_agents", "check_answers", "check_library",
+           "check_priced",
            "encode_args", "hosted_run",
            "resolve_budget", "resolve_budget_usd", "resolve_provider", "resolve_total_cap"]
 
@@ -204,10 +206,11 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                task_group: TaskGroup, agents: AgentRegistry | None = None,
                recorder: tuple[RunStore, EventRecorder] | None = None,
                library: WorkflowLibrary | None = None,
-               gates: RetryGates | None = None) -> HostedRun:
+               gates: RetryGates | None = None, answers: AnswerProvider | None = None,
+               park: bool = False) -> HostedRun:
     """The host side of an admitted run (its runtime is attached by the engine); ``agents``
     resolves ``agentType`` at each call; with a ``recorder`` (the engine's store and event
-    listener) the run is durable."""
+    listener) the run is durable; ``answers`` and ``park`` say who answers its questions."""
     run_id = str(uuid.uuid4())
     journal = None
     if recorder is not None:
@@ -234,7 +237,17 @@ def hosted_run(admission: Admission, *, config: EngineConfig, events: EventHub,
                      events=events, task_group=task_group,
                      body_line_offset=body_line_offset(),
                      body_header_chars=len(run_header(admission.script)), agents=agents,
-                     declared=declared, gates=gates)
+                     declared=declared, gates=gates, answers=answers, park=park)
+
+
+def check_answers(value: object) -> AnswerProvider | None:
+    """An engine's ``answers=``: an :class:`~dsh_workflow.AnswerProvider` (an object with an
+    async ``answer(question)``) or None."""
+    if value is not None and not callable(getattr(value, "answer", None)):
+        raise TypeError("answers must be an AnswerProvider with an async answer(question) "
+                        f"method, e.g. dsh_workflow.testing.AutoAnswer (got "
+                        f"{type(value).__name__})")
+    return value  # type: ignore[return-value]  # duck-checked just above
 
 
 def check_library(value: object) -> WorkflowLibrary | None:

@@ -28,6 +28,7 @@ from .._config import EngineConfig
 from .._events import EventHub, RunInfo, WorkflowStarted
 from .._library import WorkflowLibrary
 from .._prices import load_async
+from .._questions import AnswerProvider
 from .._request import WorkflowStartRequest
 from .._run import WorkflowEngine, WorkflowRun
 from .._store import RunStore
@@ -37,6 +38,7 @@ from .admission import (
     EngineState,
     admit,
     check_agents,
+    check_answers,
     check_library,
     hosted_run,
 )
@@ -87,7 +89,8 @@ class EngineBase(WorkflowEngine, Generic[R]):
 
     def __init__(self, config: EngineConfig | None, *, provider: SubagentProvider,
                  agents: AgentRegistry | None, store: RunStore | None,
-                 library: WorkflowLibrary | None) -> None:
+                 library: WorkflowLibrary | None, answers: AnswerProvider | None = None,
+                 park: bool = False) -> None:
         self.config = config if config is not None else EngineConfig()
         if not isinstance(self.config, EngineConfig):
             raise TypeError("config must be an EngineConfig")
@@ -96,6 +99,12 @@ class EngineBase(WorkflowEngine, Generic[R]):
         self.provider = provider
         self.agents = check_agents(agents)
         self.library = check_library(library)
+        #: Who answers the runs' questions (docs/embedding.md, "Questions"): ``answers`` as
+        #: they arise; ``park``: a run waiting on nothing but questions nobody answers parks.
+        self.answers = check_answers(answers)
+        if not isinstance(park, bool):
+            raise TypeError("park must be True or False")
+        self.park = park
         self.store = store
         self._store = EngineStore(store) if store is not None else None
         self.events = EventHub()
@@ -188,6 +197,7 @@ class EngineBase(WorkflowEngine, Generic[R]):
         assert self._tg is not None
         run = hosted_run(admission, config=self.config, events=self.events, task_group=self._tg,
                          agents=self.agents, library=self.library, gates=self._retry_gates,
+                         answers=self.answers, park=self.park,
                          recorder=None if store is None else (store.store, store.recorder))
         runtime = self._new_runtime(admission, run)
         self._runs[run] = runtime

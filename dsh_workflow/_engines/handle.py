@@ -11,6 +11,7 @@ example ``SubprocessEngine.sandbox_pid``) and tests that inspect a run's interna
 
 from __future__ import annotations
 
+from .._questions import AnswerReceipt, PendingQuestions
 from .._result import WorkflowResult
 from .._run import WorkflowRun
 from .host.host import HostedRun
@@ -39,6 +40,12 @@ class RunHandle(WorkflowRun):
 
     async def dispose(self) -> None:
         await self._hosted.dispose()
+
+    def pending(self) -> PendingQuestions:
+        return self._hosted.pending()
+
+    def answer(self, qid: str, value: object) -> AnswerReceipt:
+        return self._hosted.answer(qid, value)
 
     def __repr__(self) -> str:
         return f"<WorkflowRun {self._hosted.id}>"

@@ -17,6 +17,7 @@ from .._agents import AgentRegistry
 from .._config import EngineConfig
 from .._library import WorkflowLibrary
 from .._loop import LoopHandle
+from .._questions import AnswerProvider
 from .._store import RunStore
 from .._subagent import SubagentProvider
 from .admission import Admission
@@ -110,9 +111,10 @@ class QuickJSEngine(EngineBase[ThreadRuntime]):
     def __init__(self, config: EngineConfig | None = None, *,
                  provider: SubagentProvider,
                  agents: AgentRegistry | None = None, store: RunStore | None = None,
-                 library: WorkflowLibrary | None = None) -> None:
+                 library: WorkflowLibrary | None = None,
+                 answers: AnswerProvider | None = None, park: bool = False) -> None:
         super().__init__(config, provider=provider, agents=agents, store=store,
-                         library=library)
+                         library=library, answers=answers, park=park)
         self._pool: _WarmPool = _WarmPool(self.config)
         self._loop: LoopHandle | None = None
         self._seq = 0

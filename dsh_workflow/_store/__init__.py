@@ -7,7 +7,8 @@ and its steps), ``writer`` (the one writer thread per store, group commit and th
 ``writes`` (the rows and jobs that write runs, events and the journal), ``bulk`` (multi-row
 inserts), ``reads`` (the read connections and the queries of runs, events and journal),
 ``rows`` (stored rows read back as records), ``encoding`` (values as SQLite holds them),
-``calls`` (each ``agent()`` call's record and the run-control columns), ``liveness`` (a
+``calls`` (each ``agent()`` call's record and the run-control columns), ``questions`` (the
+questions runs ask and their answers), ``liveness`` (a
 ``running`` run whose owner died reads ``interrupted``), ``owners`` (who owns a running run and
 whether it is alive), ``files`` (owner-only file modes), ``signing`` (a provider record signed
 with the user's key, so a resume trusts only what this user recorded).
@@ -24,9 +25,10 @@ stored in clear: the file is as sensitive as the workflows run against it.
 from .calls import CallBrief, CallRecord, CallRow
 from .migrations import SCHEMA_VERSION, migrate
 from .models import JournalEntry, JournalKind, RunRecord, RunStatus, RunStoreError, StoredEvent
-from .protocol import RunControlStore, RunStore
+from .protocol import QuestionStore, RunControlStore, RunStore
+from .questions import QuestionRecord
 from .sqlite import SQLiteRunStore
 
 __all__ = ["SCHEMA_VERSION", "CallBrief", "CallRecord", "CallRow", "JournalEntry", "JournalKind",
-           "RunControlStore", "RunRecord", "RunStatus", "RunStore", "RunStoreError",
+           "QuestionRecord", "QuestionStore", "RunControlStore", "RunRecord", "RunStatus", "RunStore", "RunStoreError",
            "SQLiteRunStore", "StoredEvent", "migrate"]

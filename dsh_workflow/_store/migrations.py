@@ -21,6 +21,11 @@ Schema version (``PRAGMA user_version``) history:
 - **4** — ``journal.kind`` may be ``race`` (the winner of a script's ``first()`` call, so a
   resume picks the same one); SQLite cannot change a CHECK constraint in place, so the table
   is rebuilt with its rows.
+- **5** — runs that wait (``ask()``, ``checkpoint()``, a provider's limit): ``runs.status`` may
+  be ``waiting`` (a parked run; the CHECK constraint is widened in place, which every row
+  already satisfies), and ``questions``, one row per question a run asked: its ``qid`` and
+  ``seq``, journal ``key``, the question (JSON), when it was asked, its absolute ``deadline``,
+  and once answered the answer (JSON), when and by whom.
 
 The file also carries ``PRAGMA application_id = 0x64736877`` ("dshw"), so a store never writes
 into another program's database. To change the schema, append a step to :data:`MIGRATIONS`
@@ -139,6 +144,26 @@ ALTER TABLE journal_v4 RENAME TO journal;
 """
 
 
+_V5 = """
+CREATE TABLE questions (
+    run_id      TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    qid         TEXT NOT NULL,             -- q1, q2, ... in the run's ask order
+    seq         INTEGER NOT NULL,          -- the call's seq (shared with agent() calls)
+    key         TEXT NOT NULL,             -- the journal key (_questions.question_key)
+    question    TEXT NOT NULL,             -- JSON object: the Question
+    asked_at    REAL NOT NULL,
+    deadline    REAL,                      -- POSIX seconds; NULL: never times out
+    answered_at REAL,                      -- NULL while open
+    answer      TEXT,                      -- JSON value
+    answered_by TEXT,
+    PRIMARY KEY (run_id, qid)
+) WITHOUT ROWID;
+"""
+
+_OLD_STATUSES = "'running', 'completed', 'error', 'cancelled', 'interrupted')"
+_NEW_STATUSES = "'running', 'completed', 'error', 'cancelled', 'interrupted', 'waiting')"
+
+
 def _execute_script(conn: sqlite3.Connection, script: str) -> None:
     """Run each statement of ``script`` inside the caller's transaction (unlike
     ``executescript``, which commits first)."""
@@ -168,9 +193,25 @@ def _add_v4(conn: sqlite3.Connection) -> None:
     _execute_script(conn, _V4)
 
 
+def _add_v5(conn: sqlite3.Connection) -> None:
+    _execute_script(conn, _V5)
+    # SQLite cannot alter a CHECK constraint; widening one that every row satisfies may be done
+    # by rewriting the table's definition in place (sqlite.org/lang_altertable.html, "making
+    # other kinds of table schema changes"), then bumping the schema version so every
+    # connection reloads it.
+    version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+    conn.execute("PRAGMA writable_schema = ON")
+    try:
+        conn.execute("UPDATE sqlite_schema SET sql = replace(sql, ?, ?) "
+                     "WHERE type = 'table' AND name = 'runs'", (_OLD_STATUSES, _NEW_STATUSES))
+        conn.execute(f"PRAGMA schema_version = {version + 1}")
+    finally:
+        conn.execute("PRAGMA writable_schema = OFF")
+
+
 Migration = Callable[[sqlite3.Connection], None]
 
-MIGRATIONS: tuple[Migration, ...] = (_create_v1, _add_v2, _add_v3, _add_v4)
+MIGRATIONS: tuple[Migration, ...] = (_create_v1, _add_v2, _add_v3, _add_v4, _add_v5)
 """``MIGRATIONS[i]`` upgrades schema version ``i`` to ``i + 1`` inside an open transaction."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,13 +10,16 @@ from .._subagent import Usage
 
 __all__ = ["JournalEntry", "JournalKind", "RunRecord", "RunStatus", "RunStoreError", "StoredEvent"]
 
-RunStatus = Literal["running", "completed", "error", "cancelled", "interrupted", "broken"]
-"""A stored run's status. ``interrupted``: the process that owned the run died before it ended.
+RunStatus = Literal["running", "completed", "error", "cancelled", "interrupted", "broken",
+                    "waiting"]
+"""A stored run's status. ``waiting``: the run parked (open questions nobody was there to
+answer, or a provider's usage limit); ``resume`` or ``answer`` continues it. ``interrupted``:
+the process that owned the run died before it ended.
 ``broken``: its stored row cannot be read whole (corrupt, or written by something else); only a
 listing returns such a record, with :attr:`RunRecord.problem` saying what is wrong, while a read
 of that one run raises :class:`RunStoreError`."""
 
-FinalStatus = Literal["completed", "error", "cancelled"]
+FinalStatus = Literal["completed", "error", "cancelled", "waiting"]
 """The statuses a run's owner may finish it with."""
 
 JournalKind = Literal["agent", "clock", "random", "race"]

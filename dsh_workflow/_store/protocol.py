@@ -7,6 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from .._questions import Question
 from .._subagent import Usage
 from .calls import CallBrief, CallRecord, CallRow
 from .models import (
@@ -17,8 +18,9 @@ from .models import (
     RunStatus,
     StoredEvent,
 )
+from .questions import QuestionRecord
 
-__all__ = ["RunControlStore", "RunStore"]
+__all__ = ["QuestionStore", "RunControlStore", "RunStore"]
 
 
 @runtime_checkable
@@ -137,3 +139,30 @@ class RunControlStore(RunStore, Protocol):
 
     async def cancel_requests(self, run_ids: Sequence[str]) -> list[str]:
         """Which of ``run_ids`` another process asked to cancel."""
+
+
+@runtime_checkable
+class QuestionStore(RunStore, Protocol):
+    """A :class:`RunStore` that keeps the questions runs ask (``ask()``, ``checkpoint()``) and
+    their answers, durable and shared between processes (docs/durable-runs.md, "Runs that
+    wait"); ``SQLiteRunStore`` is one. Without these methods an engine keeps questions in
+    memory only: a resume asks them again, and no other process can answer them.
+    """
+
+    def post_question(self, run_id: str, question: Question, key: str) -> None:
+        """Queue the row of an asked (open) question."""
+
+    async def questions(self, run_id: str, *, open_only: bool = True) -> list[Question]:
+        """The run's questions in seq order: the open ones (default), or all of them."""
+
+    async def question_records(self, run_id: str, *,
+                               open_only: bool = False) -> list[QuestionRecord]:
+        """The run's questions with their keys and answers, in seq order."""
+
+    async def answer_question(self, run_id: str, qid: str, value: Any, *,
+                              by: str) -> Question:
+        """Answer an open question once committed; ``WorkflowError`` ``INVALID_ARGUMENT`` for
+        an invalid value or an unknown or answered qid (nothing written)."""
+
+    async def time_out_question(self, run_id: str, qid: str, value: Any) -> Question:
+        """Close an open question as timed out (``by="timeout"``) with the script's value."""

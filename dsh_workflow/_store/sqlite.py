@@ -19,7 +19,9 @@ import anyio
 import anyio.to_thread
 import sniffio
 
+from .._errors import WorkflowError
 from .._loop import LoopHandle
+from .._questions import Question
 from .._subagent import Usage
 from . import owners, reads, writes
 from .calls import CallBrief, CallRecord, CallRow
@@ -48,6 +50,7 @@ from .models import (
     StoredEvent,
 )
 from .owners import HOST, OwnerLock
+from .questions import QuestionRecord, answer_row, insert_question, read_questions
 from .reads import Readers, naming
 from .writer import Waiter, Writer
 from .writes import Event, EventRows, Tick, journal_rows
@@ -396,6 +399,60 @@ class SQLiteRunStore:
         await self.open()
         ids = list(run_ids)
         return await self._readers.read(lambda conn: _cancel_requested(conn, ids))
+
+    # ---- questions (docs/durable-runs.md, "Runs that wait") --------------------------------
+
+    def post_question(self, run_id: str, question: Question, key: str) -> None:
+        """Queue the row of a question the run asked (open), and return at once; a question
+        already recorded stays as it is (a storage failure: see :meth:`post_events`)."""
+        at = time.time()
+        self._seal()  # after whatever was posted before it
+        self._writer.submit(lambda conn: insert_question(conn, run_id, question, key, at))
+
+    async def questions(self, run_id: str, *, open_only: bool = True) -> list[Question]:
+        """The run's questions in seq order: the open ones (default), or all of them."""
+        return [record.question
+                for record in await self.question_records(run_id, open_only=open_only)]
+
+    async def question_records(self, run_id: str, *,
+                               open_only: bool = False) -> list[QuestionRecord]:
+        """The run's questions with their keys and answers, in seq order."""
+        await self.open()
+        return await self._readers.read(lambda conn: naming(
+            self._path, run_id, lambda: read_questions(conn, run_id, open_only=open_only)))
+
+    async def answer_question(self, run_id: str, qid: str, value: Any, *,
+                              by: str) -> Question:
+        """Answer the open question ``qid`` of ``run_id`` (``by``: who answers — ``viewer``,
+        ``command``, ``mcp``, ...); returns the question once the answer is committed (it
+        survives ``kill -9``). The value is checked by
+        :func:`~dsh_workflow._questions.check_answer` first. Raises
+        :class:`~dsh_workflow.WorkflowError` ``INVALID_ARGUMENT`` for an invalid value, an
+        unknown qid or one already answered (nothing is written then), and
+        :class:`RunStoreError` when the store fails. The process running the run (if one is)
+        applies the answer within half a second; a parked run gets it when it is continued."""
+        return await self._answer(run_id, qid, value, by=by, validate=True)
+
+    async def time_out_question(self, run_id: str, qid: str, value: Any) -> Question:
+        """Close the open question ``qid`` as timed out with the value the script got
+        (``by="timeout"``; not checked: a timeout's null). Raises as :meth:`answer_question`
+        does for an unknown or answered qid."""
+        return await self._answer(run_id, qid, value, by="timeout", validate=False)
+
+    async def _answer(self, run_id: str, qid: str, value: Any, *, by: str,
+                      validate: bool) -> Question:
+        def job(conn: sqlite3.Connection) -> Question | WorkflowError:
+            # A refusal is the job's result, not its failure: the writer would make any
+            # exception a RunStoreError.
+            try:
+                return answer_row(conn, run_id, qid, value, by=by, validate=validate)
+            except WorkflowError as exc:
+                return exc
+
+        outcome = await self._write(job)
+        if isinstance(outcome, WorkflowError):
+            raise outcome
+        return outcome
 
     # ---- internals ---------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ Event = Mapping[str, Any] | BaseModel
 EventsPayload = tuple[str, float, list[str | bytes]]
 """One call's events: run id, the time of the call, each event's JSON text."""
 
-FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled"})
+FINAL: frozenset[str] = frozenset({"completed", "error", "cancelled", "waiting"})
 """The statuses a run finishes with."""
 
 _EVENT_COLUMNS = ("run_id", "first_seq", "last_seq", "data")

@@ -9,6 +9,8 @@
   :class:`FunctionProvider` (answers with a handler), :class:`GatedProvider` (children wait
   until the test releases them), :class:`FailingProvider` (raises), :class:`HangingProvider`
   (never returns, counts cancellations).
+* :class:`AutoAnswer` — answers a run's questions (``ask()``, ``checkpoint()``) from a
+  mapping of question texts or a callable of the ``Question``: ``answers=`` of an engine.
 * :func:`check_run_events` — the event contract of docs/embedding.md for one run (raises
   :class:`EventContractError`, an ``AssertionError``); :func:`events_from_records` rebuilds
   events from the JSON lines ``dsh-workflow run --events`` writes. No pytest needed.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._answers import AutoAnswer as AutoAnswer
 from ._contract import EventContractError as EventContractError
 from ._contract import check_run_events as check_run_events
 from ._contract import events_from_records as events_from_records
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from ._suite import EngineConformance as EngineConformance
 
 __all__ = [
+    "AutoAnswer",
     "EngineConformance",
     "EventContractError",
     "FailingProvider",
@@ -53,7 +57,8 @@ __all__ = [
 
 _SUITE_MODULES = ("_suite", "_suite_base", "_suite_boundary", "_suite_combinators", "_suite_compat",
                   "_suite_events", "_suite_hooks", "_suite_lifecycle", "_suite_limits",
-                  "_suite_sandbox", "_suite_start", "_suite_failure_aware")
+                  "_suite_sandbox", "_suite_start", "_suite_failure_aware",
+                  "_suite_questions")
 
 
 def __getattr__(name: str) -> Any:

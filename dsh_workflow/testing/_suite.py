@@ -11,6 +11,7 @@ from ._suite_failure_aware import FailureAwareSuite
 from ._suite_hooks import AgentSuite, NarrationSuite
 from ._suite_lifecycle import LifecycleSuite
 from ._suite_limits import LimitSuite
+from ._suite_questions import QuestionSuite
 from ._suite_sandbox import SandboxSuite
 from ._suite_start import StartSuite
 
@@ -23,6 +24,7 @@ class EngineConformance(
     NarrationSuite,
     CombinatorSuite,
     FailureAwareSuite,
+    QuestionSuite,
     BoundarySuite,
     LimitSuite,
     LifecycleSuite,
@@ -64,6 +66,7 @@ class EngineConformance(
     (test name -> reason; those tests run as ``xfail(strict=True)``, so a fix is noticed).
 
     The topic suites it is made of, each documenting what it checks: ``StartSuite``,
-    ``AgentSuite``, ``NarrationSuite``, ``CombinatorSuite``, ``FailureAwareSuite``, ``BoundarySuite``,
+    ``AgentSuite``, ``NarrationSuite``, ``CombinatorSuite``, ``FailureAwareSuite``,
+    ``QuestionSuite``, ``BoundarySuite``,
     ``LimitSuite``, ``LifecycleSuite``, ``EventSuite``, ``SandboxSuite``, ``CompatSuite``.
     """

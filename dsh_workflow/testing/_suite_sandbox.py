@@ -11,7 +11,7 @@ from ._suite_base import ConformanceBase, assert_run_error
 __all__ = ["SandboxSuite"]
 
 HOOKS = {"agent", "subagent", "parallel", "pipeline", "phase", "log", "console", "args", "budget",
-         "workflow", "settle", "vote", "first", "gate"}
+         "workflow", "settle", "vote", "first", "gate", "ask", "checkpoint"}
 ECMASCRIPT_GLOBALS = {
     "AggregateError", "Array", "ArrayBuffer", "AsyncDisposableStack", "Atomics", "BigInt",
     "BigInt64Array", "BigUint64Array", "Boolean", "DataView", "Date", "DisposableStack",

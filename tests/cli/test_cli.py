@@ -36,7 +36,8 @@ EXAMPLE_NAMES = ["code-review", "research-pipeline", "map-reduce-summary", "veri
 RESULT_KEYS = {"value", "stop_reason", "error", "error_code", "agents_started", "run_id"}
 #: What ``run --json`` prints: the whole result at the top level (SPEC §23).
 JSON_KEYS = RESULT_KEYS | {"warnings", "agents_failed", "agents_cancelled", "failures", "usage",
-                           "agents_replayed", "agents_unpriced"}
+                           "agents_replayed", "agents_unpriced",
+                           "pending", "waiting_reason", "resume_after"}  # a parked run's
 
 META_HEADER = "export const meta = { name: 'cli-test', description: 'a CLI test' };\n"
 SLOW_SCRIPT = META_HEADER + """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -57,9 +57,11 @@ def failed(kind: Any, error: str = "it failed", **fields: Any) -> SubagentResult
 
 
 async def run_script(provider: Any, script: str, *, retry: RetryPolicy = QUICK,
-                     concurrency: int = 4) -> tuple[WorkflowResult, list[WorkflowEvent]]:
+                     concurrency: int = 4,
+                     on_limit: Literal["park", "fail"] = "park",
+                     ) -> tuple[WorkflowResult, list[WorkflowEvent]]:
     events: list[WorkflowEvent] = []
-    config = EngineConfig(max_concurrent_agents=concurrency, retry=retry)
+    config = EngineConfig(max_concurrent_agents=concurrency, retry=retry, on_limit=on_limit)
     async with QuickJSEngine(config, provider=provider) as engine:
         engine.events.subscribe(events.append)
         run = engine.start(WorkflowStartRequest(meta={"name": "faults", "description": "d"},
@@ -154,7 +156,9 @@ async def test_a_limit_is_not_retried_and_a_far_reset_is_a_limit() -> None:
     far = datetime.now(UTC) + timedelta(hours=3)
     provider = Scripted({"a": [failed("limit", "usage limit", retry_at=far)],
                          "b": [failed("rate_limited", "HTTP 429", retry_at=far)]})
-    result, events = await run_script(provider, "return [await agent('a'), await agent('b')]")
+    # on_limit="fail": the child's failure (the default parks: tests/durable/test_limit_parking.py)
+    result, events = await run_script(provider, "return [await agent('a'), await agent('b')]",
+                                      on_limit="fail")
     assert result.value == [None, None] and len(provider.calls) == 2
     assert [e.error.cause for e in ends(events) if e.error] == ["limit", "limit"]
     assert not retries(events)

@@ -9,7 +9,10 @@ While an engine with a store has durable runs going, :func:`control_poll` wakes 
   the viewer's Cancel button: :meth:`~dsh_workflow.SQLiteRunStore.request_cancel`) and cancels
   each with a reason naming the request's origin (``cancelled from the viewer``; without an
   origin, :data:`CANCEL_REASON`). So a request is noticed within one period plus
-  one short read of the store.
+  one short read of the store;
+- delivers to the runs that wait on questions the answers another process wrote to the store
+  (the viewer, ``dsh-workflow answer --no-continue``:
+  :meth:`~dsh_workflow.SQLiteRunStore.answer_question`), within the same bound.
 
 With no run going it only sleeps. A store that cannot answer is logged once per failure
 streak and tried again at the next period; it never stops a run.
@@ -77,3 +80,10 @@ async def control_poll(store: RunStore, runs: Callable[[], Iterable[HostedRun]],
         for run in live:
             if run.id in asked:
                 run.cancel(await _reason(store, run.id))
+        for run in live:
+            if run.questions.waiting:
+                try:
+                    await run.questions.poll()
+                except RunStoreError as exc:
+                    logger.warning("dsh-workflow: cannot read the answers of run %s from the "
+                                   "run store: %s", run.id, exc)

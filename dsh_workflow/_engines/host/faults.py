@@ -11,8 +11,12 @@ The decision is the engine's, never a provider's (docs/providers.md, "Faults and
 - ``auth`` and ``not_found`` (every later child would hit them too), and ``network`` once the
   attempts are spent, end the run with fatal ``AGENT_FAILED`` naming the agent, the cause and
   the reason;
-- everything else (``bad_request``, ``timeout``, ``limit``, ``other``, a failure the provider
-  did not classify) stays that child's failure.
+- ``limit`` (a usage limit; also a retried cause whose ``retry_at`` lies beyond ``cap_s``) parks
+  the run (``EngineConfig.on_limit="park"``, the default; ``resume_after`` is the ``retry_at``):
+  the children still running are cancelled and a resume runs them and it again; with
+  ``on_limit="fail"`` it is that child's failure;
+- everything else (``bad_request``, ``timeout``, ``other``, a failure the provider did not
+  classify) stays that child's failure.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -32,6 +33,7 @@ from ..._errors import WorkflowErrorCode
 from ..._events import EventHub, RunInfo, WorkflowEnded
 from ..._library import WorkflowLibrary
 from ..._meta import WorkflowMeta, meta_warnings
+from ..._questions import AnswerProvider, AnswerReceipt, PendingQuestions, Question
 from ..._result import WorkflowResult
 from ..._run import WorkflowRun
 from ..._schema_limits import SchemaLimits
@@ -45,11 +47,13 @@ from .journal import RunJournal
 from .journal_writer import JournalWriter
 from .ledger import CallLedger
 from .outcome import CALLER_CANCELLED, ScriptText, cancel_message, final_result
+from .questions import QuestionDesk
 from .scheduler import ChildScheduler
 from .serving import HookServer
 from .stop import (
     Cancelled,
     Fault,
+    Parked,
     RunState,
     RuntimeEnded,
     StopCause,
@@ -81,7 +85,8 @@ class HostedRun(WorkflowRun):
                  body_line_offset: int = 0, body_header_chars: int = 0,
                  agents: AgentRegistry | None = None, journal: RunJournal | None = None,
                  library: WorkflowLibrary | None = None,
-                 declared: ProviderInfo | None = None, gates: RetryGates | None = None) -> None:
+                 declared: ProviderInfo | None = None, gates: RetryGates | None = None,
+                 answers: AnswerProvider | None = None, park: bool = False) -> None:
         self.id = run_id
         self.meta = meta
         self._config = config
@@ -100,14 +105,20 @@ class HostedRun(WorkflowRun):
         self._children = ChildScheduler(
             run_id=run_id, info=self._info, config=config, provider=provider, events=events,
             task_group=task_group, spend=self._spend, limits=limits, calls=self._calls,
-            fail_run=self._agents_failed, secrets=secrets, declared=declared, gates=gates)
+            fail_run=self._agents_failed, secrets=secrets, declared=declared, gates=gates,
+            park_run=self._limit_reached)
         self._journal_writer = None if journal is None else JournalWriter(
             journal, self._calls, self._store_failed)
+        self._questions = QuestionDesk(
+            run_id=run_id, info=self._info, events=events, task_group=task_group,
+            runtime=lambda: self._calls.runtime, journal=journal, answers=answers, park=park,
+            on_park=self._park)
         self._hooks = HookServer(
             run_id=run_id, info=self._info, config=config, events=events, calls=self._calls,
             scheduler=self._children, spend=self._spend, limits=limits,
             max_total_agents=max_total_agents, parent=parent, agents=agents, library=library,
-            journal=journal, frames=self._text.frames, fault=self._record)
+            journal=journal, frames=self._text.frames, fault=self._record,
+            questions=self._questions)
         self._runtime: ScriptRuntime | None = None
 
         self._state = RunState.CREATED
@@ -157,6 +168,17 @@ class HostedRun(WorkflowRun):
             self._settle()
         finally:
             self._disposed.set()
+
+    def pending(self) -> PendingQuestions:
+        return self._questions.pending()
+
+    def answer(self, qid: str, value: object, *, by: str = "caller") -> AnswerReceipt:
+        return self._questions.answer(qid, value, by)
+
+    @property
+    def questions(self) -> QuestionDesk:
+        """The run's questions (the control poll delivers answers from the store to it)."""
+        return self._questions
 
     async def wait_runtime_gone(self) -> None:
         """Wait until the runtime has sent its last report and then exited."""
@@ -323,6 +345,7 @@ class HostedRun(WorkflowRun):
             self._pump_busy = True
             self._wake = anyio.Event()
             self._children.spawn_owed()
+            self._questions.spawn_owed()
             while self._reports:
                 kind, payload = self._reports.popleft()
                 if kind == _END:
@@ -366,14 +389,15 @@ class HostedRun(WorkflowRun):
         hooks, children = self._hooks, self._children
         messages = hooks.decode(text)
         if messages is not None:
-            children.deferring = True  # a plain loop callback: no task to spawn workers from
+            # a plain loop callback: no task to spawn workers (or a question's tasks) from
+            children.deferring = self._questions.deferring = True
             try:
                 start = hooks.serve_slice(messages, 0)
             finally:
-                children.deferring = False
+                children.deferring = self._questions.deferring = False
             if start < len(messages) and not self._stopping():
                 self._reports.append((_REST, messages[start:]))
-            if children.owed_workers or self._reports:
+            if children.owed_workers or self._questions.owed or self._reports:
                 self._wake.set()
         if isinstance(self._cause, Fault):
             self._stop()
@@ -387,6 +411,18 @@ class HostedRun(WorkflowRun):
         self._stop()
 
     # ---- the run store ---------------------------------------------------------------------
+
+    def _park(self, pending: tuple[Question, ...]) -> None:
+        """The script waits on nothing but questions nobody is there to answer: the run parks
+        (docs/durable-runs.md, "Runs that wait")."""
+        if self._record(Parked("question", pending)):
+            self._stop()
+
+    def _limit_reached(self, resume_after: datetime | None) -> None:
+        """A child hit its provider's usage limit (``on_limit="park"``): the run parks until
+        ``resume_after``; the children still running are cancelled (a resume runs them)."""
+        if self._record(Parked("limit", resume_after=resume_after)):
+            self._stop()
 
     def _store_failed(self, exc: RunStoreError) -> None:
         if not isinstance(self._cause, Fault):
@@ -426,6 +462,7 @@ class HostedRun(WorkflowRun):
             self._runtime.stop()
         self._calls.close()
         self._children.close()
+        self._questions.close()
         if self._pump_scope is not None:
             self._pump_scope.cancel()
 
@@ -457,6 +494,7 @@ class HostedRun(WorkflowRun):
         if self._journal is not None:
             self._journal.settled()  # resumable at once, though its end is recorded just after
         self._events.emit(WorkflowEnded(run=self._info, stop_reason=result.stop_reason,
+                                        waiting_reason=result.waiting_reason,
                                         error=result.error, error_code=result.error_code,
                                         agents_started=result.agents_started,
                                         usage=result.usage, agents_failed=result.agents_failed,

@@ -26,8 +26,10 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel
 
+from ..._questions import Question
 from ..._store import JournalEntry, RunRecord, RunStore, RunStoreError
 from ..._store.owners import HOST
+from ..._store.questions import QuestionRecord
 from ..._store.signing import signed
 from ..._subagent import SubagentRequest, Usage
 from .calls import CallLog
@@ -88,6 +90,8 @@ class RunJournal:
         self._args = args
         self.resumed_from = resumed_from
         self._replays: dict[str, deque[JournalEntry]] = {}
+        # the earlier run's questions by key, in its ask order (answered or not)
+        self._questions: dict[str, deque[QuestionRecord]] = {}
         # "race": first()'s winners by ordinal (None where a race recorded none)
         self._numbers: dict[str, list[float | None]] = {"clock": [], "random": [], "race": []}
         self._early_events: list[Mapping[str, Any]] | None = []  # posted before begin()
@@ -116,6 +120,10 @@ class RunJournal:
                         races[entry.seq - 1] = entry.number
                 elif entry.number is not None:
                     self._numbers[entry.kind].append(entry.number)
+            records = getattr(self.store, "question_records", None)
+            if records is not None:
+                for record in await records(self.resumed_from):
+                    self._questions.setdefault(record.key, deque()).append(record)
         _UNSETTLED.add((self.store.path, self.run_id))
         try:
             await self.store.create_run(self.run_id, meta=self._meta, script=self._script,
@@ -152,6 +160,39 @@ class RunJournal:
         entry = waiting.popleft()
         rerun = entry.run_id == self.resumed_from and entry.seq in self.rerun
         return None if rerun else entry
+
+    def replay_question(self, key: str) -> QuestionRecord | None:
+        """The earlier run's next question with ``key`` (consumed; answered or not: an open
+        one gives its deadline), or None."""
+        waiting = self._questions.get(key)
+        return waiting.popleft() if waiting else None
+
+    def post_question(self, question: Question, key: str) -> None:
+        """Queue the row of a question this run asked (stores that keep questions)."""
+        post = getattr(self.store, "post_question", None)
+        if post is not None:
+            post(self.run_id, question, key)
+
+    async def store_answer(self, qid: str, value: Any, by: str) -> None:
+        """Commit the answer to ``qid`` (checked again by the store; ``WorkflowError`` when
+        another answerer was first)."""
+        commit = getattr(self.store, "answer_question", None)
+        if commit is not None:
+            await commit(self.run_id, qid, value, by=by)
+
+    async def store_time_out(self, qid: str, value: Any) -> None:
+        """Commit that ``qid`` timed out, with the value the script got."""
+        commit = getattr(self.store, "time_out_question", None)
+        if commit is not None:
+            await commit(self.run_id, qid, value)
+
+    async def stored_answers(self, qids: set[str]) -> list[QuestionRecord]:
+        """The answers the store holds for ``qids`` (written by another process)."""
+        read = getattr(self.store, "question_records", None)
+        if read is None:
+            return []
+        records: list[QuestionRecord] = await read(self.run_id)
+        return [r for r in records if r.answered and r.question.qid in qids]
 
     def entry(self, seq: int, key: str, *, text: str | None, structured: Any,
               usage: Usage | None) -> JournalEntry:

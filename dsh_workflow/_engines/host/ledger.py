@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import anyio
 
@@ -51,6 +52,8 @@ class ChildCall:
     fatal: str | None = None  # the run's end when its provider is unavailable
     fatal_code: WorkflowErrorCode = WorkflowErrorCode.AGENT_FAILED  # that end's code
     uncounted: str | None = None  # why the dollar budget cannot count its usage
+    #: A provider's usage limit parks the run (``on_limit="park"``): when it resets, if said.
+    limit: tuple[datetime | None] | None = None
     scope: anyio.CancelScope | None = field(default=None, repr=False)  # while its child runs
 
 

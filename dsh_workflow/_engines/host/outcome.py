@@ -16,7 +16,7 @@ from ..._meta import WorkflowMeta
 from ..._result import WorkflowResult
 from ..._subagent import Usage
 from ..script.wire import Completed, Failed, InternalCode, warnings_of
-from .stop import Cancelled, Fault, RuntimeEnded, StopCause, TimedOut
+from .stop import Cancelled, Fault, Parked, RuntimeEnded, StopCause, TimedOut
 
 __all__ = ["CALLER_CANCELLED", "ScriptText", "cancel_message", "final_result"]
 
@@ -111,6 +111,9 @@ def cancel_message(cause: StopCause | None, config: EngineConfig,
     if isinstance(cause, Cancelled):
         reason = cause.reason
         return reason if reason.startswith("cancelled") else f"cancelled: {reason}"
+    if isinstance(cause, Parked):
+        return ("cancelled: the run parked on a provider's usage limit (a resume runs this "
+                "agent again)" if cause.reason == "limit" else "cancelled: the run parked")
     code: WorkflowErrorCode | None = None
     agent = fatal_agent
     if isinstance(cause, Fault):
@@ -154,6 +157,10 @@ def _unbounded_result(cause: StopCause | None, started: int, text: ScriptText,
     if isinstance(cause, Fault):
         return WorkflowResult(stop_reason="error", agents_started=started, error=cause.text,
                               error_code=cause.code)
+    if isinstance(cause, Parked):
+        return WorkflowResult(stop_reason="waiting", agents_started=started,
+                              waiting_reason=cause.reason, pending=cause.pending,
+                              resume_after=cause.resume_after)
     outcome = cause.outcome if isinstance(cause, RuntimeEnded) else None
     if outcome is None:
         return WorkflowResult(stop_reason="error", agents_started=started,

@@ -14,6 +14,7 @@ import json
 import logging
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -91,8 +92,11 @@ class ChildScheduler:
                  fail_run: Callable[[str, int, WorkflowErrorCode], None] =
                  lambda text, seq, code: None,
                  secrets: tuple[str, ...] = (),
-                 declared: ProviderInfo | None = None, gates: RetryGates | None = None) -> None:
+                 declared: ProviderInfo | None = None, gates: RetryGates | None = None,
+                 park_run: Callable[[datetime | None], None] | None = None) -> None:
         self._id = run_id
+        # parks the run on a provider's usage limit (resume_after), with on_limit "park"
+        self._park_run = park_run
         self._info = info
         self._config = config
         self._provider = provider
@@ -242,6 +246,10 @@ class ChildScheduler:
             if call.fatal is not None and not self._calls.closed:
                 # before its reply: the script cannot catch it
                 self._fail_run(call.fatal, call.seq, call.fatal_code)
+            elif call.limit is not None and self._park_run is not None \
+                    and not self._calls.closed:
+                # a usage limit parks the run before its reply: a resume runs the call again
+                self._park_run(call.limit[0])
             if not journaled:
                 self._calls.end(call)
             ticket = False  # the first call admitted here is this worker's next
@@ -404,6 +412,12 @@ class ChildScheduler:
             call.failure = AgentFailure.of("provider", result.error or (
                 f"the provider ended the child with stop_reason {result.stop_reason!r} and "
                 "gave no error text"), secrets=secrets, cause=cause)
+            if cause == "limit" and self._config.on_limit == "park" \
+                    and self._park_run is not None:
+                call.limit = (result.retry_at,)
+                logger.info("dsh-workflow: %s#%d parks the run on a usage limit (resets %s)",
+                            self._id, call.seq, result.retry_at)
+                return answer(call.call_id, None), "failed"
             if is_fatal(cause, retries_spent=True):
                 # Every later child would hit it too: the run ends at once, naming the agent.
                 text = bounded(redact(fatal_text(call.seq, call.request.label, cause,

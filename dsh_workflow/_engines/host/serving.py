@@ -1,12 +1,13 @@
 """Hook serving: where the script's hook calls (``agent``, ``workflow``, ``phase``, ``log``,
-``numbers``, ``cancel``) are checked and answered, in call order.
+``numbers``, ``cancel``, ``ask``, ``idle``) are checked and answered, in call order.
 
 The host trusts nothing the runtime sends: every message's shape is checked here (a malformed
 one is a protocol fault that ends the run), and the caps the runtime enforces are enforced
 again. Accepted ``agent()`` calls go to the :class:`~.scheduler.ChildScheduler` (a replayed one
 to the :class:`~.ledger.CallLedger`, to be committed again first); everything else is answered
-at once. Nor is the journal trusted: an answer replayed from it passes the
-checks a live answer passes (schema, ``max_value_depth``), or the call runs live.
+at once; questions go to the run's :class:`~.questions.QuestionDesk`. Nor is the journal
+trusted: an answer replayed from it passes the checks a live answer passes (schema,
+``max_value_depth``), or the call runs live.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .agent_options import default_label, parse_agent_options
 from .budget import Spend
 from .journal import RunJournal, call_key
 from .ledger import CallLedger, ChildCall
+from .questions import QuestionDesk
 from .scheduler import ChildScheduler, structured_problems
 from .stop import Fault
 
@@ -52,6 +54,8 @@ _MALFORMED = "the script runtime sent a malformed message"
 _AGENT, _WORKFLOW, _NUMBERS = HookKind.AGENT.value, HookKind.WORKFLOW.value, \
     HookKind.NUMBERS.value
 _CANCEL = HookKind.CANCEL.value
+_ASK, _IDLE = HookKind.ASK.value, HookKind.IDLE.value
+_QUESTION_KINDS = ("ask", "checkpoint")
 #: The kinds of journaled numbers: Date.now(), Math.random(), first()'s winners.
 _NUMBER_KINDS = ("clock", "random", "race")
 #: Why a call first() cancelled did not complete (its AgentEnded.error).
@@ -78,7 +82,8 @@ class HookServer:
                  limits: SchemaLimits, max_total_agents: int, parent: Any,
                  agents: AgentRegistry | None, library: WorkflowLibrary | None,
                  journal: RunJournal | None, frames: Callable[[str], str],
-                 fault: Callable[[Fault], object]) -> None:
+                 fault: Callable[[Fault], object],
+                 questions: QuestionDesk | None = None) -> None:
         self._id = run_id
         self._info = info
         self._config = config
@@ -97,7 +102,9 @@ class HookServer:
         self._phase: str | None = None
         self._narrated = 0
         self._refused = 0
-        self._accepted = 0
+        self._accepted = 0  # agent() calls accepted (what max_total_agents counts)
+        self._seq = 0  # calls numbered so far: agent() calls and questions share one seq
+        self._questions = questions
         self._workflow_calls = 0
         self.replayed = 0  # calls answered from the earlier run's journal
         #: What the script's text lost on its way in (a lone surrogate made U+FFFD), once per
@@ -174,6 +181,20 @@ class HookServer:
             elif (kind == _CANCEL and len(message) == 2 and isinstance(message[1], list)
                   and all(type(v) is int for v in message[1])):
                 self._cancel(message[1])
+            elif (kind == _ASK and len(message) == 5 and type(message[1]) is int
+                  and message[2] in _QUESTION_KINDS and isinstance(message[3], str)
+                  and self._questions is not None):
+                if len(message[3]) > self._config.max_prompt_chars:
+                    self._refuse(message[1], WorkflowErrorCode.INVALID_ARGUMENT, (
+                        f"{message[2]}() question is {len(message[3])} characters — over the "
+                        f"per-prompt cap (max_prompt_chars={self._config.max_prompt_chars})"))
+                    continue
+                self._seq += 1
+                self._questions.ask(message[1], self._seq, message[2], message[3], message[4],
+                                    self._phase)
+            elif (kind == _IDLE and len(message) == 2 and type(message[1]) is int
+                  and self._questions is not None):
+                self._questions.idle()
             else:
                 self._fault(Fault(f"the script runtime sent an unknown message {kind!r}",
                                   overrides=True))
@@ -290,7 +311,8 @@ class HookServer:
                 self._refuse(call_id, exc.code, exc.message)
                 return True
         self._accepted += 1
-        seq = self._accepted
+        self._seq += 1
+        seq = self._seq
         # pydantic-core validates these few fields faster than model_construct() assigns them.
         cut = self._config.max_log_chars
         label = options.label if options.label is not None else default_label(prompt)

@@ -10,7 +10,9 @@ What ended it is one :data:`StopCause`, replaced only as :func:`prevails` allows
 2. a **fault** (the engine or the run store failing, the runtime breaking the protocol, the
    script refused too often) beats the runtime's own end; between faults the first stands,
    except that a protocol violation or an engine bug replaces an earlier fault;
-3. the runtime's **end** (its outcome, or None when it was stopped) — the latest report stands.
+3. the run **parked** (waiting for answers, or a provider's limit) beats the runtime's end made
+   by the stop (one without an outcome), and a fault replaces it;
+4. the runtime's **end** (its outcome, or None when it was stopped) — the latest report stands.
 
 The result decided from the cause is :func:`.outcome.final_result`'s job.
 """
@@ -18,12 +20,14 @@ The result decided from the cause is :func:`.outcome.final_result`'s job.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 
 from ..._errors import ENGINE_FAILED, WorkflowErrorCode
+from ..._questions import Question, WaitingReason
 from ..script.wire import ScriptOutcome
 
-__all__ = ["Cancelled", "Fault", "RunState", "RuntimeEnded", "StopCause", "TimedOut",
+__all__ = ["Cancelled", "Fault", "Parked", "RunState", "RuntimeEnded", "StopCause", "TimedOut",
            "prevails"]
 
 
@@ -67,7 +71,18 @@ class RuntimeEnded:
     outcome: ScriptOutcome | None
 
 
-StopCause = Cancelled | TimedOut | Fault | RuntimeEnded
+@dataclass(frozen=True, slots=True)
+class Parked:
+    """The run parked (docs/durable-runs.md, "Runs that wait"): ``reason`` ``question`` (its
+    script waits on nothing but questions nobody is there to answer: ``pending``) or
+    ``limit`` (a provider's usage limit; ``resume_after`` when it resets, if known)."""
+
+    reason: WaitingReason
+    pending: tuple[Question, ...] = ()
+    resume_after: datetime | None = None
+
+
+StopCause = Cancelled | TimedOut | Fault | RuntimeEnded | Parked
 
 
 def prevails(new: StopCause, old: StopCause | None) -> bool:
@@ -78,6 +93,9 @@ def prevails(new: StopCause, old: StopCause | None) -> bool:
         return False
     if isinstance(new, (Cancelled, TimedOut)):
         return True
+    if isinstance(new, Parked):
+        # it parks a run still running (the stop's own end, with no outcome, may precede it)
+        return isinstance(old, RuntimeEnded) and old.outcome is None
     if isinstance(new, Fault):
         return not isinstance(old, Fault) or new.overrides
     return isinstance(old, RuntimeEnded)

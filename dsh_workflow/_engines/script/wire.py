@@ -14,6 +14,8 @@ messages JSON arrays.
       ["numbers", "clock" | "random", first_index, [number, ...]]   (runs with a store)
       ["numbers", "race", ordinal, [winner_index]]   (first()'s winner; runs with a store)
       ["cancel", [call_id, ...]]   (first()'s losers: end those calls' children now)
+      ["ask", call_id, "ask" | "checkpoint", question, options | null]   (a question)
+      ["idle", n]   (the script waits on nothing but its n open questions; once per wait)
 
 * **Settle entries** (host → runtime): :func:`answer` (a failed child's null carries its
   reason, which ``settle()`` reports), :func:`refusal`, :func:`spent`, :func:`agent_failure`
@@ -122,6 +124,10 @@ class HookKind(StrEnum):
     NUMBERS = "numbers"
     #: ``first()`` cancels the calls of its losers (the ids of calls still in flight).
     CANCEL = "cancel"
+    #: ``ask()`` or ``checkpoint()``: a question for a person.
+    ASK = "ask"
+    #: The script waits on nothing but questions (a host with nobody to answer parks the run).
+    IDLE = "idle"
 
 
 class Completed(TypedDict):

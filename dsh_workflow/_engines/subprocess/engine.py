@@ -18,6 +18,7 @@ import anyio
 from ..._agents import AgentRegistry
 from ..._config import EngineConfig
 from ..._library import WorkflowLibrary
+from ..._questions import AnswerProvider
 from ..._run import WorkflowRun
 from ..._store import RunStore
 from ..._subagent import SubagentProvider
@@ -54,9 +55,10 @@ class SubprocessEngine(EngineBase[ProcessRuntime]):
     def __init__(self, config: EngineConfig | None = None, *, provider: SubagentProvider,
                  pool_size: int = 2, policy: SandboxPolicy | None = None,
                  agents: AgentRegistry | None = None, store: RunStore | None = None,
-                 library: WorkflowLibrary | None = None) -> None:
+                 library: WorkflowLibrary | None = None,
+                 answers: AnswerProvider | None = None, park: bool = False) -> None:
         super().__init__(config, provider=provider, agents=agents, store=store,
-                         library=library)
+                         library=library, answers=answers, park=park)
         if type(pool_size) is not int or pool_size < 0:
             raise ValueError("pool_size must be a non-negative integer")
         if sys.platform == "win32":  # pragma: no cover

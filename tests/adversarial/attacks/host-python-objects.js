@@ -10,7 +10,7 @@ const standard = new Set(['AggregateError', 'Array', 'ArrayBuffer', 'AsyncDispos
   'WeakSet', 'decodeURI', 'decodeURIComponent', 'encodeURI', 'encodeURIComponent', 'escape', 'eval',
   'isFinite', 'isNaN', 'parseFloat', 'parseInt', 'unescape', 'queueMicrotask', 'atob', 'btoa',
   'structuredClone', 'agent', 'subagent', 'parallel', 'pipeline', 'phase', 'log', 'workflow',
-  'settle', 'vote', 'first', 'gate']);
+  'settle', 'vote', 'first', 'gate', 'ask', 'checkpoint']);
 const suspicious = [];
 for (const name of Object.getOwnPropertyNames(globalThis)) {
   const v = globalThis[name];
