@@ -13,11 +13,23 @@ from __future__ import annotations
 from collections import Counter
 
 from ..._store import JournalEntry, RunStore
+from ..._store.questions import QuestionRecord
 
-__all__ = ["MAX_CHAIN", "chain_entries"]
+__all__ = ["MAX_CHAIN", "chain_entries", "chain_questions"]
 
 #: The most runs of one chain read (a chain longer than this replays from its latest runs).
 MAX_CHAIN = 1000
+
+
+async def _chain(store: RunStore, run_id: str) -> list[str]:
+    """``run_id`` and the runs it resumed in turn, latest first (at most :data:`MAX_CHAIN`)."""
+    runs: list[str] = []
+    current: str | None = run_id
+    while current is not None and current not in runs and len(runs) < MAX_CHAIN:
+        runs.append(current)
+        record = await store.get_run(current)
+        current = None if record is None else record.resumed_from
+    return runs
 
 
 async def chain_entries(store: RunStore, run_id: str) -> list[JournalEntry]:
@@ -34,10 +46,7 @@ async def chain_entries(store: RunStore, run_id: str) -> list[JournalEntry]:
     keys: Counter[str] = Counter()
     numbers: Counter[str] = Counter()
     races: set[int] = set()
-    seen: set[str] = set()
-    current: str | None = run_id
-    while current is not None and current not in seen and len(seen) < MAX_CHAIN:
-        seen.add(current)
+    for current in await _chain(store, run_id):
         own_keys: Counter[str] = Counter()
         own_numbers: Counter[str] = Counter()
         own_races: set[int] = set()
@@ -56,6 +65,32 @@ async def chain_entries(store: RunStore, run_id: str) -> list[JournalEntry]:
         keys |= own_keys  # the most of each any run so far journaled
         numbers |= own_numbers
         races |= own_races
-        record = await store.get_run(current)
-        current = None if record is None else record.resumed_from
     return merged
+
+
+async def chain_questions(store: RunStore, run_id: str) -> list[QuestionRecord]:
+    """The questions a resume of ``run_id`` replays from (none when the store keeps none).
+
+    Promises: per question key, in ask order, one record for each time any run of the chain
+    asked it (the n-th ask of a key in each run is the same question): the latest run's answered
+    record, else the latest earlier run's answered one, else the latest run's open one (an open
+    question keeps its first deadline). So a resume that died between asking a replayed question
+    and journaling its answer again does not make the next resume ask it. Raises only
+    :class:`~dsh_workflow.RunStoreError`.
+    """
+    read = getattr(store, "question_records", None)
+    if read is None:
+        return []
+    slots: dict[str, list[QuestionRecord]] = {}
+    for current in await _chain(store, run_id):
+        ordinal: Counter[str] = Counter()
+        records: list[QuestionRecord] = await read(current)
+        for record in records:
+            taken = slots.setdefault(record.key, [])
+            index = ordinal[record.key]
+            ordinal[record.key] += 1
+            if index == len(taken):
+                taken.append(record)
+            elif record.answered and not taken[index].answered:
+                taken[index] = record
+    return [record for taken in slots.values() for record in taken]

@@ -33,7 +33,7 @@ from ..._store.questions import QuestionRecord
 from ..._store.signing import signed
 from ..._subagent import SubagentRequest, Usage
 from .calls import CallLog
-from .chain import chain_entries
+from .chain import chain_entries, chain_questions
 from .provider_options import provider_options
 
 __all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume",
@@ -120,10 +120,8 @@ class RunJournal:
                         races[entry.seq - 1] = entry.number
                 elif entry.number is not None:
                     self._numbers[entry.kind].append(entry.number)
-            records = getattr(self.store, "question_records", None)
-            if records is not None:
-                for record in await records(self.resumed_from):
-                    self._questions.setdefault(record.key, deque()).append(record)
+            for asked in await chain_questions(self.store, self.resumed_from):
+                self._questions.setdefault(asked.key, deque()).append(asked)
         _UNSETTLED.add((self.store.path, self.run_id))
         try:
             await self.store.create_run(self.run_id, meta=self._meta, script=self._script,
