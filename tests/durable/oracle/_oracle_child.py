@@ -1,6 +1,7 @@
 """One process of the crash-and-replay oracle (a script): it runs, or resumes, one generated
-workflow on a real engine over a real ``SQLiteRunStore`` file, and with ``crash_at`` = k it
-sends itself SIGKILL right after the run's k-th journal commit has returned.
+workflow on a real engine over a real ``SQLiteRunStore`` file, its questions answered by the
+oracle's answerer, and with ``crash_at`` = k it sends itself SIGKILL right after the run's k-th
+journal commit has returned (an ``agent()`` batch, or a question's answer).
 
 argv: one JSON object (see :class:`Spec` in ``_oracle_harness.py``): ``engine``, ``backend``,
 ``store``, ``ledger``, ``library`` (the saved workflows' folder), ``script``, ``args``,
@@ -27,16 +28,17 @@ import anyio
 from dsh_workflow import (
     EngineConfig,
     JournalEntry,
+    Question,
     QuickJSEngine,
     SQLiteRunStore,
     SubprocessEngine,
     WorkflowLibrary,
     WorkflowStartRequest,
 )
-from dsh_workflow.testing import EventContractError, check_run_events
+from dsh_workflow.testing import AutoAnswer, EventContractError, check_run_events
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _oracle_provider import ShuffledProvider
+from _oracle_provider import Answerer, ShuffledProvider
 
 META = {"name": "oracle", "description": "a generated workflow, crashed and resumed"}
 
@@ -56,6 +58,14 @@ class CrashingStore(SQLiteRunStore):
 
     async def commit_journal(self, entries: Sequence[JournalEntry]) -> None:
         await super().commit_journal(entries)
+        self._committed()
+
+    async def answer_question(self, run_id: str, qid: str, value: Any, *, by: str) -> Question:
+        question = await super().answer_question(run_id, qid, value, by=by)
+        self._committed()  # a question's answer is journaled too
+        return question
+
+    def _committed(self) -> None:
         self.commits += 1
         emit(f"commit {self.commits}")
         if self.commits == self.crash_at:
@@ -72,12 +82,14 @@ async def main(spec: dict[str, Any]) -> None:
     store = CrashingStore(spec["store"], spec["crash_at"])
     provider = ShuffledProvider(spec["seed"], spec["ledger"], spec["attempt"])
     library = WorkflowLibrary([spec["library"]])
+    answers = AutoAnswer(Answerer(spec["ledger"], spec["attempt"]))
     engine: Any
     if spec["engine"] == "quickjs":
-        engine = QuickJSEngine(config(), provider=provider, store=store, library=library)
+        engine = QuickJSEngine(config(), provider=provider, store=store, library=library,
+                               answers=answers)
     else:
         engine = SubprocessEngine(config(), provider=provider, store=store, library=library,
-                                  pool_size=1)
+                                  answers=answers, pool_size=1)
     events: list[Any] = []
     async with engine:
         engine.events.subscribe(events.append)

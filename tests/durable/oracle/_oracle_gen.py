@@ -7,9 +7,10 @@ its ``workflow()`` calls name. The same seed always gives the same program (a se
 :data:`KINDS`: ``agent`` (a text answer), ``typed`` (``agent()`` with a schema), ``repeat`` (a
 prompt used again and again), ``failing`` (a call the provider fails: ``null``, never
 journaled), ``race`` (``first()`` of thunks whose value does not depend on the winner),
-``parallel`` (thunks, each a nested block), ``pipeline`` (items through stages,
-each stage a nested block), ``loop`` (a ``for`` loop over a nested block) and ``workflow`` (a
-saved workflow, itself generated). Adding a kind is one function and one table entry.
+``ask`` (``ask()`` or ``checkpoint()``: a question the oracle's answerer answers),
+``parallel`` (thunks, each a nested block), ``pipeline`` (items through stages, each stage a
+nested block), ``loop`` (a ``for`` loop over a nested block) and ``workflow`` (a saved
+workflow, itself generated). Adding a kind is one function and one table entry.
 
 Every block keeps two variables: ``out`` collects each value in script order and ``acc``
 folds every value into the text of the next prompts, so a program's return value depends on
@@ -113,6 +114,24 @@ def _race(gen: _Gen, acc: str, out: str, depth: int) -> list[str]:
             _fold(acc, value)]
 
 
+def _ask(gen: _Gen, acc: str, out: str, depth: int) -> list[str]:
+    """A question for a person (``ask()`` with or without choices, or ``checkpoint()``): one
+    more journaled call, answered by the oracle's answerer from its text alone. Takes no agent
+    slot; charged to the budget only to bound the program."""
+    gen.budget -= gen.times
+    value = gen.name("q")
+    text = f"'{gen.name('t')} question ' + {acc}"
+    form = gen.rng.choice(("choices", "text", "checkpoint"))
+    if form == "checkpoint":
+        call = f"checkpoint({text})"
+    elif form == "choices":
+        call = f"ask({text}, {{choices: ['red', 'green', 'blue'], label: 'pick'}})"
+    else:
+        call = f"ask({text})"
+    return [f"const {value} = await {call};", f"{out}.push({value});",
+            _fold(acc, f"JSON.stringify({value})")]
+
+
 def _typed(gen: _Gen, acc: str, out: str, depth: int) -> list[str]:
     value = gen.name("s")
     return [f"const {value} = await agent('{gen.call()} typed ' + {acc}, "
@@ -194,6 +213,7 @@ KINDS: dict[str, Kind] = {
     "repeat": Kind(_repeat, 1),
     "failing": Kind(_failing, 1),
     "race": Kind(_race, 1, needs=2),
+    "ask": Kind(_ask, 2),
     "parallel": Kind(_parallel, 2, needs=2, nests=True),
     "pipeline": Kind(_pipeline, 2, needs=4, nests=True),
     "loop": Kind(_loop, 1, needs=2, nests=True),

@@ -12,12 +12,12 @@ For one generated program (``_oracle_gen.py``) and a list of crash points ``k1, 
    completions interleave differently in every process.
 
 :func:`check_chain` then asserts: the last run's value equals the reference's; no call whose
-answer was journaled is paid again (per prompt: what a process paid, plus the most answers of
-that prompt any earlier run of the chain journaled, is at most how many times the reference
-asked it — for a ``first()`` thunk's prompt, once); every run of the chain is in the store
-with exactly one final state (the killed ones ``interrupted`` with no result, the last
-``completed`` with its result); its events, read back from the store and in the last
-process, keep the event contract
+answer was journaled is paid again, nor a question whose answer was journaled asked again (per
+prompt or question: what a process paid, plus the most answers of it any earlier run of the
+chain journaled, is at most how many times the reference asked it — for a ``first()`` thunk's
+prompt, once); every run of the chain is in the store with exactly one final state (the killed
+ones ``interrupted`` with no result, the last ``completed`` with its result); its events, read
+back from the store and in the last process, keep the event contract
 (:func:`dsh_workflow.testing.check_run_events`).
 
 Nothing here is pytest-specific: the benchmark (``benchmarks/oracle.py``) runs it too.
@@ -43,7 +43,7 @@ from dsh_workflow.testing import check_run_events, events_from_records
 sys.path.insert(0, str(Path(__file__).parent))
 from _oracle_child import META
 from _oracle_gen import Program, generate, saved_file
-from _oracle_provider import answer_for, read_ledger
+from _oracle_provider import QUESTION, answer_for, read_ledger
 
 __all__ = ["Attempt", "Chain", "OracleFailure", "Reference", "check_chain", "crash_chain",
            "kill_points", "prepare", "reference", "run_case"]
@@ -241,6 +241,9 @@ async def check_chain(program: Program, folder: Path, ref: Reference, chain: Cha
                     raise OracleFailure(_why(program, chain, f"journal of {run_id} holds an "
                                                              f"answer no prompt has: {entry}"))
                 counts[prompt] += 1
+            for question in await store.question_records(run_id):
+                if question.answered:  # a question's answer is journaled as an answer is
+                    counts[QUESTION + question.question.question] += 1
             for prompt, count in counts.items():
                 journaled[prompt] = max(journaled[prompt], count)
         assert last.run_id is not None

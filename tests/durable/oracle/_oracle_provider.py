@@ -21,9 +21,10 @@ from typing import Any
 
 import anyio
 
-from dsh_workflow import SubagentRequest, SubagentResult, Usage
+from dsh_workflow import Question, SubagentRequest, SubagentResult, Usage
 
-__all__ = ["IDENTITY", "ShuffledProvider", "answer_for", "read_ledger"]
+__all__ = ["IDENTITY", "QUESTION", "Answerer", "ShuffledProvider", "answer_for",
+           "question_answer", "read_ledger"]
 
 #: Every process's provider has this identity, so a resume's keys match the crashed run's.
 IDENTITY = "oracle-shuffled"
@@ -38,6 +39,42 @@ def answer_for(prompt: str, schema: Any) -> tuple[str | None, Any]:
     if schema is None:
         return "a" + digest[:9], None
     return None, {"n": int(digest[:6], 16), "w": digest[6:12]}
+
+
+#: How a question is written in the ledger: this mark, then its text (no prompt starts so).
+QUESTION = "?"
+
+
+def question_answer(question: Question) -> Any:
+    """The one answer to a question, from its text: a boolean for a checkpoint, one of its
+    choices, else a short text."""
+    digest = hashlib.sha256(question.question.encode("utf-8", "surrogatepass")).hexdigest()
+    if question.kind == "checkpoint":
+        return int(digest[:2], 16) % 2 == 0
+    if question.choices:
+        return question.choices[int(digest[:4], 16) % len(question.choices)]
+    return "q" + digest[:7]
+
+
+class Answerer:
+    """The person the oracle's runs ask (``answers=AutoAnswer(Answerer(...))``): answers by
+    :func:`question_answer`, after appending the question to the ledger as a paid call is
+    (:data:`QUESTION` + its text), so a question asked again after its answer was journaled
+    is counted too."""
+
+    def __init__(self, ledger: str, attempt: int) -> None:
+        self._ledger = ledger
+        self._attempt = attempt
+
+    def __call__(self, question: Question) -> Any:
+        record = json.dumps({"attempt": self._attempt, "prompt": QUESTION + question.question})
+        fd = os.open(self._ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, (record + "\n").encode("utf-8", "surrogatepass"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return question_answer(question)
 
 
 class ShuffledProvider:

@@ -3,12 +3,14 @@ prove it"; the machinery is in ``_oracle_harness.py``, the benchmark runs many m
 
 Each seed is a generated workflow (``agent()`` with and without a schema, ``parallel``,
 ``pipeline``, loops, ``workflow()`` of saved workflows, repeated prompts, calls that fail,
-``first()`` races) against a provider
-whose completions are shuffled by a seed and which records every call it is paid for. A child
+``first()`` races, ``ask()`` and ``checkpoint()``) against a provider whose completions are
+shuffled by a seed and which records every call it is paid for (and an answerer that records
+every question it is asked). A child
 process running a real engine over a real SQLite store kills itself (SIGKILL) right after its
 k-th journal commit, then is resumed in another process — which may be killed too, at a commit
 counted within the resume — until a process completes the run. The last value must equal an
-uninterrupted run's, no journaled call may be paid again, the store must hold one final state
+uninterrupted run's, no journaled call may be paid again (nor a journaled question asked
+again), the store must hold one final state
 per run and the events must keep the contract.
 
 ``DSH_ORACLE_SEEDS=3,11 pytest tests/durable/oracle`` runs other seeds (a failure names its seed,
@@ -29,7 +31,7 @@ from _oracle_gen import KINDS, generate
 from _oracle_harness import kill_points, prepare, reference, run_case
 
 #: Chosen so that together they use every call kind (checked below).
-SEEDS = (9, 36, 6)
+SEEDS = (2, 5, 17)
 
 
 def seeds() -> tuple[int, ...]:
