@@ -25,12 +25,14 @@ from typing import Any
 import anyio
 
 from .measure import machine_info, stats
+from .oracle import S13
 from .scenarios import S7_CASE, Ctx, Scenario, engine_kinds
 from .scenarios import SCENARIOS as ENGINE_SCENARIOS
 from .startup import S12
 
-#: Every scenario: the engines' (S1–S11) and the command line's start-up (S12).
-SCENARIOS: tuple[Scenario, ...] = (*ENGINE_SCENARIOS, S12)
+#: Every scenario: the engines' (S1–S11), the command line's start-up (S12) and the
+#: crash-and-replay oracle (S13).
+SCENARIOS: tuple[Scenario, ...] = (*ENGINE_SCENARIOS, S12, S13)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -327,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     kinds, notes = engine_kinds(args.engine)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    selected = [s for s in SCENARIOS if not args.only_ids or s.id in args.only_ids]
+    selected = [s for s in SCENARIOS if s.id in args.only_ids
+                or (not args.only_ids and (s.quick or not args.quick))]
     results: dict[str, Any] = {
         "meta": {**machine_info(args.backend), "quick": args.quick, "engines": kinds,
                  "engine_choice": args.engine, "argv": argv},

@@ -126,6 +126,7 @@ class Scenario:
     isolated: bool = False
     reps: tuple[int, int] = (1, 1)  # isolated only: processes (full, quick)
     notes: dict[str, str] = field(default_factory=dict)  # engine kind -> remark
+    quick: bool = True  # False: --quick leaves it out unless --only names it
 
 
 # ---- one interface over engines and the baseline --------------------------------------------

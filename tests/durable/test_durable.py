@@ -346,6 +346,49 @@ async def test_resumes_chain(make_engine: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_resume_that_stopped_early_still_replays_what_its_run_journaled(
+        make_engine: Any, tmp_path: Path) -> None:
+    """A resume journals its replayed answers only as its calls reach them; one that stopped
+    before reaching them all (here its script throws; a kill -9 is the same) must not make the
+    next resume pay for the rest: they come from the run it resumed (found by the
+    crash-and-replay oracle, tests/durable/oracle/)."""
+    model = Model()
+    session = Session(make_engine, tmp_path / "runs.sqlite3", model)
+    script = """
+        const clock = [Date.now(), Date.now()];
+        const out = [];
+        for (const p of args.prompts) out.push(await agent(p));
+        if (args.stop) throw new Error('stopped');
+        return {out, clock};"""
+    full = {"prompts": ["a", "b", "c", "b"]}
+    first, one = await session.run(script, args=full)
+    second, two = await session.run(script, args={"prompts": ["a"], "stop": True},
+                                    resume_from=first)
+    assert two.stop_reason == "error" and two.agents_replayed == 1
+    async with SQLiteRunStore(session.path) as store:
+        assert len(await store.journal(second, kind="agent")) == 1
+    model.prompts.clear()
+    await anyio.sleep(0.05)  # a live clock would differ
+    _, three = await session.run(script, args=full, resume_from=second)
+    assert model.prompts == [], "answers the chain journaled were paid for again"
+    assert three.agents_replayed == 4 and three.value == one.value
+
+
+@pytest.mark.anyio
+async def test_rerun_names_calls_of_the_run_resumed_not_of_its_ancestors(
+        make_engine: Any, tmp_path: Path) -> None:
+    model = Model()
+    session = Session(make_engine, tmp_path / "runs.sqlite3", model)
+    first, _ = await session.run(LOOP, args={"prompts": ["a", "b"]})
+    # the second run's seq 1 is "b"; the first run's seq 1 ("a") is not this rerun's
+    second, _ = await session.run(LOOP, args={"prompts": ["b"]}, resume_from=first)
+    model.prompts.clear()
+    _, three = await session.run(LOOP, args={"prompts": ["a", "b"]}, resume_from=second,
+                                 rerun=frozenset({1}))
+    assert model.prompts == ["b"] and three.agents_replayed == 1
+
+
+@pytest.mark.anyio
 async def test_replays_count_toward_the_total_cap(make_engine: Any, tmp_path: Path) -> None:
     model = Model()
     session = Session(make_engine, tmp_path / "runs.sqlite3", model)

@@ -36,6 +36,7 @@ from ..._store.questions import QuestionRecord
 from ..._store.signing import signed
 from ..._subagent import SubagentRequest, Usage
 from .calls import CallLog
+from .chain import chain_entries, chain_questions
 
 __all__ = ["EngineStore", "EventRecorder", "RunJournal", "call_key", "check_resume"]
 
@@ -107,9 +108,10 @@ class RunJournal:
             self._provider_options["model_aliases"] = dict(model_aliases)
 
     async def begin(self) -> None:
-        """Record the run as ``running``; for a resumed run, load the earlier journal."""
+        """Record the run as ``running``; for a resumed run, load the earlier journal (with
+        what the runs it resumed in turn journaled and it did not: :mod:`.chain`)."""
         if self.resumed_from is not None:
-            for entry in await self.store.journal(self.resumed_from):
+            for entry in await chain_entries(self.store, self.resumed_from):
                 if entry.kind == "agent":
                     self._replays.setdefault(entry.key, deque()).append(entry)
                 elif entry.kind == "race" and entry.number is not None:
@@ -119,10 +121,8 @@ class RunJournal:
                         races[entry.seq - 1] = entry.number
                 elif entry.number is not None:
                     self._numbers[entry.kind].append(entry.number)
-            records = getattr(self.store, "question_records", None)
-            if records is not None:
-                for record in await records(self.resumed_from):
-                    self._questions.setdefault(record.key, deque()).append(record)
+            for asked in await chain_questions(self.store, self.resumed_from):
+                self._questions.setdefault(asked.key, deque()).append(asked)
         _UNSETTLED.add((self.store.path, self.run_id))
         try:
             await self.store.create_run(self.run_id, meta=self._meta, script=self._script,
@@ -152,12 +152,13 @@ class RunJournal:
 
     def replay(self, key: str) -> JournalEntry | None:
         """The earlier run's next completed entry for ``key`` (consumed), or None; None too
-        when that entry's seq is one to :attr:`rerun`."""
+        when that entry is the earlier run's call of a seq to :attr:`rerun`."""
         waiting = self._replays.get(key)
         if not waiting:
             return None
         entry = waiting.popleft()
-        return None if entry.seq in self.rerun else entry
+        rerun = entry.run_id == self.resumed_from and entry.seq in self.rerun
+        return None if rerun else entry
 
     def replay_question(self, key: str) -> QuestionRecord | None:
         """The earlier run's next question with ``key`` (consumed; answered or not: an open
