@@ -2,7 +2,8 @@
 
 Timings are never asserted here (the benchmark checks its own targets); this proves that every
 scenario runs on the in-process engine and on the baseline, and that the JSON holds them all.
-It runs the QuickJS engine only, to stay well under a minute; CI runs every engine.
+It runs the QuickJS engine only, to stay well under a minute; CI runs it on the subprocess
+engine (`.ci/run`).
 """
 
 from __future__ import annotations
