@@ -27,9 +27,11 @@ import re
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
@@ -41,10 +43,26 @@ from dsh_workflow import (
     WorkflowEngine,
 )
 
-__all__ = ["ENGINE_SKIPS", "REPO", "TIGHT_CONFIG", "EngineFactory", "await_until", "both_engines",
-           "child_pids", "cli_command", "cli_env", "quickjs_factory", "run_cli",
-           "store_has_call", "subprocess_factory", "wait_for_output", "wait_spinning",
-           "wait_until"]
+__all__ = [
+    "ENGINE_SKIPS",
+    "REPO",
+    "TIGHT_CONFIG",
+    "EngineFactory",
+    "await_until",
+    "both_engines",
+    "child_pids",
+    "cli_command",
+    "cli_env",
+    "local_http",
+    "quickjs_factory",
+    "run_cli",
+    "send_json",
+    "store_has_call",
+    "subprocess_factory",
+    "wait_for_output",
+    "wait_spinning",
+    "wait_until",
+]
 
 T = TypeVar("T")
 
@@ -277,3 +295,29 @@ def wait_spinning(pid: int, *, cpu_s: float = 0.1, timeout: float = 30.0) -> Non
         return
     wait_until(lambda: (process_cpu_seconds(pid) or 0.0) - before >= cpu_s,
                what=f"process {pid} to spin for {cpu_s:g} s of CPU", timeout=timeout)
+
+
+@contextlib.contextmanager
+def local_http(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (a free port) answering with ``handler`` on a thread of
+    its own; yields its base address (``http://127.0.0.1:PORT``). Shut down, closed and joined
+    on exit. The caller clears proxy variables if a client would read them."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def send_json(handler: BaseHTTPRequestHandler, data: bytes, status: int = 200) -> None:
+    """Answer ``handler``'s request with the JSON text ``data``."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

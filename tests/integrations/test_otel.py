@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from _support import ENGINE_SKIPS, subprocess_factory
+from _support import ENGINE_SKIPS, local_http, send_json, subprocess_factory
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, TracerProvider
@@ -264,11 +263,7 @@ class _Headers(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "finish_reason": "stop", "message": {
                 "role": "assistant", "content": self.headers.get("traceparent") or "none"}}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, data)
 
 
 @pytest.fixture
@@ -276,16 +271,8 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Headers)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with local_http(_Headers) as base:
+        yield base + "/v1"
 
 
 @pytest.mark.anyio

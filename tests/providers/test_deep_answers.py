@@ -8,15 +8,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
+from _support import ENGINE_SKIPS, local_http, quickjs_factory, send_json, subprocess_factory
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -65,11 +64,7 @@ class _Chat(BaseHTTPRequestHandler):
             {"index": 0, "finish_reason": "stop",
              "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, data)
 
 
 @pytest.fixture
@@ -77,16 +72,8 @@ def openai_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Chat)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
+    with local_http(_Chat) as base:
+        yield base + "/v1"
 
 
 def _command(tmp_path: Path) -> CommandProvider:
