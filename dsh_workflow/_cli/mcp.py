@@ -16,11 +16,12 @@ Contract:
   output tokens per reply.
 - Option errors are reported before serving (``Error: <message>``, exit 2); so is a port that
   cannot be listened on (nothing about the token is printed then). The server runs
-  until its client closes stdin (stdio) or until SIGINT/SIGTERM (HTTP); it exits 0 then.
+  until its client closes stdin (stdio; it exits 0 then) or until a signal (HTTP).
 - Signals end what the server started: on SIGTERM or SIGHUP (stdio), and on SIGINT, SIGTERM
   or SIGHUP (HTTP), every call in flight is cancelled first — its run cancelled, its command
   children killed and its worktrees removed (:class:`~dsh_workflow.integrations.mcp.OpenCalls`)
-  — and only then does the process end, as the signal does.
+  — and only then does the process end, as the signal does (SIGINT: exit 130, as every
+  interrupted command).
 - Needs the ``mcp`` extra (``pip install 'dsh-workflow[mcp]'``); without it the command says
   so and exits 2.
 - Runs are recorded only with ``--store PATH`` (a server is long-lived and shared, so recording
@@ -107,6 +108,8 @@ def command_mcp(ns: argparse.Namespace) -> int:
     finally:
         if listener is not None:
             listener.close()
+    if stopped_by == signal.SIGINT:  # every call has been ended: Ctrl-C is an interruption
+        raise KeyboardInterrupt
     if stopped_by is not None:  # every call has been ended: now end as the signal does
         _end_as_signalled(stopped_by)
     return 0
@@ -138,7 +141,7 @@ def _listen(port: int) -> socket.socket:
 async def _serve(ns: argparse.Namespace, setup: EngineSetup, token: ServerToken | None,
                  listener: socket.socket | None) -> int | None:
     """Open what the server shares across calls, then serve on the chosen transport; returns
-    the signal that stopped it (None: its client went away, or uvicorn handled the signal)."""
+    the signal that stopped it (None: its client went away)."""
     from dsh_workflow import RunStoreError, SQLiteRunStore
     from dsh_workflow.integrations.mcp import OpenCalls
 
@@ -244,9 +247,9 @@ async def _serve_stdio(server: Any, handshake_only: bool) -> None:
 async def _serve_http(server: Any, listener: socket.socket, token: ServerToken,
                       handshake_only: bool, calls: OpenCalls) -> int | None:
     """Serve streamable HTTP on 127.0.0.1 until SIGINT/SIGTERM/SIGHUP, to clients bearing
-    ``token`` only (handshake era only with sampling, see :func:`_serve_stdio`). uvicorn owns
-    SIGINT and SIGTERM (it ends as the signal does); SIGHUP is this function's (returned).
-    Either way every call in flight is ended before the server stops."""
+    ``token`` only (handshake era only with sampling, see :func:`_serve_stdio`). uvicorn
+    handles SIGINT and SIGTERM while it serves, SIGHUP is this function's; either way every call
+    in flight is ended before the server stops, and the signal is returned (None: none came)."""
     import uvicorn
 
     from dsh_workflow.integrations.mcp import require_bearer
@@ -267,9 +270,11 @@ async def _serve_http(server: Any, listener: socket.socket, token: ServerToken,
 
     uvicorn_exit = http.handle_exit
     loop = asyncio.get_running_loop()
+    stopped_by: list[int] = []
 
     def handle_exit(sig: int, frame: Any) -> None:
         # uvicorn's own handler waits for open connections, so the calls are ended first.
+        stopped_by.append(sig)
         loop.call_soon_threadsafe(calls.stop)
         uvicorn_exit(sig, frame)
 
@@ -278,5 +283,20 @@ async def _serve_http(server: Any, listener: socket.socket, token: ServerToken,
     def finish(signum: int) -> None:
         http.should_exit = True
 
-    return await _until_signal(lambda: http.serve(sockets=[listener]), calls, _SIGHUP,
-                               stop=finish)
+    def outside_uvicorn(sig: int, frame: Any) -> None:
+        # Before uvicorn's handlers are in place a signal still stops the server; after they
+        # are gone uvicorn raises the signal it handled once more, which lands here and not in
+        # asyncio's own SIGINT handler (that one cancels the main task, a race with its end
+        # that could swallow the interrupt and exit 0).
+        stopped_by.append(sig)
+        http.should_exit = True
+
+    previous = {sig: signal.signal(sig, outside_uvicorn)
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        hangup = await _until_signal(lambda: http.serve(sockets=[listener]), calls, _SIGHUP,
+                                     stop=finish)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return stopped_by[0] if stopped_by else hangup
