@@ -39,3 +39,8 @@ def _private_config_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
     else:
         os.environ["XDG_CONFIG_HOME"] = before
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` (tens of seconds each) run first: on two workers a long test
+    that starts last keeps the other worker idle until it ends. The rest keep their order."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
