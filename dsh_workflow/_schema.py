@@ -125,7 +125,7 @@ class _Budget:
     limits: SchemaLimits
     steps: int
     pattern_units: int
-    deadline: float
+    match_s: float  # seconds of pattern matching left (only matching spends them)
     memo: dict[str, Any]
     branch_depth: int = 0
 
@@ -146,7 +146,7 @@ def validation_budget(limits: SchemaLimits = DEFAULT_LIMITS, *,
         return
     _local.budget = _Budget(limits=limits, steps=limits.max_validation_steps,
                             pattern_units=limits.max_pattern_cost,
-                            deadline=time.monotonic() + seconds, memo={})
+                            match_s=seconds, memo={})
     try:
         yield
     finally:
@@ -547,16 +547,21 @@ def bounded_search(pattern: str, text: str) -> bool | None:
     budget = _current()
     if budget is None:
         return None
-    remaining = budget.deadline - time.monotonic()
-    if remaining <= 0:
+    if budget.match_s <= 0:
         return None
     compiled = compile_bounded(pattern, budget.limits.max_pattern_cost, budget.memo)
+    # Only the matching itself spends the budget: time the rest of a validation takes (or a
+    # busy machine takes from this thread between matches) must not turn a later match into
+    # "took too long", or a valid value would be judged by the machine's load.
+    started = time.monotonic()
     try:
         # concurrent: the GIL is released while matching, so other threads (the event loop)
         # run during a slow match
-        return compiled.search(text, timeout=remaining, concurrent=True) is not None
+        return compiled.search(text, timeout=budget.match_s, concurrent=True) is not None
     except TimeoutError:
         return None
+    finally:
+        budget.match_s -= time.monotonic() - started
 
 
 def _too_slow(pattern: str) -> ValidationError:

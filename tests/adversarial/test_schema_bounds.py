@@ -29,11 +29,14 @@ from dsh_workflow import (
 from dsh_workflow._patterns import PatternRefused, pattern_cost
 from dsh_workflow._schema import (
     DEFAULT_LIMITS,
+    PATTERN_BUDGET_S,
     SchemaLimits,
     _canonical,
+    bounded_search,
     finish_schema_check,
     prepare_schema_check,
     schema_violations,
+    validation_budget,
     value_violations,
 )
 from dsh_workflow.testing import FunctionProvider, check_run_events
@@ -269,6 +272,18 @@ def test_catastrophic_patterns_are_matched_within_the_time_budget(schema: dict[s
     started = time.perf_counter()
     assert value_violations(schema, {key: 1, "k": {key: 1}}) != []
     assert time.perf_counter() - started < 1
+
+
+def test_only_matching_spends_the_matching_budget() -> None:
+    """Time a validation spends elsewhere (a large value, a thread a busy machine holds back)
+    never makes a later match "too slow": a valid value is not judged by the machine's load.
+    The matches themselves still share one budget."""
+    with validation_budget(seconds=PATTERN_BUDGET_S):
+        time.sleep(2 * PATTERN_BUDGET_S)
+        assert bounded_search(r"^INV-\d{4}$", "INV-0042") is True
+        assert bounded_search(r"^INV-\d{4}$", "INV-42") is False
+        assert bounded_search("^(a|a)+$", "a" * 40 + "!") is None  # spends what is left
+        assert bounded_search(r"^INV-\d{4}$", "INV-0042") is None
 
 
 # -- on the engines: off the loop, in call order ---------------------------------------------------
