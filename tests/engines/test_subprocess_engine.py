@@ -66,9 +66,9 @@ def gone(pid: int) -> bool:
 
 
 async def pid_of(engine: SubprocessEngine, run: object) -> int:
-    with anyio.fail_after(5):
-        while (pid := engine.sandbox_pid(run)) is None:  # type: ignore[arg-type]  # a run of this engine
-            await anyio.sleep(0.01)
+    pid = await await_until(lambda: engine.sandbox_pid(run),  # type: ignore[arg-type]  # a run of this engine
+                            what="the run's sandbox process", timeout=5)
+    assert pid is not None  # await_until returns only what holds
     return pid
 
 
