@@ -68,6 +68,7 @@ import pytest
 from _support import (
     ENGINE_SKIPS,
     EngineFactory,
+    await_until,
     child_pids,
     quickjs_factory,
     subprocess_factory,
@@ -267,17 +268,6 @@ def engine_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX) and t.is_alive()}
 
 
-async def wait_no_leftovers(threads_before: set[threading.Thread], pids_before: set[int],
-                            timeout: float) -> tuple[list[str], list[int]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        threads = sorted(t.name for t in engine_threads() - threads_before)
-        pids = sorted(child_pids() - pids_before)
-        if (not threads and not pids) or time.monotonic() > deadline:
-            return threads, pids
-        await anyio.sleep(0.02)
-
-
 def host_rss() -> int:
     """This process's resident set size in bytes (Linux ``/proc``; 0 elsewhere)."""
     try:
@@ -423,10 +413,11 @@ async def _attack_once(attack: Attack, engine: str, tmp_path: Path,
     assert canary not in repr(attack_result), "a host secret reached the attack's result"
 
     # 5. no leftovers
-    threads, pids = await wait_no_leftovers(threads_before, pids_before,
-                                            3 * config.slice_cpu_limit_s + 3.0)
-    assert not threads, f"engine threads left behind: {threads}"
-    assert not pids, f"sandbox processes left behind: {pids}"
+    settle_s = 3 * config.slice_cpu_limit_s + 3.0
+    await await_until(lambda: not engine_threads() - threads_before,
+                      what="the engine threads left behind to end", timeout=settle_s)
+    await await_until(lambda: not child_pids() - pids_before,
+                      what="the sandbox processes left behind to end", timeout=settle_s)
     return heartbeat.max_gap
 
 

@@ -36,6 +36,7 @@ import pytest
 from _support import (
     ENGINE_SKIPS,
     EngineFactory,
+    await_until,
     child_pids,
     quickjs_factory,
     subprocess_factory,
@@ -127,11 +128,11 @@ async def harness(make_engine: EngineFactory, provider: Any, **config: Any) \
             with anyio.fail_after(cfg.dispose_grace_s + MARGIN_S + 1):
                 await run.dispose()
             check_run_events(h.events, run, await h.result(run))
-    deadline = time.monotonic() + 3 * cfg.slice_cpu_limit_s + 3
-    while (engine_threads() - threads or child_pids() - pids) and time.monotonic() < deadline:
-        await anyio.sleep(0.02)
-    assert not engine_threads() - threads, "engine threads left behind"
-    assert not child_pids() - pids, "sandbox processes left behind"
+    settle_s = 3 * cfg.slice_cpu_limit_s + 3
+    await await_until(lambda: not engine_threads() - threads,
+                      what="the engine threads left behind to end", timeout=settle_s)
+    await await_until(lambda: not child_pids() - pids,
+                      what="the sandbox processes left behind to end", timeout=settle_s)
 
 # ---- a provider that raises ----------------------------------------------------------------
 

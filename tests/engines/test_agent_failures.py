@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import TIGHT_CONFIG, both_engines, quickjs_factory
+from _support import TIGHT_CONFIG, await_until, both_engines, quickjs_factory
 
 from dsh_workflow import (
     AgentEnded,
@@ -78,9 +78,8 @@ async def _run(factory: Any, script: str, *, config: EngineConfig = TIGHT_CONFIG
         engine.events.subscribe(events.append)
         run = engine.start(WorkflowStartRequest(meta=META, script=script, args=args))
         if cancel_after is not None:
-            with anyio.fail_after(10):
-                while not any(isinstance(e, AgentStarted) for e in events):
-                    await anyio.sleep(0.01)
+            await await_until(lambda: any(isinstance(e, AgentStarted) for e in events),
+                              what="a child to start", timeout=10)
             await anyio.sleep(cancel_after)
             run.cancel("enough")
         result = await run.result()

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 import anyio
 import pytest
+from _support import await_until
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -190,9 +191,7 @@ async def test_cancelling_during_a_retry_wait_ends_at_once() -> None:
         engine.events.subscribe(events.append)
         run = engine.start(WorkflowStartRequest(meta={"name": "wait", "description": "d"},
                                                 script="return await agent('a')"))
-        with anyio.fail_after(5):
-            while not retries(events):
-                await anyio.sleep(0.01)
+        await await_until(lambda: retries(events), what="the retry to be announced", timeout=5)
         started = time.monotonic()
         run.cancel("enough")
         with anyio.fail_after(5):

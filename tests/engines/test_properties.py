@@ -35,6 +35,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import await_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -598,10 +599,8 @@ async def check(program: Program) -> None:
     started = [e for e in events if isinstance(e, AgentStarted)]
     assert result.agents_started == len(started), where
 
-    deadline = time.monotonic() + 3 * config.slice_cpu_limit_s + 2
-    while run_threads() - before and time.monotonic() < deadline:
-        await anyio.sleep(0.01)
-    assert not run_threads() - before, f"run threads left: {run_threads() - before}{where}"
+    await await_until(lambda: not run_threads() - before, what=f"the run threads to end{where}",
+                      timeout=3 * config.slice_cpu_limit_s + 2)
 
 
 @pytest.mark.parametrize("backend", ["trio", "asyncio"])

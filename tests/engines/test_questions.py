@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import ENGINE_SKIPS, subprocess_factory
+from _support import ENGINE_SKIPS, await_until, subprocess_factory
 
 from dsh_workflow import (
     EchoProvider,
@@ -57,9 +57,8 @@ def make_engine(request: pytest.FixtureRequest) -> Any:
 
 async def open_questions(run: WorkflowRun, count: int = 1) -> list[Any]:
     """Wait (bounded) until ``run`` has ``count`` open questions."""
-    with anyio.fail_after(20):
-        while len(run.pending()) < count:
-            await anyio.sleep(0.01)
+    await await_until(lambda: len(run.pending()) >= count,
+                      what=f"{count} open question(s)", timeout=20)
     return list(await run.pending())
 
 

@@ -224,9 +224,8 @@ async def test_children_reuse_tasks_and_no_task_outlives_the_run() -> None:
         run = engine.start(request(script))
         assert (await run.result()).value == 1
         await run.dispose()
-        with anyio.fail_after(1):
-            while len(anyio.get_running_tasks()) > before:
-                await anyio.sleep(0.001)
+        await await_until(lambda: len(anyio.get_running_tasks()) <= before,
+                          what="the run's tasks to end", timeout=1)
     sequential = [n for kind, n in counts if kind == "a"]
     assert len(hosts) == 1, "sequential children are run by one reused task, not one each"
     assert max(sequential) == sequential[0]
@@ -275,9 +274,8 @@ def test_the_launcher_starts_in_order_on_its_own_thread_and_ends_when_idle() -> 
     wait_until(lambda: not launcher.alive(), what="the idle launcher thread to end", timeout=5)
     launcher.submit(done.clear)  # starts again on demand
     launcher.close()
-    deadline = time.monotonic() + 5
-    while launcher.alive() and time.monotonic() < deadline:
-        time.sleep(0.001)
+    wait_until(lambda: not launcher.alive(), what="the closed launcher's thread to end",
+               timeout=5)
     assert not done.is_set() and not launcher.alive()
     assert not [t for t in threading.enumerate() if t.name == "dsh-workflow-launcher-test"]
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import await_until
 
 from dsh_workflow import (
     AgentEnded,
@@ -67,9 +68,8 @@ async def _run(script: str, *, store: SQLiteRunStore | None = None, args: Any = 
         engine.events.subscribe(events.append)
         run = engine.start(WorkflowStartRequest(meta=META, script=script, args=args))
         if cancel is not None:
-            with anyio.fail_after(10):
-                while sum(isinstance(e, AgentStarted) for e in events) < 2:
-                    await anyio.sleep(0.01)
+            await await_until(lambda: sum(isinstance(e, AgentStarted) for e in events) >= 2,
+                              what="two children to start", timeout=10)
             run.cancel(cancel or None)
         with anyio.fail_after(20):
             result = await run.result()
@@ -194,9 +194,8 @@ async def test_a_cancel_from_another_process_names_its_origin(
             engine.events.subscribe(events.append)
             run = engine.start(WorkflowStartRequest(
                 meta=META, script="await agent('fail'); return await agent('hang')"))
-            with anyio.fail_after(10):
-                while sum(isinstance(e, AgentStarted) for e in events) < 2:
-                    await anyio.sleep(0.01)
+            await await_until(lambda: sum(isinstance(e, AgentStarted) for e in events) >= 2,
+                              what="two children to start", timeout=10)
             async with SQLiteRunStore(db) as other:
                 assert await other.request_cancel(run.id, origin=origin)
                 assert await other.request_cancel(run.id, origin="elsewhere")  # the first stands

@@ -66,10 +66,8 @@ def gone(pid: int) -> bool:
 
 
 async def pid_of(engine: SubprocessEngine, run: object) -> int:
-    with anyio.fail_after(5):
-        while (pid := engine.sandbox_pid(run)) is None:  # type: ignore[arg-type]  # a run of this engine
-            await anyio.sleep(0.01)
-    return pid
+    return await await_until(lambda: engine.sandbox_pid(run) or 0,  # type: ignore[arg-type]  # a run of this engine
+                             what="the run's sandbox process", timeout=5)
 
 
 def limits_of(pid: int) -> dict[str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import await_until
 
 from dsh_workflow._failure import ProviderUnavailable
 from dsh_workflow._providers.command import CommandProvider
@@ -51,13 +52,11 @@ def gone(pid: int) -> bool:
 
 
 async def read_pids(path: Path, count: int) -> list[int]:
-    with anyio.fail_after(10):
-        while True:
-            if path.exists():
-                pids = path.read_text().split()
-                if len(pids) == count:
-                    return [int(p) for p in pids]
-            await anyio.sleep(0.02)
+    def written() -> list[int]:
+        pids = path.read_text().split() if path.exists() else []
+        return [int(p) for p in pids] if len(pids) == count else []
+
+    return await await_until(written, what=f"{count} pids in {path.name}", timeout=10)
 
 
 # A child that starts a grandchild in its own group, writes both pids, then sleeps.

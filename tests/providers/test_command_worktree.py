@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
+from _support import ENGINE_SKIPS, await_until, quickjs_factory, subprocess_factory
 
 from dsh_workflow import (
     EngineConfig,
@@ -275,9 +275,8 @@ time.sleep(60)
     async with anyio.create_task_group() as tg:
         for seq in range(1, 9):
             tg.start_soon(p.run, request(seq=seq))
-        with anyio.fail_after(30):
-            while not board.exists() or len(board.read_text().split()) < 8:
-                await anyio.sleep(0.02)
+        await await_until(lambda: board.exists() and len(board.read_text().split()) >= 8,
+                          what="all eight children to start", timeout=30)
         assert len(worktree_paths(repo)) == 9
         tg.cancel_scope.cancel()
     assert all(gone(int(pid)) for pid in board.read_text().split())
@@ -315,8 +314,8 @@ async def test_cancellation_during_creation_leaves_nothing(
     with anyio.move_on_after(30) as timeout:
         async with anyio.create_task_group() as tg:
             tg.start_soon(p.run, request())
-            while not marker.exists() or not marker.read_text().strip():
-                await anyio.sleep(0.02)
+            await await_until(lambda: marker.exists() and marker.read_text().strip(),
+                              what="the checkout to hang", timeout=30)
             if where == "smudge":
                 assert "locked initializing" in git(repo, "worktree", "list", "--porcelain")
             tg.cancel_scope.cancel()
@@ -361,9 +360,8 @@ time.sleep(60)
         run = engine.start(WorkflowStartRequest(
             meta={"name": "isolated", "description": "four isolated agents"},
             script="return await parallel([1, 2, 3, 4].map((i) => () => agent('task ' + i)))"))
-        with anyio.fail_after(30):
-            while not board.exists() or len(board.read_text().split()) < 4:
-                await anyio.sleep(0.02)
+        await await_until(lambda: board.exists() and len(board.read_text().split()) >= 4,
+                          what="all four children to start", timeout=30)
         assert len(worktree_paths(repo)) == 5
     result = await run.result()
     assert result.stop_reason != "completed"

@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 
 import anyio
 import pytest
-from _support import ENGINE_SKIPS, quickjs_factory, subprocess_factory
+from _support import ENGINE_SKIPS, await_until, quickjs_factory, subprocess_factory
 
 from dsh_workflow import (
     AgentDefinition,
@@ -459,16 +459,13 @@ async def test_cancellation_closes_the_connection(server: FakeOpenAI) -> None:
     async with server.provider() as provider:
         async with anyio.create_task_group() as tg:
             tg.start_soon(child)
-            with anyio.fail_after(5):
-                while not server.requests:
-                    await anyio.sleep(0.01)
+            await await_until(lambda: server.requests, what="the request to arrive", timeout=5)
             await anyio.sleep(0.1)
             assert not server.disconnected.is_set()
             tg.cancel_scope.cancel()
         cancelled_at = time.monotonic()
-        with anyio.fail_after(2):
-            while not server.disconnected.is_set():
-                await anyio.sleep(0.01)
+        await await_until(server.disconnected.is_set, what="the server to see the disconnect",
+                          timeout=2)
         assert time.monotonic() - cancelled_at < 1.0
     assert not finished
 
@@ -486,15 +483,13 @@ async def test_cancelling_a_run_closes_fifty_requests_in_flight(server: FakeOpen
                 meta={"name": "fifty", "description": "fifty requests in flight"},
                 script="return await parallel(Array.from({length: 50}, "
                        "(_, i) => () => agent('p' + i)))"))
-            with anyio.fail_after(10):
-                while len(server.requests) < 50:
-                    await anyio.sleep(0.01)
+            await await_until(lambda: len(server.requests) >= 50,
+                              what="fifty requests in flight", timeout=10)
             run.cancel("enough")
             result = await run.result()
             await run.dispose()
-        with anyio.fail_after(2):
-            while server.disconnects < 50:
-                await anyio.sleep(0.01)
+        await await_until(lambda: server.disconnects >= 50,
+                          what="the server to see fifty disconnects", timeout=2)
     assert result.stop_reason == "cancelled" and result.agents_started == 50
     assert ended == ["cancelled"] * 50
 
@@ -1037,9 +1032,8 @@ async def test_cancelling_during_a_retry_wait(server: FakeOpenAI) -> None:
         engine.events.subscribe(events.append)
         run = engine.start(WorkflowStartRequest(meta={"name": "w", "description": "d"},
                                                 script="return await agent('p')"))
-        with anyio.fail_after(5):
-            while not any(isinstance(e, AgentRetried) for e in events):
-                await anyio.sleep(0.01)
+        await await_until(lambda: any(isinstance(e, AgentRetried) for e in events),
+                          what="the retry to be announced", timeout=5)
         run.cancel("enough")
         with anyio.fail_after(3):
             result = await run.result()

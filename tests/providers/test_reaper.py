@@ -7,9 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+from _support import wait_until
 
 from dsh_workflow._providers import reaper
 
@@ -39,13 +39,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_gone(pids: list[int], timeout: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return [pid for pid in pids if alive(pid)]
-
-
 def test_a_runner_killed_outright_takes_its_childrens_groups_with_it() -> None:
     runner = subprocess.run([sys.executable, "-c", RUNNER], capture_output=True, text=True,
                             timeout=60)
@@ -53,7 +46,9 @@ def test_a_runner_killed_outright_takes_its_childrens_groups_with_it() -> None:
     pids = [int(pid) for pid in runner.stdout.split()]
     assert len(pids) == 2, runner.stdout
     try:
-        assert wait_gone(pids) == [], "the child and its own child outlived the killed runner"
+        wait_until(lambda: not any(alive(pid) for pid in pids),
+                   what=f"the child and its own child {pids} to die with the killed runner",
+                   timeout=5)
     finally:
         for pid in pids:
             try:

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from _support import await_until
 
 from dsh_workflow import EngineConfig, WorkflowResult
 from dsh_workflow._engines.host.host import HostedRun
@@ -156,8 +157,7 @@ async def test_cancel_wins_and_running_children_end_cancelled() -> None:
         tg.start_soon(run.drive)
         await anyio.lowlevel.checkpoint()
         run.report(ReportKind.OUTBOX, _agents("a", "b", "c"))
-        while len(provider.requests) < 2:
-            await anyio.sleep(0.001)
+        await await_until(lambda: len(provider.requests) >= 2, what="two children to start")
         run.cancel("enough")
         run.cancel("ignored: the first reason wins")
         run.report(ReportKind.END, None)
@@ -187,8 +187,8 @@ async def test_the_budget_refuses_calls_once_spent() -> None:
         run.attach(runtime)
         tg.start_soon(run.drive)
         run.report(ReportKind.OUTBOX, _agents("a"))
-        while not runtime.settled or runtime.settled[-1][0] != 1:
-            await anyio.sleep(0.001)
+        await await_until(lambda: runtime.settled and runtime.settled[-1][0] == 1,
+                          what="the first child to settle")
         run.report(ReportKind.OUTBOX, _agents("b", first_id=2))
         with anyio.fail_after(10):
             await runtime.answers.wait()
