@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -251,6 +251,23 @@ async def await_until(condition: Callable[[], T], *, what: str, timeout: float =
         if time.monotonic() >= deadline:
             raise _timed_out(what, timeout, last)
         await anyio.sleep(interval)
+
+
+async def await_none_left(left: Callable[[], Collection[object]], *, what: str,
+                          timeout: float = 30.0) -> None:
+    """:func:`await_until` for leftovers: wait until ``left()`` (threads, pids, ...) is empty.
+    On a timeout the AssertionError names ``what`` and what was still left."""
+    items: Collection[object] = ()
+
+    def none_left() -> bool:
+        nonlocal items
+        items = left()
+        return not items
+
+    try:
+        await await_until(none_left, what=what, timeout=timeout)
+    except AssertionError:
+        raise _timed_out(what, timeout, sorted(map(str, items))) from None
 
 
 def wait_for_output(path: Path, pattern: str, *, count: int = 1,

@@ -68,7 +68,7 @@ import pytest
 from _support import (
     ENGINE_SKIPS,
     EngineFactory,
-    await_until,
+    await_none_left,
     child_pids,
     quickjs_factory,
     subprocess_factory,
@@ -414,10 +414,10 @@ async def _attack_once(attack: Attack, engine: str, tmp_path: Path,
 
     # 5. no leftovers
     settle_s = 3 * config.slice_cpu_limit_s + 3.0
-    await await_until(lambda: not engine_threads() - threads_before,
-                      what="the engine threads left behind to end", timeout=settle_s)
-    await await_until(lambda: not child_pids() - pids_before,
-                      what="the sandbox processes left behind to end", timeout=settle_s)
+    await await_none_left(lambda: {t.name for t in engine_threads() - threads_before},
+                          what="the engine threads left behind to end", timeout=settle_s)
+    await await_none_left(lambda: child_pids() - pids_before,
+                          what="the sandbox processes left behind to end", timeout=settle_s)
     return heartbeat.max_gap
 
 

@@ -36,7 +36,7 @@ import pytest
 from _support import (
     ENGINE_SKIPS,
     EngineFactory,
-    await_until,
+    await_none_left,
     child_pids,
     quickjs_factory,
     subprocess_factory,
@@ -129,10 +129,10 @@ async def harness(make_engine: EngineFactory, provider: Any, **config: Any) \
                 await run.dispose()
             check_run_events(h.events, run, await h.result(run))
     settle_s = 3 * cfg.slice_cpu_limit_s + 3
-    await await_until(lambda: not engine_threads() - threads,
-                      what="the engine threads left behind to end", timeout=settle_s)
-    await await_until(lambda: not child_pids() - pids,
-                      what="the sandbox processes left behind to end", timeout=settle_s)
+    await await_none_left(lambda: {t.name for t in engine_threads() - threads},
+                          what="the engine threads left behind to end", timeout=settle_s)
+    await await_none_left(lambda: child_pids() - pids,
+                          what="the sandbox processes left behind to end", timeout=settle_s)
 
 # ---- a provider that raises ----------------------------------------------------------------
 

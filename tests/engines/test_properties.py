@@ -35,7 +35,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import await_until
+from _support import await_none_left
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -599,8 +599,9 @@ async def check(program: Program) -> None:
     started = [e for e in events if isinstance(e, AgentStarted)]
     assert result.agents_started == len(started), where
 
-    await await_until(lambda: not run_threads() - before, what=f"the run threads to end{where}",
-                      timeout=3 * config.slice_cpu_limit_s + 2)
+    await await_none_left(lambda: {t.name for t in run_threads() - before},
+                          what=f"the run threads to end{where}",
+                          timeout=3 * config.slice_cpu_limit_s + 2)
 
 
 @pytest.mark.parametrize("backend", ["trio", "asyncio"])

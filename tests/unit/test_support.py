@@ -8,7 +8,7 @@ import time
 
 import anyio
 import pytest
-from _support import REPO, await_until, cli_env, wait_until
+from _support import REPO, await_none_left, await_until, cli_env, wait_until
 
 
 def test_cli_env_drops_what_steers_the_cli_and_sets_what_is_asked(
@@ -52,3 +52,19 @@ async def test_await_until_lets_the_loop_run_while_it_waits() -> None:
         assert await await_until(lambda: len(flag), what="the flag", timeout=5) == 1
     with pytest.raises(AssertionError, match="the flag"):
         await await_until(lambda: False, what="the flag", timeout=0.02)
+
+
+@pytest.mark.anyio
+async def test_await_none_left_names_what_was_left() -> None:
+    left = {"b", "a"}
+
+    async def end_later() -> None:
+        await anyio.sleep(0.02)
+        left.clear()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(end_later)
+        await await_none_left(lambda: set(left), what="the threads to end", timeout=5)
+    with pytest.raises(AssertionError,
+                       match=r"waited 0.02 s for the pids to end; last seen: \['7'\]"):
+        await await_none_left(lambda: {7}, what="the pids to end", timeout=0.02)
