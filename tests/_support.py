@@ -22,6 +22,7 @@ waits for, it waits for with the helpers here (or on an ``anyio.Event`` it can b
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import re
 import sqlite3
@@ -29,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -219,7 +220,7 @@ def _timed_out(what: str, timeout: float, last: object) -> AssertionError:
     return AssertionError(f"waited {timeout:g} s for {what}; last seen: {last!r}")
 
 
-def wait_until(condition: Callable[[], T], *, what: str, timeout: float = 30.0,
+def wait_until(condition: Callable[[], T | None], *, what: str, timeout: float = 30.0,
                interval: float = POLL_INTERVAL_S) -> T:
     """Poll ``condition`` (in this thread, blocking it) until it returns something truthy;
     return that.
@@ -239,13 +240,29 @@ def wait_until(condition: Callable[[], T], *, what: str, timeout: float = 30.0,
         time.sleep(interval)
 
 
-async def await_until(condition: Callable[[], T], *, what: str, timeout: float = 30.0,
-                      interval: float = POLL_INTERVAL_S) -> T:
+@overload
+async def await_until(condition: Callable[[], Coroutine[Any, Any, T | None]], *, what: str,
+                      timeout: float = ..., interval: float = ...) -> T: ...
+
+
+@overload
+async def await_until(condition: Callable[[], T | None], *, what: str, timeout: float = ...,
+                      interval: float = ...) -> T: ...
+
+
+async def await_until(condition: Callable[[], Any], *, what: str, timeout: float = 30.0,
+                      interval: float = POLL_INTERVAL_S) -> Any:
     """:func:`wait_until` for async tests: the same contract, sleeping with ``anyio.sleep``
-    between looks so the test's event loop (and the run it watches) goes on."""
+    between looks so the test's event loop (and the run it watches) goes on.
+
+    ``condition`` may also be an async function (a look that reads a run store or opens a
+    connection): its coroutine is awaited, in full, on each look. Any other value it returns
+    is taken as it is, even one that could be awaited."""
     deadline = time.monotonic() + timeout
     while True:
         last = condition()
+        if inspect.iscoroutine(last):
+            last = await last
         if last:
             return last
         if time.monotonic() >= deadline:

@@ -8,12 +8,11 @@ import json
 import os
 import pty
 import subprocess
-import time
 from pathlib import Path
 
 import genai_prices
 import pytest
-from _support import cli_command, cli_env, run_cli
+from _support import cli_command, cli_env, run_cli, wait_until
 
 SCRIPT = """export const meta = { name: 'estimated', description: 'an estimate test' };
 phase('Research');
@@ -116,6 +115,18 @@ def test_confirm_above_refuses_without_a_terminal_unless_yes(script: Path,
     assert below.returncode == 0, below.stderr  # 4 calls do not exceed 4: nothing to ask
 
 
+def _wait_asked(process: subprocess.Popen[bytes], err_path: Path, times: int) -> None:
+    """Wait until the question ``[y/N]`` is on stderr (the file ``err_path``) ``times`` times;
+    fails at once, with that stderr, if ``process`` exits first."""
+    def asked() -> bool:
+        if err_path.read_text(encoding="utf-8", errors="replace").count("[y/N]") >= times:
+            return True
+        assert process.poll() is None, err_path.read_text()
+        return False
+
+    wait_until(asked, what=f"[y/N] x{times} on stderr (in {err_path})", timeout=60)
+
+
 def _on_a_terminal(script: Path, tmp_path: Path, store: Path,
                    answer: bytes) -> tuple[int, str, str]:
     """Run with stdin on a pty, answering ``answer`` once the question is on stderr."""
@@ -128,11 +139,7 @@ def _on_a_terminal(script: Path, tmp_path: Path, store: Path,
             stdout=subprocess.PIPE, stderr=err)
     os.close(slave)
     try:
-        deadline = time.monotonic() + 60
-        while "[y/N]" not in err_path.read_text(encoding="utf-8", errors="replace"):
-            assert time.monotonic() < deadline, err_path.read_text()
-            assert process.poll() is None, err_path.read_text()
-            time.sleep(0.05)
+        _wait_asked(process, err_path, 1)
         os.write(master, answer)
         out, _ = process.communicate(timeout=120)
     finally:
@@ -212,11 +219,7 @@ def test_the_real_run_asks_again_on_a_terminal(tmp_path: Path) -> None:
     os.close(slave)
     try:
         for expected in (1, 2):  # the estimate's question, then the run's own
-            deadline = time.monotonic() + 60
-            while err_path.read_text(errors="replace").count("[y/N]") < expected:
-                assert time.monotonic() < deadline, err_path.read_text()
-                assert process.poll() is None, err_path.read_text()
-                time.sleep(0.05)
+            _wait_asked(process, err_path, expected)
             if expected == 2:
                 assert count.read_text().split() == ["call"]  # held before the 2nd call
             os.write(master, b"y\n")

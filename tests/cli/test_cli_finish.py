@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import cli_command, cli_env, run_cli, wait_spinning
+from _support import cli_command, cli_env, run_cli, wait_spinning, wait_until
 
 from dsh_workflow import SQLiteRunStore
 from dsh_workflow.testing import check_run_events, events_from_records
@@ -62,16 +62,23 @@ class Watched:
         self.stdout = self.process.stdout.read()
 
     def wait_for(self, pattern: str, timeout: float = 60) -> tuple[float, re.Match[str]]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """The first stderr line matching ``pattern``, with its arrival time; fails with the
+        stderr once the process has exited (and its stderr was read) without one, or after
+        ``timeout`` seconds."""
+        def seen() -> tuple[float, re.Match[str]] | None:
             for at, line in list(self.lines):
                 found = re.search(pattern, line)
                 if found:
                     return at, found
             if self.process.poll() is not None and not self._readers[0].is_alive():
-                break
-            time.sleep(0.02)
-        raise AssertionError(f"{pattern!r} never appeared on stderr: {self.stderr()}")
+                raise AssertionError("the process exited")
+            return None
+
+        try:
+            return wait_until(seen, what=f"{pattern!r} on stderr", timeout=timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{pattern!r} never appeared on stderr: "
+                                 f"{self.stderr()}") from exc
 
     def finish(self, timeout: float = 90) -> float:
         """Wait for the exit; return when it happened (monotonic)."""
@@ -223,10 +230,9 @@ return 1;
 
         watched.process.send_signal(signal.SIGKILL)  # the owner dies: no end is recorded
         watched.finish()
-        deadline = time.monotonic() + 20
-        while _runs_entry(tmp_path, store, run_id)["status"] != "interrupted":
-            assert time.monotonic() < deadline, "the killed run never read interrupted"
-            time.sleep(0.2)
+        # each look runs the command: at most five a second
+        wait_until(lambda: _runs_entry(tmp_path, store, run_id)["status"] == "interrupted",
+                   what="the killed run to read interrupted", timeout=20, interval=0.2)
         entry = _runs_entry(tmp_path, store, run_id)
         assert (entry["agents"], entry["agents_failed"], entry["tokens"]) == (3, 1, 24)
         shown = run_cli("show", run_id, "--store", store, cwd=tmp_path).stdout

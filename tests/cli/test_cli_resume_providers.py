@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import REPO, cli_command, cli_env, run_cli
+from _support import REPO, cli_command, cli_env, run_cli, wait_until
 
 FAKES = REPO / "tests" / "providers" / "fake_clis"
 API_KEY = "sk-test-resume-0123456789abcdef"
@@ -222,7 +222,6 @@ def test_an_interrupted_claude_run_resumes_without_paying_again(tmp_path: Path) 
     """Ctrl-C while the third call runs: the run ends cancelled (its claude child killed), and
     the resume replays the two completed calls and runs the third on the recorded model."""
     import signal
-    import time
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -245,10 +244,13 @@ def test_an_interrupted_claude_run_resumes_without_paying_again(tmp_path: Path) 
              "--provider", "claude", "--model", "opus"), cwd=tmp_path,
             env=env_for(tmp_path, **extra), stdout=subprocess.DEVNULL, stderr=err)
     try:
-        deadline = time.monotonic() + 60
-        while "[agent 3 started]" not in (tmp_path / "run.err").read_text(encoding="utf-8"):
-            assert time.monotonic() < deadline and process.poll() is None
-            time.sleep(0.05)
+        def third_started() -> bool:
+            if "[agent 3 started]" in (tmp_path / "run.err").read_text(encoding="utf-8"):
+                return True
+            assert process.poll() is None
+            return False
+
+        wait_until(third_started, what="the third call to start", timeout=60)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 130
     finally:

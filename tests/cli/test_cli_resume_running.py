@@ -8,12 +8,11 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import anyio
 import pytest
-from _support import cli_command, cli_env, run_cli
+from _support import await_until, cli_command, cli_env, run_cli, wait_until
 
 from dsh_workflow import (
     EngineConfig,
@@ -32,14 +31,12 @@ UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
 def started_run(err: Path, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def run_id() -> str | None:
         text = err.read_text(encoding="utf-8", errors="replace")
         found = re.search(f"run ({UUID})", text)
-        if found and "[agent 1 started]" in text:
-            return found.group(1)
-        time.sleep(0.05)
-    raise AssertionError(f"the run did not start: {err.read_text()!r}")
+        return found.group(1) if found and "[agent 1 started]" in text else None
+
+    return wait_until(run_id, what=f"the run to start (stderr in {err})", timeout=timeout)
 
 
 async def library_resume(store: Path, run_id: str) -> str | None:
@@ -98,9 +95,8 @@ async def test_a_run_still_running_in_this_process_is_not_resumed(tmp_path: Path
             QuickJSEngine(EngineConfig(), provider=FunctionProvider(held),
                           store=store) as engine:
         first = engine.start(WorkflowStartRequest(meta=META, script="return await agent('x')"))
-        with anyio.fail_after(20):
-            while (await store.get_run(first.id)) is None:
-                await anyio.sleep(0.01)
+        await await_until(lambda: store.get_run(first.id), what="the run in the store",
+                          timeout=20)
         with pytest.raises(WorkflowError, match="is still running") as caught:
             engine.start(WorkflowStartRequest(meta=META, script="return await agent('x')",
                                               resume_from=first.id))

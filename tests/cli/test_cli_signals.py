@@ -11,12 +11,11 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import cli_command, cli_env, wait_for_output
+from _support import cli_command, cli_env, wait_for_output, wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -67,6 +66,21 @@ def make_repo(root: Path) -> Path:
     return repo
 
 
+def wait_started(process: subprocess.Popen[bytes], pids_dir: Path, children: int,
+                 err: Path) -> None:
+    """Wait until ``children`` agents wrote their working directories into ``pids_dir`` (a
+    file named by each one's pid); fails at once, with its stderr (the file ``err``), if
+    ``process`` exits first."""
+    def started() -> bool:
+        # a file is made empty, then written: counted once it holds the directory
+        if sum(1 for p in pids_dir.iterdir() if p.stat().st_size) >= children:
+            return True
+        assert process.poll() is None, err.read_text()
+        return False
+
+    wait_until(started, what=f"{children} agents to start (stderr in {err})", timeout=30)
+
+
 def stop_run(tmp_path: Path, cwd: Path, script: str, how: signal.Signals,
              children: int) -> tuple[subprocess.Popen[bytes], bytes, str, list[int], Path]:
     """Start ``run`` with the sleeping agent command, wait until ``children`` agents run,
@@ -88,11 +102,7 @@ def stop_run(tmp_path: Path, cwd: Path, script: str, how: signal.Signals,
             cwd=cwd, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=err_file)
     pids: list[int] = []
     try:
-        deadline = time.monotonic() + 30
-        while len(list(pids_dir.iterdir())) < children:
-            assert time.monotonic() < deadline, err.read_text()
-            assert process.poll() is None, err.read_text()
-            time.sleep(0.02)
+        wait_started(process, pids_dir, children, err)
         pids = [int(p.name) for p in pids_dir.iterdir()]
         process.send_signal(how)
         stdout, _ = process.communicate(timeout=30)
@@ -128,14 +138,9 @@ def assert_cancelled_and_recorded(process: subprocess.Popen[bytes], stdout: byte
         == [(run_id, "cancelled")], rows
 
 
-def wait_gone(pids: list[int], timeout: float = 5) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = [pid for pid in pids if alive(pid)]
-        if not left:
-            return []
-        time.sleep(0.05)
-    return [pid for pid in pids if alive(pid)]
+def wait_gone(pids: list[int], what: str) -> None:
+    """Wait until none of ``pids`` runs; fails after 5 s naming ``what`` was awaited."""
+    wait_until(lambda: not [pid for pid in pids if alive(pid)], what=what, timeout=5)
 
 
 @pytest.mark.parametrize("how", SIGNALS)
@@ -145,7 +150,7 @@ def test_a_signal_kills_the_command_children_and_records_the_run_cancelled(
     process, stdout, stderr, pids, store = stop_run(tmp_path, tmp_path, script, how, children=2)
     try:
         assert len(pids) == 2
-        assert wait_gone(pids) == [], "the command children outlived the run"
+        wait_gone(pids, "the command children to end with the run")
         assert_cancelled_and_recorded(process, stdout, stderr, store, tmp_path)
         assert f"{how.name}" in json.loads(stdout)["error"]
     finally:
@@ -161,7 +166,7 @@ def test_sigterm_removes_the_worktrees_of_isolated_children(tmp_path: Path) -> N
     try:
         worktree = Path((tmp_path / "pids" / str(pids[0])).read_text())
         assert worktree != repo and worktree.is_relative_to(tmp_path.resolve()), worktree
-        assert wait_gone(pids) == []
+        wait_gone(pids, "the agent to end with the run")
         assert_cancelled_and_recorded(process, stdout, stderr, store, repo)
         assert not worktree.exists(), "the worktree was left behind"
         listed = git(repo, "worktree", "list", "--porcelain")
@@ -190,12 +195,8 @@ def start_run(tmp_path: Path, script: str, command: str, children: int,
              "--command", command.format(agent=agent, pids=pids_dir), *extra),
             cwd=cwd or tmp_path, env=env_for(tmp_path), stdout=subprocess.DEVNULL,
             stderr=err_file)
-    deadline = time.monotonic() + 30
     try:
-        while len(list(pids_dir.iterdir())) < children:
-            assert time.monotonic() < deadline, err.read_text()
-            assert process.poll() is None, err.read_text()
-            time.sleep(0.02)
+        wait_started(process, pids_dir, children, err)
     except BaseException:
         process.kill()
         process.wait()
@@ -215,7 +216,7 @@ def test_sigkill_of_the_runner_kills_its_command_children(tmp_path: Path) -> Non
         assert len(pids) == 2 and all(alive(pid) for pid in pids)
         process.kill()
         process.wait()
-        assert wait_gone(pids) == [], "the command children outlived the killed runner"
+        wait_gone(pids, "the command children to end with the killed runner")
     finally:
         cleanup(pids)
 

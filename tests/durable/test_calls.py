@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import ENGINE_SKIPS, subprocess_factory
+from _support import ENGINE_SKIPS, await_until, subprocess_factory
 
 from dsh_workflow import (
     AgentRegistry,
@@ -192,9 +192,14 @@ async def test_a_slow_call_can_be_read_while_it_runs(make_engine: Any, tmp_path:
                 '() => agent("the queued one", {label: "queued"})]);')))
             with anyio.fail_after(10):
                 await entered.wait()
-                async with SQLiteRunStore(path) as reader:  # another handle, as another process
-                    while len(calls := await reader.calls(run.id)) < 2:
-                        await anyio.sleep(0.05)
+            async with SQLiteRunStore(path) as reader:  # another handle, as another process
+
+                async def both_recorded() -> list[CallRecord]:
+                    calls = await reader.calls(run.id)
+                    return calls if len(calls) >= 2 else []
+
+                calls = await await_until(both_recorded, what="both calls in the store",
+                                          timeout=10)
             running, queued = calls
             assert running.prompt == "the slow one" and running.outcome is None
             assert running.started_at is not None

@@ -429,15 +429,18 @@ async def test_a_run_from_another_store_is_unknown(make_engine: Any, tmp_path: P
 @pytest.mark.anyio
 async def test_cancelled_and_failed_runs_are_recorded(make_engine: Any, tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite3"
+    entered = anyio.Event()
 
     async def hang(request: SubagentRequest) -> SubagentResult:
+        entered.set()
         await anyio.sleep(30)
         return SubagentResult(text="never")
 
     async with SQLiteRunStore(path) as store:
         async with make_engine(EngineConfig(), FunctionProvider(hang), store) as engine:
             run = engine.start(WorkflowStartRequest(meta=META, script="await agent('x')"))
-            await anyio.sleep(0.2)
+            with anyio.fail_after(30):
+                await entered.wait()  # cancelled while its agent runs
             run.cancel("stop it")
             assert (await run.result()).stop_reason == "cancelled"
             await run.dispose()

@@ -32,11 +32,13 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import await_until
 from anyio.abc import Process
 
 from dsh_workflow import (
     AgentStarted,
     QuickJSEngine,
+    RunRecord,
     SQLiteRunStore,
     SubagentRequest,
     SubagentResult,
@@ -190,17 +192,19 @@ async def check_after_kill(store: SQLiteRunStore, child: Child, why: str) -> lis
     if child.run_id is None:
         assert not received, why
         return []
-    deadline = time.monotonic() + 5
-    while True:
-        run = await store.get_run(child.run_id)
-        if run is None:
-            # killed before the run was recorded: then the script cannot have received a value
-            assert not received, why
-            return []
-        if run.status != "running":
-            break
-        assert time.monotonic() < deadline, f"still running 5 s after the kill: {why}"
-        await anyio.sleep(0.05)
+    run_id = child.run_id
+    if await store.get_run(run_id) is None:
+        # killed before the run was recorded: then the script cannot have received a value
+        # (and nothing records it later: its process is gone)
+        assert not received, why
+        return []
+
+    async def settled() -> RunRecord | None:
+        run = await store.get_run(run_id)
+        return None if run is None or run.status == "running" else run
+
+    run = await await_until(settled, what=f"the run to stop reading running after the kill: "
+                                          f"{why}", timeout=5)
     finished = any(line.startswith("end ") for line in child.lines())
     assert run.status == ("completed" if finished else "interrupted"), (run.status, why)
     entries = await store.journal(child.run_id, kind="agent")
@@ -209,10 +213,9 @@ async def check_after_kill(store: SQLiteRunStore, child: Child, why: str) -> lis
     assert not missing, f"received but not journaled: {missing[:5]} ({len(missing)}) {why}"
     assert len({entry.seq for entry in entries}) == len(entries), why
     # every process of the child went with it (the sandboxed runtime exits when its parent dies)
-    deadline = time.monotonic() + 5
-    while left := [pid for pid in child.grandchildren if alive(pid)]:
-        assert time.monotonic() < deadline, f"processes left after the kill: {left} {why}"
-        await anyio.sleep(0.05)
+    await await_until(lambda: not [pid for pid in child.grandchildren if alive(pid)],
+                      what=f"the child's processes {sorted(child.grandchildren)} to go after "
+                           f"the kill: {why}", timeout=5)
     return entries
 
 

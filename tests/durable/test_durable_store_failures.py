@@ -39,7 +39,7 @@ from dsh_workflow import (
 from dsh_workflow._errors import ENGINE_FAILED
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _support import child_pids
+from _support import await_until, child_pids
 
 pytestmark = pytest.mark.anyio
 
@@ -186,11 +186,10 @@ async def test_a_store_failing_mid_run_ends_it_with_a_clear_error(
     assert ended[0].stop_reason == "error" and ended[0].error == result.error
     assert ended[0].error_code == result.error_code
     assert store.is_open is False  # the engine opened it, the engine closed it
-    with anyio.fail_after(10):
-        while our_threads() - threads_before:
-            await anyio.sleep(0.02)
-        while child_pids() - children_before:
-            await anyio.sleep(0.02)
+    await await_until(lambda: not our_threads() - threads_before,
+                      what="the store's and the run's threads to end", timeout=10)
+    await await_until(lambda: not child_pids() - children_before,
+                      what="the engine's child processes to end", timeout=10)
 
 
 async def test_a_replaced_file_fails_the_next_write_instead_of_losing_it(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import ENGINE_SKIPS, subprocess_factory
+from _support import ENGINE_SKIPS, await_until, subprocess_factory
 
 from dsh_workflow import (
     AgentReplayed,
@@ -150,9 +150,7 @@ async def test_a_waiting_run_takes_an_answer_another_process_wrote_within_half_a
         run = engine.start(WorkflowStartRequest(meta=META, script="""
             return await ask("Budget?", {schema: {type: "object",
                 properties: {usd: {type: "number"}}, required: ["usd"]}});"""))
-        with anyio.fail_after(20):
-            while not run.pending():
-                await anyio.sleep(0.01)
+        await await_until(run.pending, what="the run's question to be open", timeout=20)
         # another process: a second store object on the same file
         async with SQLiteRunStore(tmp_path / "runs.sqlite3") as other:
             assert [q.qid for q in await other.questions(run.id)] == ["q1"]
@@ -233,13 +231,10 @@ async def test_the_nth_ask_of_a_question_takes_the_nth_answer(make_engine: Any,
         async with make_engine(Paid().provider, store) as engine:
             first = engine.start(WorkflowStartRequest(meta=META, script=script))
             for word in ("alpha", "beta"):
-                with anyio.fail_after(20):
-                    while not first.pending():
-                        await anyio.sleep(0.01)
+                await await_until(first.pending, what=f"the question before {word!r}",
+                                  timeout=20)
                 await first.answer(first.pending()[0].qid, word)
-            with anyio.fail_after(20):
-                while not first.pending():
-                    await anyio.sleep(0.01)
+            await await_until(first.pending, what="the third question to be open", timeout=20)
             first.cancel()  # stopped while the third ask is open
             await first.result()
             await first.dispose()
@@ -269,14 +264,11 @@ async def test_identical_questions_asked_at_once_replay_in_call_order(
     async with SQLiteRunStore(tmp_path / "runs.sqlite3") as store:
         async with make_engine(Paid().provider, store) as engine:
             first = engine.start(WorkflowStartRequest(meta=META, script=script))
-            with anyio.fail_after(20):
-                while len(first.pending()) < 3:
-                    await anyio.sleep(0.01)
+            await await_until(lambda: len(first.pending()) >= 3,
+                              what="the three questions to be open", timeout=20)
             for question, value in zip(first.pending(), (1, 2, 3), strict=True):
                 await first.answer(question.qid, {"v": value})
-            with anyio.fail_after(20):
-                while not first.pending():
-                    await anyio.sleep(0.01)
+            await await_until(first.pending, what="the checkpoint to be open", timeout=20)
             first.cancel()
             await first.result()
             await first.dispose()

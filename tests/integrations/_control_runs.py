@@ -19,9 +19,14 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
+
+# tests/, for the shared helpers when this runs as a script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _support import await_until
 
 from dsh_workflow import (
     EchoProvider,
@@ -111,8 +116,8 @@ async def _slow(path: str, seconds: float) -> None:
     async with SQLiteRunStore(path) as store, QuickJSEngine(
             EngineConfig(), provider=EchoProvider(latency_s=seconds), store=store) as engine:
         run = engine.start(WorkflowStartRequest(meta=_meta("slow"), script=SLOW))
-        while not (await store.events(run.id)):
-            await anyio.sleep(0.02)  # recorded, and its first events are in the file
+        await await_until(lambda: store.events(run.id),  # recorded, with its first events
+                          what="the run's first events in the store")
         print(run.id, flush=True)
         result = await run.result()
         print(json.dumps({"stop_reason": result.stop_reason, "error": result.error}), flush=True)

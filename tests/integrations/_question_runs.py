@@ -12,8 +12,13 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import anyio
+
+# tests/, for the shared helpers when this runs as a script
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _support import await_until
 
 from dsh_workflow import (
     EchoProvider,
@@ -49,8 +54,7 @@ async def _main(mode: str, path: str) -> None:
             park=mode == "parked") as engine:
         engine.events.subscribe(heard)
         run = engine.start(WorkflowStartRequest(meta=META, script=ASKING))
-        while await store.get_run(run.id) is None:
-            await anyio.sleep(0.01)
+        await await_until(lambda: store.get_run(run.id), what="the run in the store")
         print(run.id, flush=True)
         result = await run.result()
         print(json.dumps({"stop_reason": result.stop_reason, "value": result.value,

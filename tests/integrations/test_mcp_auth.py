@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from _support import wait_until
 
 mcp = pytest.importorskip("mcp")
 
@@ -81,11 +82,13 @@ def mcp_server(tmp_path: Path, *options: str, env_token: str | None = None) -> I
             [sys.executable, "-m", "dsh_workflow", "mcp", *options, "--http", str(port)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink, env=env)
     try:
-        deadline = time.monotonic() + 30
-        while "Authorization: Bearer" not in log.read_text():  # printed once it listens
+        def listening() -> bool:
+            if "Authorization: Bearer" in log.read_text():  # printed once it listens
+                return True
             assert process.poll() is None, f"the server exited: {log.read_text()}"
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.05)
+            return False
+
+        wait_until(listening, what="the server to start", timeout=30)
         yield Server(url=f"http://127.0.0.1:{port}/mcp", log=log, process=process)
     finally:
         process.send_signal(signal.SIGTERM)

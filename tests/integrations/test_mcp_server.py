@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import await_until
 
 mcp = pytest.importorskip("mcp")
 
@@ -96,16 +97,16 @@ async def http_server(*options: str, token: str | None = None) -> AsyncIterator[
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=None,
             env=env) as process:
         try:
-            with anyio.fail_after(30):
-                while True:
-                    try:
-                        stream = await anyio.connect_tcp("127.0.0.1", port)
-                    except OSError:
-                        assert process.returncode is None, "the server exited"
-                        await anyio.sleep(0.05)
-                        continue
-                    await stream.aclose()
-                    break
+            async def listening() -> bool:
+                try:
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                except OSError:
+                    assert process.returncode is None, "the server exited"
+                    return False
+                await stream.aclose()
+                return True
+
+            await await_until(listening, what="the server to listen", timeout=30)
             yield f"http://127.0.0.1:{port}/mcp"
         finally:
             process.terminate()
@@ -271,9 +272,8 @@ async def test_cancelling_the_call_kills_the_child_and_the_server_keeps_serving(
     async with connect("--provider", "command", "--command", command) as session:
         with anyio.CancelScope() as scope:
             async def cancel_once_started() -> None:
-                with anyio.fail_after(30):
-                    while not pid_file.exists() or not pid_file.read_text():
-                        await anyio.sleep(0.05)
+                await await_until(lambda: pid_file.exists() and pid_file.read_text(),
+                                  what="the child to write its pid", timeout=30)
                 scope.cancel()
 
             async with anyio.create_task_group() as tg:
@@ -282,9 +282,7 @@ async def test_cancelling_the_call_kills_the_child_and_the_server_keeps_serving(
                                                      "script": 'return await agent("wait")'})
         assert scope.cancelled_caught
         pid = int(pid_file.read_text())
-        with anyio.fail_after(15):
-            while _pid_alive(pid):
-                await anyio.sleep(0.05)
+        await await_until(lambda: not _pid_alive(pid), what="the child to end", timeout=15)
         # The server is alive and serving: a call after the cancellation works.
         assert (await session.list_tools()).tools[0].name == "workflow"
 

@@ -13,13 +13,13 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import wait_until
 
 pytest.importorskip("mcp")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -82,11 +82,16 @@ def agent_command(tmp: Path) -> tuple[str, Path]:
 
 
 def wait_children(pids: Path, server: subprocess.Popen[bytes], count: int = 2) -> list[int]:
-    deadline = time.monotonic() + 60
-    while len(list(pids.iterdir())) < count:
+    """The pids of ``count`` agents once each wrote its working directory into ``pids`` (a
+    file named by its pid); fails at once if ``server`` exits first."""
+    def started() -> bool:
+        # a file is made empty, then written: counted once it holds the directory
+        if sum(1 for p in pids.iterdir() if p.stat().st_size) >= count:
+            return True
         assert server.poll() is None, "the server exited"
-        assert time.monotonic() < deadline, "the children never started"
-        time.sleep(0.05)
+        return False
+
+    wait_until(started, what="the children to start", timeout=60)
     return [int(p.name) for p in pids.iterdir()]
 
 
@@ -166,14 +171,15 @@ def http_server(tmp_path: Path, repo: Path, command: str) -> Iterator[tuple[
         [sys.executable, "-m", "dsh_workflow", "mcp", "--provider", "command", "--command",
          command, "--http", str(port)], cwd=repo, env=server_env(tmp_path),
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while True:
+    def listening() -> bool:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
         except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "no server"
-            time.sleep(0.05)
+            assert server.poll() is None, "no server"
+            return False
+        return True
+
+    wait_until(listening, what="the server to listen", timeout=60)
     yield server, f"http://127.0.0.1:{port}/mcp"
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import await_until
 
 pytest.importorskip("mcp")
 
@@ -83,7 +84,8 @@ async def test_progress_is_coalesced_and_ends_with_the_final_state() -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(reporter.pump)
         reporter(PhaseStarted(run=run, title="Scan"))
-        await anyio.sleep(0.05)  # the first change goes out at once
+        # the first change goes out at once: well within the interval
+        await await_until(lambda: sent, what="the first change to go out", timeout=0.05)
         assert [m for _, _, m in sent] == ["phase: Scan; 0/0 agents done"]
         for seq in range(1, 6):  # a burst inside one interval: coalesced
             reporter(AgentStarted(run=run, seq=seq, label=f"a{seq}"))

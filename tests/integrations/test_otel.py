@@ -471,13 +471,17 @@ async def test_retries_and_phases_are_span_events(otel: Otel) -> None:
 @pytest.mark.anyio
 async def test_the_spans_are_complete_when_the_block_exits_with_runs_still_going(
         otel: Otel) -> None:
+    entered = anyio.Event()
+
     async def hang(request: SubagentRequest) -> str:
+        entered.set()
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
     async with make_engine("quickjs", FunctionProvider(hang), otel.telemetry) as engine:
         engine.start(WorkflowStartRequest(meta=META, script="return await agent('x');"))
-        await anyio.sleep(0.1)
+        with anyio.fail_after(30):
+            await entered.wait()  # its agent runs
     names = sorted(span.name for span in otel.spans())
     assert names == ["invoke_agent", "invoke_workflow traced"]  # its label is its prompt
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _support import await_until, wait_until
 from temporalio.client import Client
 
 from dsh_workflow import EngineConfig, QuickJSEngine, WorkflowStartRequest
@@ -72,13 +73,21 @@ def start_server(tmp: Path) -> Server:
              "--metrics-port", str(_free_port()), "--log-level", "error"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     server = Server(f"127.0.0.1:{port}", process)
-    deadline = time.monotonic() + 60
-    while not _accepts(port):
-        if process.poll() is not None or time.monotonic() > deadline:
-            server.stop()
-            raise RuntimeError(f"the Temporal dev server did not start: "
-                               f"{(tmp / f'temporal-{port}.log').read_text()[-2000:]}")
-        time.sleep(0.2)
+
+    def listening() -> bool:
+        if _accepts(port):
+            return True
+        if process.poll() is not None:
+            raise RuntimeError("it exited")
+        return False
+
+    try:
+        wait_until(listening, what="the Temporal dev server to listen", timeout=60,
+                   interval=0.2)
+    except (AssertionError, RuntimeError) as exc:
+        server.stop()
+        raise RuntimeError(f"the Temporal dev server did not start: "
+                           f"{(tmp / f'temporal-{port}.log').read_text()[-2000:]}") from exc
     probe = subprocess.run([str(TEMPORAL), "operator", "namespace", "describe", "--namespace",
                             "default", "--address", server.address], capture_output=True,
                            timeout=60)
@@ -111,11 +120,19 @@ class WorkerProcess:
         return self.text().count("] started ")
 
     def wait_for(self, needle: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while needle not in self.text():
+        def seen() -> bool:
+            if needle in self.text():
+                return True
             assert self.process.poll() is None, f"worker exited: {self.text()}"
-            assert time.monotonic() < deadline, f"no {needle!r} in {self.text()}"
-            time.sleep(0.1)
+            return False
+
+        try:
+            wait_until(seen, what=f"{needle!r} in the worker's log", timeout=timeout,
+                       interval=0.1)
+        except AssertionError as exc:
+            if self.process.poll() is not None:
+                raise
+            raise AssertionError(f"no {needle!r} in {self.text()}") from exc
 
     def stop(self) -> int:
         if self.process.poll() is None:
@@ -198,8 +215,8 @@ async def test_killed_worker_loses_nothing_and_a_restarted_worker_rejoins(
     rejoined: list[WorkerProcess] = []
     async with anyio.create_task_group() as tg:
         async def kill_then_restart() -> None:
-            while doomed.started() == 0:
-                await anyio.sleep(0.05)
+            await await_until(doomed.started, what="the doomed worker's first child",
+                              timeout=60)
             doomed.process.kill()  # SIGKILL: no goodbye, its activities just stop heartbeating
             rejoined.append(await anyio.to_thread.run_sync(
                 lambda: workers(queue, "--echo-latency", "1.5", "--max-concurrent", "6")))
@@ -238,16 +255,18 @@ async def test_cancelling_the_run_stops_its_activities_promptly(
     client = await Client.connect(server.address)
     async with QuickJSEngine(EngineConfig(), provider=TemporalProvider(client, queue)) as engine:
         run = engine.start(WorkflowStartRequest(meta=META, script=FANOUT % 4))
-        with anyio.fail_after(60):
-            while len(_pids_alive(pid_dir)) < 4:
-                await anyio.sleep(0.1)
+        await await_until(lambda: len(_pids_alive(pid_dir)) >= 4,
+                          what="the four activities' children to run", timeout=60,
+                          interval=0.1)
         cancelled_at = time.monotonic()
         run.cancel("enough")
         result = await run.result()
         assert result.stop_reason == "cancelled"
-    with anyio.fail_after(15):  # a heartbeat a second carries the cancellation to the worker
-        while _pids_alive(pid_dir) or worker.text().count(": cancelled in") < 4:
-            await anyio.sleep(0.1)
+    # a heartbeat a second carries the cancellation to the worker
+    await await_until(lambda: not _pids_alive(pid_dir)
+                      and worker.text().count(": cancelled in") >= 4,
+                      what="the children to end and four activities to be cancelled",
+                      timeout=15, interval=0.1)
     assert time.monotonic() - cancelled_at < 15
 
 
@@ -297,8 +316,8 @@ async def test_sigterm_lets_running_children_finish_and_exits_0(server: Server,
     worker = workers(queue, "--echo-latency", "2", "--shutdown-grace", "20")
     async with anyio.create_task_group() as tg:
         async def stop_when_busy() -> None:
-            while worker.started() < 3:
-                await anyio.sleep(0.05)
+            await await_until(lambda: worker.started() >= 3, what="three children to start",
+                              timeout=60)
             worker.process.send_signal(signal.SIGTERM)
         tg.start_soon(stop_when_busy)
         result = await _run(server.address, queue, FANOUT % 3)
@@ -315,8 +334,8 @@ async def test_sigterm_past_the_grace_hands_children_back_to_another_worker(
     leaving = workers(queue, "--echo-latency", "4", "--shutdown-grace", "0")
     async with anyio.create_task_group() as tg:
         async def hand_over() -> None:
-            while leaving.started() < 2:
-                await anyio.sleep(0.05)
+            await await_until(lambda: leaving.started() >= 2, what="two children to start",
+                              timeout=60)
             leaving.process.send_signal(signal.SIGTERM)
             await anyio.to_thread.run_sync(lambda: workers(queue, "--echo-latency", "0.1"))
         tg.start_soon(hand_over)
@@ -480,10 +499,13 @@ def test_a_stopped_worker_ends_without_finalizing_the_interpreter(server: Server
              "--task-queue", _queue(), "--shutdown-grace", "0"],
             stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL, env=env)
     try:
-        deadline = time.monotonic() + 60
-        while b"ready:" not in log.read_bytes():
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
+        def ready() -> bool:
+            if b"ready:" in log.read_bytes():
+                return True
+            assert process.poll() is None, log.read_text()
+            return False
+
+        wait_until(ready, what=f"the worker to be ready (log in {log})", timeout=60)
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, log.read_text()
     finally:

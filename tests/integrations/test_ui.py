@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
+from _support import store_has_call, wait_until
 
 from dsh_workflow import Usage
 from dsh_workflow._cli.announce import announce_viewer
@@ -399,7 +400,8 @@ def test_an_interrupted_run_shows_its_counts_and_ends_on_its_page(
                               "40", "2.0"], stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     run_id = child.stdout.readline().strip()
-    time.sleep(1.0)  # in the middle of its first two agents
+    # in the middle of its first two agents (each takes 2 s)
+    wait_until(lambda: store_has_call(pathlib.Path(store), 2), what="the second agent to start")
     child.kill()  # kill -9: the run never ends by itself
     child.wait()
     child.stdout.close()

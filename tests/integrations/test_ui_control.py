@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from _support import wait_until
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -421,10 +422,9 @@ def test_the_detail_of_an_unended_call_of_a_killed_run_reads_interrupted(
     child, run_id = _slow_run(runs[0], 60)
     try:
         base = f"/api/runs/{run_id}/calls/1"
-        deadline = time.monotonic() + 20
-        while viewer.get(base).status_code != 200:  # written once open for 0.2 s
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        # written once open for 0.2 s; each look asks the viewer: at most ten a second
+        wait_until(lambda: viewer.get(base).status_code == 200,
+                   what="the open call's detail", timeout=20, interval=0.1)
         assert viewer.get(base).json()["outcome"] is None  # still running
     finally:
         child.kill()  # kill -9: the run never ends by itself

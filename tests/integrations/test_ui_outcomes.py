@@ -12,7 +12,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from _support import wait_until
 
 from dsh_workflow import SQLiteRunStore
 
@@ -169,14 +169,13 @@ def test_a_cancel_from_the_viewer_names_its_origin(store: Path, viewer: Viewer,
     script.write_text(META + "return await agent('slow')\n", encoding="utf-8")
     child = _run(store, script, "--json")
     try:
-        run_id = None
-        deadline = time.monotonic() + 30
-        while run_id is None and time.monotonic() < deadline:
+        def running() -> str | None:
             listed = viewer.get("/runs-table").text
-            running = re.search(r'data-id="([^"]+)" data-status="running"', listed)
-            run_id = running.group(1) if running else None
-            time.sleep(0.1)
-        assert run_id is not None, "the run did not start"
+            found = re.search(r'data-id="([^"]+)" data-status="running"', listed)
+            return found.group(1) if found else None
+
+        # each look asks the viewer: at most ten a second
+        run_id = wait_until(running, what="the run to start", timeout=30, interval=0.1)
         assert viewer.post(f"/api/runs/{run_id}/cancel").status_code == 202
         out, _ = child.communicate(timeout=30)
     finally:

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from _support import wait_until
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -86,14 +87,15 @@ class _LazyViewer:
 
 
 def _wait_open(view: Any, run_id: str, qid: str) -> str:
-    deadline = time.monotonic() + 60
-    while True:
+    """The run's page once it shows question ``qid`` open."""
+    def shown() -> str | None:
         page = view.get(f"/runs/{run_id}")
         assert page.status_code == 200, page.text
-        if f'data-qid="{qid}"' in page.text:
-            return str(page.text)
-        assert time.monotonic() < deadline, page.text
-        time.sleep(0.05)
+        return str(page.text) if f'data-qid="{qid}"' in page.text else None
+
+    # each look asks the viewer: at most twenty a second
+    return wait_until(shown, what=f"question {qid} on the run's page", timeout=60,
+                      interval=0.05)
 
 
 def _post(view: Any, run_id: str, qid: str, *, data: dict[str, Any] | None = None,

@@ -14,7 +14,7 @@ from typing import Any, Self
 import anyio
 import anyio.lowlevel
 import pytest
-from _support import both_engines, quickjs_factory
+from _support import await_until, both_engines, quickjs_factory
 
 from dsh_workflow import (
     EchoProvider,
@@ -35,12 +35,6 @@ def call(script: str) -> dict[str, Any]:
     return {"meta": META, "script": script}
 
 
-async def wait_for(condition: Any, seconds: float = 15) -> None:
-    with anyio.fail_after(seconds):
-        while not condition():
-            await anyio.sleep(0.01)
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize("make_engine", both_engines())
 async def test_a_tool_not_entered_still_calls_on_complete(make_engine: Any) -> None:
@@ -50,10 +44,11 @@ async def test_a_tool_not_entered_still_calls_on_complete(make_engine: Any) -> N
                             max_background_runs=2)
         for n in range(5):
             # at most two at once: wait for a slot, as a harness would after a refusal
-            await wait_for(lambda n=n: len(delivered) >= n - 1)
+            await await_until(lambda: len(delivered) >= n - 1,  # noqa: B023 - awaited here
+                              what=f"{n - 1} completions", timeout=15)
             started = await tool.execute(call(f"return await agent('p{n}');"))
             assert not started.is_error, started.text
-        await wait_for(lambda: len(delivered) == 5)
+        await await_until(lambda: len(delivered) == 5, what="the five completions", timeout=15)
     assert sorted(c.data["result"] for c in delivered if c.data) == [
         f"echo: p{n}" for n in range(5)], [c.text for c in delivered]
 
@@ -70,7 +65,7 @@ async def test_an_async_on_complete_is_awaited_without_entering(make_engine: Any
     async with make_engine(EngineConfig(), EchoProvider()) as engine:
         tool = WorkflowTool(engine, background=True, on_complete=on_complete)
         await tool.execute(call("return 7"))
-        await wait_for(lambda: len(delivered) == 1)
+        await await_until(lambda: len(delivered) == 1, what="the completion", timeout=15)
     assert delivered[0].startswith('workflow "bg" completed (0 agents).')
 
 
@@ -96,9 +91,10 @@ async def test_an_on_complete_that_raises_is_logged_and_cancels_nothing(
             await gate.wait_started(1)
             with caplog.at_level(logging.WARNING, logger="dsh_workflow.tool"):
                 await tool.execute(call("return 'quick'"))
-                await wait_for(lambda: len(delivered) == 1)
+                await await_until(lambda: len(delivered) == 1,
+                                  what="the quick run's completion", timeout=15)
             gate.release_all()
-            await wait_for(lambda: len(delivered) == 2)
+            await await_until(lambda: len(delivered) == 2, what="both completions", timeout=15)
     assert [c.is_error for c in delivered] == [False, False], [c.text for c in delivered]
     assert delivered[1].data is not None and delivered[1].data["result"] == "ok:slow"
     assert slow.data is not None and delivered[1].data["run_id"] == slow.data["run_id"]
@@ -120,7 +116,8 @@ async def test_delivered_completions_are_not_kept(entered: bool) -> None:
             if entered:
                 await stack.enter_async_context(tool)
             await tool.execute(call(script))  # warm up before measuring
-            await wait_for(lambda: len(seen) == 1)
+            await await_until(lambda: len(seen) == 1, what="the warm-up's completion",
+                              timeout=15)
             gc.collect()
             tracemalloc.start()
             try:
@@ -128,7 +125,8 @@ async def test_delivered_completions_are_not_kept(entered: bool) -> None:
                 for n in range(runs):
                     started = await tool.execute(call(script))
                     assert not started.is_error, started.text
-                    await wait_for(lambda n=n: len(seen) == n + 2)
+                    await await_until(lambda: len(seen) == n + 2,  # noqa: B023 - awaited here
+                                      what=f"completion {n + 2}", timeout=15)
                 gc.collect()
                 grown = tracemalloc.get_traced_memory()[0] - before
             finally:
@@ -174,7 +172,7 @@ async def test_without_start_soon_an_unentered_tool_refuses_instead_of_losing() 
         # entered, the same tool delivers
         async with tool:
             assert not (await tool.execute(call("return 1"))).is_error
-            await wait_for(lambda: len(delivered) == 1)
+            await await_until(lambda: len(delivered) == 1, what="the completion", timeout=15)
         # without on_complete, completions() is the way out: no refusal
         plain = WorkflowTool(bare, background=True)
         assert not (await plain.execute(call("return 2"))).is_error
@@ -233,6 +231,7 @@ async def test_runs_cancelled_by_closing_are_still_delivered(make_engine: Any,
                 await stack.enter_async_context(tool)
             for _ in range(3):
                 assert not (await tool.execute(call("return await agent('held');"))).is_error
-            await wait_for(lambda: len(gate.requests) >= 1)
+            await await_until(lambda: len(gate.requests) >= 1, what="a held call at the provider",
+                              timeout=15)
     assert len(delivered) == 3, delivered
     assert all(text.startswith("Error: workflow run was cancelled") for text in delivered)

@@ -12,6 +12,7 @@ import anyio.lowlevel
 import jsonschema
 import pydantic
 import pytest
+from _support import await_until
 
 from dsh_workflow._errors import WorkflowError, WorkflowErrorCode
 from dsh_workflow._events import EventHub
@@ -411,8 +412,7 @@ async def test_concurrent_calls_get_their_own_runs() -> None:
     async with anyio.create_task_group() as group:
         group.start_soon(one, "first")
         group.start_soon(one, "second")
-        while len(engine.runs) < 2:
-            await anyio.sleep(0.001)
+        await await_until(lambda: len(engine.runs) >= 2, what="both runs to start")
         by_name = {run.meta.name: run for run in engine.runs}
         by_name["first"].settle(completed("a", agents=1))
         by_name["second"].settle(WorkflowResult(stop_reason="error", error="boom"))

@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import TIGHT_CONFIG, both_engines
+from _support import TIGHT_CONFIG, await_until, both_engines
 
 from dsh_workflow import SubagentRequest, SubagentResult, ToolResult, WorkflowTool
 from dsh_workflow._tool.failures import failures_line
@@ -107,9 +107,7 @@ async def test_a_background_completion_carries_the_failures_too(factory: Any) ->
         async with WorkflowTool(engine, background=True, on_complete=delivered.append) as tool:
             started = await tool.execute(_call("return [await agent('hang'), await agent('x')]"))
             assert (started.data or {}).get("background") is True
-            with anyio.fail_after(20):
-                while not delivered:
-                    await anyio.sleep(0.05)
+            await await_until(lambda: delivered, what="the completion", timeout=20)
     (completion,) = delivered
     assert isinstance(completion, ToolResult)
     assert completion.text.split("\n")[-1] == "Agents failed: 1 of 2 — 1 timeout."
