@@ -27,6 +27,7 @@ from dsh_workflow import (
     SubagentRequest,
     SubagentResult,
     WorkflowEvent,
+    WorkflowRun,
     WorkflowStartRequest,
 )
 from dsh_workflow._engines.subprocess import SandboxPolicy, SubprocessEngine, sandbox
@@ -65,8 +66,8 @@ def gone(pid: int) -> bool:
     return pid not in child_pids()
 
 
-async def pid_of(engine: SubprocessEngine, run: object) -> int:
-    return await await_until(lambda: engine.sandbox_pid(run) or 0,  # type: ignore[arg-type]  # a run of this engine
+async def pid_of(engine: SubprocessEngine, run: WorkflowRun) -> int:
+    return await await_until(lambda: engine.sandbox_pid(run) or 0,
                              what="the run's sandbox process", timeout=5)
 
 
