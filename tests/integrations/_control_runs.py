@@ -109,7 +109,7 @@ async def _make_runs(path: str) -> dict[str, str]:
 
 def make_runs(path: str) -> dict[str, str]:
     """Record the finished runs in the store ``path``; their ids by name."""
-    return anyio.run(_make_runs, path)
+    return anyio.run(_make_runs, path, backend="trio")  # beside a live Playwright
 
 
 async def _slow(path: str, seconds: float) -> None:

@@ -89,7 +89,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         async with SQLiteRunStore(path):
             pass
 
-    anyio.run(create)
+    anyio.run(create, backend="trio")  # beside a live Playwright
     return path
 
 

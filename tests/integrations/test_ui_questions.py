@@ -113,7 +113,7 @@ def _records(store: str, run_id: str) -> list[Any]:
     async def read() -> list[Any]:
         async with SQLiteRunStore(store) as opened:
             return await opened.question_records(run_id)
-    return anyio.run(read)
+    return anyio.run(read, backend="trio")  # beside a live Playwright
 
 
 def test_a_running_run_is_answered_from_its_page(store: str, viewer: Any) -> None:
