@@ -468,10 +468,12 @@ def test_sigterm_while_connecting_stops_the_worker_cleanly() -> None:
              "--task-queue", "q", "--connect-timeout", "60"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         try:
-            connection, _ = silent.accept()  # the worker is connecting now
-            connection.close()
-            process.send_signal(signal.SIGTERM)
-            _, stderr = process.communicate(timeout=30)
+            # the worker is connecting now; the connection stays open and silent until the
+            # worker has ended (closed at once, the worker could see the failed connect first)
+            connection, _ = silent.accept()
+            with connection:
+                process.send_signal(signal.SIGTERM)
+                _, stderr = process.communicate(timeout=30)
         finally:
             process.kill()
             process.wait()
