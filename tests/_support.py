@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Coroutine, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -285,6 +285,13 @@ async def await_none_left(left: Callable[[], Collection[object]], *, what: str,
         await await_until(none_left, what=what, timeout=timeout)
     except AssertionError:
         raise _timed_out(what, timeout, sorted(map(str, items))) from None
+
+
+def run_beside_playwright(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``anyio.run(fn, *args)`` from a synchronous test or fixture, also while a Playwright
+    browser is open in this thread: Playwright's sync API leaves its asyncio loop marked running
+    there, so ``asyncio.run`` would refuse to start; this runs on trio, which does not look."""
+    return anyio.run(fn, *args, backend="trio")
 
 
 def wait_for_output(path: Path, pattern: str, *, count: int = 1,

@@ -26,7 +26,7 @@ import anyio.to_thread
 
 # tests/, for the shared helpers when this runs as a script
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _support import await_until
+from _support import await_until, run_beside_playwright
 
 from dsh_workflow import (
     EchoProvider,
@@ -109,7 +109,7 @@ async def _make_runs(path: str) -> dict[str, str]:
 
 def make_runs(path: str) -> dict[str, str]:
     """Record the finished runs in the store ``path``; their ids by name."""
-    return anyio.run(_make_runs, path, backend="trio")  # beside a live Playwright
+    return run_beside_playwright(_make_runs, path)
 
 
 async def _slow(path: str, seconds: float) -> None:

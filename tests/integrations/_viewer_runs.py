@@ -91,12 +91,10 @@ async def _make_runs(path: str) -> tuple[dict[str, str], dict[str, int]]:
 
 
 def make_runs(path: str) -> tuple[dict[str, str], dict[str, int]]:
-    """Record the finished runs in the store ``path``; their ids and token totals by name.
+    """Record the finished runs in the store ``path``; their ids and token totals by name."""
+    from _support import run_beside_playwright  # the test process's helpers (not as a script)
 
-    On trio: a fixture may set this up while a module's Playwright browser is alive, and
-    Playwright's sync API leaves its asyncio loop marked running in this thread, so
-    ``asyncio.run`` would refuse to start (trio does not look)."""
-    return anyio.run(_make_runs, path, backend="trio")
+    return run_beside_playwright(_make_runs, path)
 
 
 async def _live(mode: str, path: str, agents: int, latency: float) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _support import store_has_call, wait_until
+from _support import run_beside_playwright, store_has_call, wait_until
 
 from dsh_workflow import Usage
 from dsh_workflow._cli.announce import announce_viewer
@@ -876,9 +876,7 @@ def _record_runs(store: str, *, result_value: Any) -> list[str]:
                 "value": result_value, "error": None, "stop_reason": "completed"})
         return [run_id]
 
-    import anyio
-
-    return anyio.run(write, backend="trio")  # Playwright runs an asyncio loop here
+    return run_beside_playwright(write)
 
 
 def _json_text(value: Any) -> str:
@@ -1020,9 +1018,7 @@ def _unfinished_runs(store: str, runs: int, agents: int, first_seq: int = 1) -> 
                 await opened.append_events(run_id, batch)
         return ids
 
-    import anyio
-
-    return anyio.run(write, backend="trio")
+    return run_beside_playwright(write)
 
 
 def _list_counts(http: httpx.Client) -> dict[str, tuple[str, int, int]]:

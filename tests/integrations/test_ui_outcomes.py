@@ -16,10 +16,9 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import httpx
 import pytest
-from _support import wait_until
+from _support import run_beside_playwright, wait_until
 
 from dsh_workflow import SQLiteRunStore
 
@@ -89,7 +88,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         async with SQLiteRunStore(path):
             pass
 
-    anyio.run(create, backend="trio")  # beside a live Playwright
+    run_beside_playwright(create)
     return path
 
 

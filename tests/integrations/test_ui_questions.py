@@ -16,10 +16,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-from _support import wait_until
+from _support import run_beside_playwright, wait_until
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -113,7 +112,7 @@ def _records(store: str, run_id: str) -> list[Any]:
     async def read() -> list[Any]:
         async with SQLiteRunStore(store) as opened:
             return await opened.question_records(run_id)
-    return anyio.run(read, backend="trio")  # beside a live Playwright
+    return run_beside_playwright(read)
 
 
 def test_a_running_run_is_answered_from_its_page(store: str, viewer: Any) -> None:
