@@ -203,7 +203,7 @@ async def test_questions_take_no_slot_no_cap_and_no_budget(make_engine: Any) -> 
 
 
 async def test_an_answer_provider_answers_and_an_invalid_answer_never_reaches_the_script(
-        make_engine: Any) -> None:
+        make_engine: Any, caplog: pytest.LogCaptureFixture) -> None:
     answers = AutoAnswer({"Name?": "Ada", "Age?": "not a number"})
     events: list[WorkflowEvent] = []
     async with make_engine(EngineConfig(), EchoProvider(), answers=answers) as engine:
@@ -213,6 +213,11 @@ async def test_an_answer_provider_answers_and_an_invalid_answer_never_reaches_th
             const age = await ask("Age?", {schema: {type: "object",
                 properties: {years: {type: "integer"}}, required: ["years"]}});
             return {name, age};"""))
+        # "Name?" is open too until the provider's answer is delivered: wait for the provider
+        # to have refused its answer to "Age?" (then "Name?" is long answered)
+        await await_until(lambda: any("answer to q2 is invalid" in record.getMessage()
+                                      for record in caplog.records),
+                          what="the answer provider's answer to q2 refused", timeout=20)
         (question,) = await open_questions(run)
         assert question.question == "Age?"  # the provider's invalid answer left it open
         await run.answer(question.qid, {"years": 36})
