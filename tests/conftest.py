@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -15,6 +17,15 @@ pytest.register_assert_rewrite("_support")
 # about behaviour; speed lives in benchmarks/.
 settings.register_profile("project", deadline=None)
 settings.load_profile("project")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile the checkout's package once, in the controlling process, before any worker
+    starts. The CLI and sandbox processes the tests start import it from the checkout, and
+    where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``, the sandbox's ``-B``) each of
+    those thousands of processes would otherwise compile every module it imports again."""
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(Path(__file__).resolve().parents[1] / "dsh_workflow", quiet=1)
 
 
 @pytest.fixture(
