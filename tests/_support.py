@@ -9,9 +9,12 @@
   ``dsh-workflow`` command, as a real process of this checkout.
 - :func:`wait_until` and :func:`await_until`: the one way a test waits for a condition it
   cannot be told about (a file, a process's state, a count of events), with a deadline;
-  :func:`wait_for_output` (a pattern in a process's output file), :func:`store_has_call`
-  (a call recorded in a run store) and :func:`wait_spinning` (a process burning CPU) are the
-  conditions several folders wait for.
+  :func:`wait_while_running` waits for what a process it started is to bring about, and
+  :func:`await_none_left` for leftovers to go; :func:`wait_for_output` (a pattern in a
+  process's output file), :func:`store_has_call` (a call recorded in a run store),
+  :func:`settled_run` (a run no longer ``running``), :func:`written_files` (what fake agents
+  wrote), :func:`alive` (a process that has not exited) and :func:`wait_spinning` (a process
+  burning CPU) are the conditions several folders wait for.
 
 A test sleeps only where the sleep is the behaviour under test: a provider or a fake agent CLI
 that is slow on purpose, a heartbeat that measures the event loop's lag, a cancel or a hold
@@ -41,6 +44,8 @@ import anyio
 from dsh_workflow import (
     EngineConfig,
     QuickJSEngine,
+    RunRecord,
+    RunStore,
     WorkflowEngine,
 )
 
@@ -49,6 +54,8 @@ __all__ = [
     "REPO",
     "TIGHT_CONFIG",
     "EngineFactory",
+    "alive",
+    "await_none_left",
     "await_until",
     "both_engines",
     "child_pids",
@@ -56,13 +63,17 @@ __all__ = [
     "cli_env",
     "local_http",
     "quickjs_factory",
+    "run_beside_playwright",
     "run_cli",
     "send_json",
+    "settled_run",
     "store_has_call",
     "subprocess_factory",
     "wait_for_output",
     "wait_spinning",
     "wait_until",
+    "wait_while_running",
+    "written_files",
 ]
 
 T = TypeVar("T")
@@ -240,6 +251,25 @@ def wait_until(condition: Callable[[], T | None], *, what: str, timeout: float =
         time.sleep(interval)
 
 
+def wait_while_running(process: subprocess.Popen[Any], condition: Callable[[], T | None], *,
+                       what: str, timeout: float = 30.0, interval: float = POLL_INTERVAL_S,
+                       output: Path | None = None) -> T:
+    """:func:`wait_until` for what ``process`` is to bring about (a line on its stderr, a file
+    its children write, a port it listens on). Fails at once if ``process`` has exited and the
+    condition still does not hold, with the text of ``output`` (the file its stderr goes to)
+    when given."""
+    def look() -> T | None:
+        found = condition()
+        if found or process.poll() is None:
+            return found
+        found = condition()  # it may have come true as the process ended
+        assert found, (f"the process exited ({process.returncode}) before {what}"
+                       + (f": {output.read_text(errors='replace')}" if output else ""))
+        return found
+
+    return wait_until(look, what=what, timeout=timeout, interval=interval)
+
+
 @overload
 async def await_until(condition: Callable[[], Coroutine[Any, Any, T | None]], *, what: str,
                       timeout: float = ..., interval: float = ...) -> T: ...
@@ -311,6 +341,34 @@ def wait_for_output(path: Path, pattern: str, *, count: int = 1,
         text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
         raise AssertionError(f"{pattern!r} x{count} not seen in {path} within {timeout:g} s: "
                              f"{text!r}") from None
+
+
+async def settled_run(store: RunStore, run_id: str) -> RunRecord | None:
+    """Run ``run_id``'s record once it no longer reads ``running``; None until then (also
+    while it is not recorded). A look for :func:`await_until`."""
+    run = await store.get_run(run_id)
+    return None if run is None or run.status == "running" else run
+
+
+def written_files(folder: Path) -> list[Path]:
+    """The files in ``folder`` that hold something: a fake agent makes its file (named by its
+    pid) empty, then writes it, so an empty one is not counted yet."""
+    return [path for path in folder.iterdir() if path.stat().st_size]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # pragma: no cover - not Linux: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
 
 
 def store_has_call(store: Path, seq: int) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import genai_prices
 import pytest
-from _support import cli_command, cli_env, run_cli, wait_until
+from _support import cli_command, cli_env, run_cli, wait_while_running
 
 SCRIPT = """export const meta = { name: 'estimated', description: 'an estimate test' };
 phase('Research');
@@ -118,13 +118,10 @@ def test_confirm_above_refuses_without_a_terminal_unless_yes(script: Path,
 def _wait_asked(process: subprocess.Popen[bytes], err_path: Path, times: int) -> None:
     """Wait until the question ``[y/N]`` is on stderr (the file ``err_path``) ``times`` times;
     fails at once, with that stderr, if ``process`` exits first."""
-    def asked() -> bool:
-        if err_path.read_text(encoding="utf-8", errors="replace").count("[y/N]") >= times:
-            return True
-        assert process.poll() is None, err_path.read_text()
-        return False
-
-    wait_until(asked, what=f"[y/N] x{times} on stderr (in {err_path})", timeout=60)
+    wait_while_running(
+        process,
+        lambda: err_path.read_text(encoding="utf-8", errors="replace").count("[y/N]") >= times,
+        what=f"[y/N] x{times} on stderr", timeout=60, output=err_path)
 
 
 def _on_a_terminal(script: Path, tmp_path: Path, store: Path,

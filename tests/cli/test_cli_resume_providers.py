@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import REPO, cli_command, cli_env, run_cli, wait_until
+from _support import REPO, cli_command, cli_env, run_cli, wait_while_running
 
 FAKES = REPO / "tests" / "providers" / "fake_clis"
 API_KEY = "sk-test-resume-0123456789abcdef"
@@ -244,13 +244,9 @@ def test_an_interrupted_claude_run_resumes_without_paying_again(tmp_path: Path) 
              "--provider", "claude", "--model", "opus"), cwd=tmp_path,
             env=env_for(tmp_path, **extra), stdout=subprocess.DEVNULL, stderr=err)
     try:
-        def third_started() -> bool:
-            if "[agent 3 started]" in (tmp_path / "run.err").read_text(encoding="utf-8"):
-                return True
-            assert process.poll() is None
-            return False
-
-        wait_until(third_started, what="the third call to start", timeout=60)
+        wait_while_running(
+            process, lambda: "[agent 3 started]" in (tmp_path / "run.err").read_text(encoding="utf-8"),
+            what="the third call to start", timeout=60, output=tmp_path / "run.err")
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 130
     finally:

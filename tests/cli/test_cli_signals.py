@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import cli_command, cli_env, wait_for_output, wait_until
+from _support import (
+    alive,
+    cli_command,
+    cli_env,
+    wait_for_output,
+    wait_until,
+    wait_while_running,
+    written_files,
+)
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
@@ -32,21 +40,6 @@ SIGNALS = [pytest.param(signal.SIGTERM, id="SIGTERM"), pytest.param(signal.SIGHU
 
 def env_for(tmp: Path) -> dict[str, str]:
     return cli_env(TMPDIR=str(tmp))  # where isolated children's worktrees are made
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not exited (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:  # pragma: no cover - not Linux: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
 
 
 def git(repo: Path, *args: str) -> str:
@@ -71,14 +64,8 @@ def wait_started(process: subprocess.Popen[bytes], pids_dir: Path, children: int
     """Wait until ``children`` agents wrote their working directories into ``pids_dir`` (a
     file named by each one's pid); fails at once, with its stderr (the file ``err``), if
     ``process`` exits first."""
-    def started() -> bool:
-        # a file is made empty, then written: counted once it holds the directory
-        if sum(1 for p in pids_dir.iterdir() if p.stat().st_size) >= children:
-            return True
-        assert process.poll() is None, err.read_text()
-        return False
-
-    wait_until(started, what=f"{children} agents to start (stderr in {err})", timeout=30)
+    wait_while_running(process, lambda: len(written_files(pids_dir)) >= children,
+                       what=f"{children} agents to start", timeout=30, output=err)
 
 
 def stop_run(tmp_path: Path, cwd: Path, script: str, how: signal.Signals,

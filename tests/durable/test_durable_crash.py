@@ -19,6 +19,7 @@ shared), so the kills per instance are few but the moments are varied.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -32,13 +33,12 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import await_until
+from _support import alive, await_until, settled_run
 from anyio.abc import Process
 
 from dsh_workflow import (
     AgentStarted,
     QuickJSEngine,
-    RunRecord,
     SQLiteRunStore,
     SubagentRequest,
     SubagentResult,
@@ -103,14 +103,6 @@ def descendants(pid: int) -> set[int]:
             todo.extend(kids - found)
             found |= kids
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 async def read_child(child: Child) -> None:
@@ -199,12 +191,9 @@ async def check_after_kill(store: SQLiteRunStore, child: Child, why: str) -> lis
         assert not received, why
         return []
 
-    async def settled() -> RunRecord | None:
-        run = await store.get_run(run_id)
-        return None if run is None or run.status == "running" else run
-
-    run = await await_until(settled, what=f"the run to stop reading running after the kill: "
-                                          f"{why}", timeout=5)
+    run = await await_until(functools.partial(settled_run, store, run_id),
+                            what=f"the run to stop reading running after the kill: {why}",
+                            timeout=5)
     finished = any(line.startswith("end ") for line in child.lines())
     assert run.status == ("completed" if finished else "interrupted"), (run.status, why)
     entries = await store.journal(child.run_id, kind="agent")

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import await_until
+from _support import await_until, settled_run
 from anyio.abc import Process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -292,12 +292,6 @@ async def test_a_closed_store_leaves_its_running_runs_interrupted(db: str) -> No
 
 # ---- real processes ----------------------------------------------------------------------------
 
-async def settled(store: RunStore, run_id: str) -> RunRecord | None:
-    """The run's record once it no longer reads ``running``; None until then."""
-    run = await store.get_run(run_id)
-    return None if run is None or run.status == "running" else run
-
-
 async def _start(*args: str) -> Process:
     return await anyio.open_process([sys.executable, CHILD, *args], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -441,7 +435,7 @@ async def test_kill_9_at_random_moments_loses_nothing_the_script_received(db: st
                 out = lines.complete_lines()
                 assert out and out[0] == "ready", (seed, run_id, out[:3])
                 printed = {int(line) for line in out[1:]}
-                run = await await_until(functools.partial(settled, store, run_id),
+                run = await await_until(functools.partial(settled_run, store, run_id),
                                         what=f"run {run_id} to stop reading running (seed {seed})",
                                         timeout=5)
                 assert run.status == "interrupted", (seed, run_id)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import anyio
 import pytest
-from _support import await_until, child_pids
+from _support import alive, await_until, child_pids
 
 from dsh_workflow import (
     AgentEnded,
@@ -395,15 +395,6 @@ async def main():
 
 anyio.run(main)
 """
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 async def test_sandboxes_die_with_a_killed_engine_process() -> None:

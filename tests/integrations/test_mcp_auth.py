@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from _support import wait_until
+from _support import wait_while_running
 
 mcp = pytest.importorskip("mcp")
 
@@ -82,13 +82,9 @@ def mcp_server(tmp_path: Path, *options: str, env_token: str | None = None) -> I
             [sys.executable, "-m", "dsh_workflow", "mcp", *options, "--http", str(port)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=sink, env=env)
     try:
-        def listening() -> bool:
-            if "Authorization: Bearer" in log.read_text():  # printed once it listens
-                return True
-            assert process.poll() is None, f"the server exited: {log.read_text()}"
-            return False
-
-        wait_until(listening, what="the server to start", timeout=30)
+        # the token is printed once it listens
+        wait_while_running(process, lambda: "Authorization: Bearer" in log.read_text(),
+                           what="the server to start", timeout=30, output=log)
         yield Server(url=f"http://127.0.0.1:{port}/mcp", log=log, process=process)
     finally:
         process.send_signal(signal.SIGTERM)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import wait_until
+from _support import alive, wait_while_running, written_files
 
 pytest.importorskip("mcp")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -38,14 +38,6 @@ PROTOCOL = "2025-06-18"
 INIT = {"protocolVersion": PROTOCOL, "capabilities": {},
         "clientInfo": {"name": "signal-test", "version": "1"}}
 TOKEN = "signal-test-token"
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def git(repo: Path, *args: str) -> None:
@@ -84,14 +76,8 @@ def agent_command(tmp: Path) -> tuple[str, Path]:
 def wait_children(pids: Path, server: subprocess.Popen[bytes], count: int = 2) -> list[int]:
     """The pids of ``count`` agents once each wrote its working directory into ``pids`` (a
     file named by its pid); fails at once if ``server`` exits first."""
-    def started() -> bool:
-        # a file is made empty, then written: counted once it holds the directory
-        if sum(1 for p in pids.iterdir() if p.stat().st_size) >= count:
-            return True
-        assert server.poll() is None, "the server exited"
-        return False
-
-    wait_until(started, what="the children to start", timeout=60)
+    wait_while_running(server, lambda: len(written_files(pids)) >= count,
+                       what="the children to start", timeout=60)
     return [int(p.name) for p in pids.iterdir()]
 
 
@@ -175,11 +161,10 @@ def http_server(tmp_path: Path, repo: Path, command: str) -> Iterator[tuple[
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
         except OSError:
-            assert server.poll() is None, "no server"
             return False
         return True
 
-    wait_until(listening, what="the server to listen", timeout=60)
+    wait_while_running(server, listening, what="the server to listen", timeout=60)
     yield server, f"http://127.0.0.1:{port}/mcp"
 
 

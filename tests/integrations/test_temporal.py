@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 import pytest
-from _support import await_until, wait_until
+from _support import await_until, wait_while_running
 from temporalio.client import Client
 
 from dsh_workflow import EngineConfig, QuickJSEngine, WorkflowStartRequest
@@ -74,17 +74,10 @@ def start_server(tmp: Path) -> Server:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     server = Server(f"127.0.0.1:{port}", process)
 
-    def listening() -> bool:
-        if _accepts(port):
-            return True
-        if process.poll() is not None:
-            raise RuntimeError("it exited")
-        return False
-
     try:
-        wait_until(listening, what="the Temporal dev server to listen", timeout=60,
-                   interval=0.2)
-    except (AssertionError, RuntimeError) as exc:
+        wait_while_running(process, lambda: _accepts(port),
+                           what="the Temporal dev server to listen", timeout=60, interval=0.2)
+    except AssertionError as exc:
         server.stop()
         raise RuntimeError(f"the Temporal dev server did not start: "
                            f"{(tmp / f'temporal-{port}.log').read_text()[-2000:]}") from exc
@@ -120,15 +113,10 @@ class WorkerProcess:
         return self.text().count("] started ")
 
     def wait_for(self, needle: str, timeout: float = 60) -> None:
-        def seen() -> bool:
-            if needle in self.text():
-                return True
-            assert self.process.poll() is None, f"worker exited: {self.text()}"
-            return False
-
         try:
-            wait_until(seen, what=f"{needle!r} in the worker's log", timeout=timeout,
-                       interval=0.1)
+            wait_while_running(self.process, lambda: needle in self.text(),
+                               what=f"{needle!r} in the worker's log", timeout=timeout,
+                               interval=0.1, output=self.log)
         except AssertionError as exc:
             if self.process.poll() is not None:
                 raise
@@ -501,13 +489,8 @@ def test_a_stopped_worker_ends_without_finalizing_the_interpreter(server: Server
              "--task-queue", _queue(), "--shutdown-grace", "0"],
             stdout=subprocess.DEVNULL, stderr=stderr, stdin=subprocess.DEVNULL, env=env)
     try:
-        def ready() -> bool:
-            if b"ready:" in log.read_bytes():
-                return True
-            assert process.poll() is None, log.read_text()
-            return False
-
-        wait_until(ready, what=f"the worker to be ready (log in {log})", timeout=60)
+        wait_while_running(process, lambda: b"ready:" in log.read_bytes(),
+                           what="the worker to be ready", timeout=60, output=log)
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, log.read_text()
     finally:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from _support import wait_until
+from _support import alive, wait_until
 
 from dsh_workflow._providers import reaper
 
@@ -29,14 +29,6 @@ while not grandchild:
 print(child.pid, grandchild, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_a_runner_killed_outright_takes_its_childrens_groups_with_it() -> None:

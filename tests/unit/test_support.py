@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import anyio
 import pytest
-from _support import REPO, await_none_left, await_until, cli_env, wait_until
+from _support import (
+    REPO,
+    alive,
+    await_none_left,
+    await_until,
+    cli_env,
+    wait_until,
+    wait_while_running,
+    written_files,
+)
 
 
 def test_cli_env_drops_what_steers_the_cli_and_sets_what_is_asked(
@@ -68,3 +80,30 @@ async def test_await_none_left_names_what_was_left() -> None:
     with pytest.raises(AssertionError,
                        match=r"waited 0.02 s for the pids to end; last seen: \['7'\]"):
         await await_none_left(lambda: {7}, what="the pids to end", timeout=0.02)
+
+
+def test_wait_while_running_fails_at_once_when_the_process_exits_first(tmp_path: Path) -> None:
+    output = tmp_path / "err"
+    output.write_text("boom: no listener\n")
+    quick = subprocess.Popen([sys.executable, "-c", "pass"])
+    quick.wait()
+    began = time.monotonic()
+    with pytest.raises(AssertionError, match=r"exited \(0\) before the port.*boom: no listener"):
+        wait_while_running(quick, lambda: False, what="the port", timeout=30, output=output)
+    assert time.monotonic() - began < 5  # not the 30 s timeout
+
+    marker = tmp_path / "marker"
+    writer = subprocess.Popen([sys.executable, "-c",
+                               f"import pathlib; pathlib.Path({str(marker)!r}).write_text('x')"])
+    writer.wait()  # exited, having brought the condition about: that is no failure
+    assert wait_while_running(writer, marker.exists, what="the marker", timeout=5) is True
+
+
+def test_written_files_leave_out_empty_ones_and_alive_sees_exits(tmp_path: Path) -> None:
+    (tmp_path / "1").write_text("")
+    (tmp_path / "2").write_text("/work")
+    assert written_files(tmp_path) == [tmp_path / "2"]
+    assert alive(os.getpid())
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    assert not alive(ended.pid)
