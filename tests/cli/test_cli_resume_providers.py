@@ -244,9 +244,10 @@ def test_an_interrupted_claude_run_resumes_without_paying_again(tmp_path: Path) 
              "--provider", "claude", "--model", "opus"), cwd=tmp_path,
             env=env_for(tmp_path, **extra), stdout=subprocess.DEVNULL, stderr=err)
     try:
+        err_path = tmp_path / "run.err"
         wait_while_running(
-            process, lambda: "[agent 3 started]" in (tmp_path / "run.err").read_text(encoding="utf-8"),
-            what="the third call to start", timeout=60, output=tmp_path / "run.err")
+            process, lambda: "[agent 3 started]" in err_path.read_text(encoding="utf-8"),
+            what="the third call to start", timeout=60, output=err_path)
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 130
     finally:
