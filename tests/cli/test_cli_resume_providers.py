@@ -227,11 +227,14 @@ def test_an_interrupted_claude_run_resumes_without_paying_again(tmp_path: Path) 
     bin_dir.mkdir()
     slow = bin_dir / "claude"
     gate = tmp_path / "let-three-finish"
-    # the fake claude, except that "three" waits until the gate file exists
+    waiting = tmp_path / "three-is-waiting"
+    # the fake claude, except that "three" says it has its prompt, then waits until the gate
+    # file exists
     slow.write_text((FAKES / "claude").read_text(encoding="utf-8").replace(
         "prompt = sys.stdin.read()\n",
         "prompt = sys.stdin.read()\n"
         "import time\n"
+        f"if prompt.startswith('three'): open({str(waiting)!r}, 'w').close()\n"
         f"while prompt.startswith('three') and not os.path.exists({str(gate)!r}):\n"
         "    time.sleep(0.05)\n", 1), encoding="utf-8")
     slow.chmod(0o755)
@@ -244,10 +247,9 @@ def test_an_interrupted_claude_run_resumes_without_paying_again(tmp_path: Path) 
              "--provider", "claude", "--model", "opus"), cwd=tmp_path,
             env=env_for(tmp_path, **extra), stdout=subprocess.DEVNULL, stderr=err)
     try:
-        err_path = tmp_path / "run.err"
-        wait_while_running(
-            process, lambda: "[agent 3 started]" in err_path.read_text(encoding="utf-8"),
-            what="the third call to start", timeout=60, output=err_path)
+        # the third child holds its prompt: a signal before that would close its stdin empty
+        wait_while_running(process, waiting.exists, what="the third call to wait",
+                           timeout=60, output=tmp_path / "run.err")
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 130
     finally:
